@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/knowdp/knowdp/repro"
+)
+
+func reproCommand() *command {
+	return &command{
+		name:    "repro",
+		summary: "regenerate the papers' tables and figures (CSV, PNG, SVG)",
+		run:     runRepro,
+	}
+}
+
+func runRepro(ctx context.Context, e *env, args []string) error {
+	var names []string
+	for _, x := range repro.All() {
+		names = append(names, x.Name)
+	}
+	fs := newFlagSet(e, "repro", "repro [flags] <"+strings.Join(append(names, "all"), "|")+">")
+	out := fs.String("out", "repro-out", "output directory (created if missing)")
+	quick := fs.Bool("quick", false, "reduced sample sizes (as in CI)")
+	seed := fs.Uint64("seed", 1, "seed of the random generator (repro outputs are never private)")
+	// The experiment name may come before or after the flags.
+	var which string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		which, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if which == "" && fs.NArg() == 1 {
+		which = fs.Arg(0)
+	} else if fs.NArg() > 0 || which == "" {
+		fs.Usage()
+		return errUsage
+	}
+	var run []repro.Experiment
+	for _, x := range repro.All() {
+		if which == "all" || which == x.Name {
+			run = append(run, x)
+		}
+	}
+	if len(run) == 0 {
+		fmt.Fprintf(e.stderr, "unknown experiment %q; choose one of %s or all\n", which, strings.Join(names, ", "))
+		return errUsage
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	for _, x := range run {
+		e.log.Info("repro", "experiment", x.Name, "out", *out, "quick", *quick)
+		cfg := repro.Config{Dir: *out, Seed: *seed, Quick: *quick, Log: e.log}
+		if err := x.Run(ctx, cfg); err != nil {
+			return fmt.Errorf("%s: %w", x.Name, err)
+		}
+	}
+	fmt.Fprintf(e.stdout, "wrote %s (seeded: outputs are reproducible and NOT private)\n", *out)
+	return nil
+}

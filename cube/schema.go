@@ -1,0 +1,178 @@
+// Package cube builds data cubes from fact tables and releases them with
+// differential privacy when some cuboids are public exactly (paper 3:
+// "Background knowledge in differential privacy: exact cuboids in a noisy
+// data cube").
+//
+// A cube is a dense []float64 of counts over the product of the declared
+// domains of its dimensions, in row-major order (the last dimension varies
+// fastest). Domains come from a Schema, never from the data, so that the set
+// of cells released does not depend on who is in the table.
+package cube
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"os"
+	"strings"
+)
+
+// MaxDims is the largest number of dimensions a schema may have; cuboids are
+// bit sets over them.
+const MaxDims = 64
+
+// Dimension is a named attribute with its declared, ordered domain.
+type Dimension struct {
+	Name   string   `json:"name"`
+	Values []string `json:"values"`
+}
+
+// Schema is the list of dimensions of a fact table and their domains.
+type Schema struct {
+	dims    []Dimension
+	index   []map[string]int // value -> position, per dimension
+	byName  map[string]int
+	strides []int
+	cells   int // product of the domain sizes, or -1 if it overflows int
+}
+
+// NewSchema validates the dimensions: at least one, at most MaxDims, names
+// unique and non-empty, every domain non-empty with unique values.
+func NewSchema(dims []Dimension) (*Schema, error) {
+	if len(dims) == 0 {
+		return nil, errors.New("schema has no dimensions")
+	}
+	if len(dims) > MaxDims {
+		return nil, fmt.Errorf("schema has %d dimensions; at most %d are supported", len(dims), MaxDims)
+	}
+	s := &Schema{
+		dims:    make([]Dimension, len(dims)),
+		index:   make([]map[string]int, len(dims)),
+		byName:  make(map[string]int, len(dims)),
+		strides: make([]int, len(dims)),
+	}
+	for i, d := range dims {
+		if strings.TrimSpace(d.Name) == "" {
+			return nil, fmt.Errorf("dimension %d has no name", i+1)
+		}
+		if _, dup := s.byName[d.Name]; dup {
+			return nil, fmt.Errorf("dimension name %q appears twice", d.Name)
+		}
+		if len(d.Values) == 0 {
+			return nil, fmt.Errorf("dimension %q has an empty domain", d.Name)
+		}
+		s.byName[d.Name] = i
+		s.index[i] = make(map[string]int, len(d.Values))
+		for j, v := range d.Values {
+			if _, dup := s.index[i][v]; dup {
+				return nil, fmt.Errorf("dimension %q lists value %q twice", d.Name, v)
+			}
+			s.index[i][v] = j
+		}
+		s.dims[i] = Dimension{Name: d.Name, Values: append([]string(nil), d.Values...)}
+	}
+	s.cells = 1
+	for i := len(dims) - 1; i >= 0; i-- {
+		s.strides[i] = s.cells
+		hi, lo := bits.Mul64(uint64(s.cells), uint64(len(dims[i].Values)))
+		if s.cells < 0 || hi != 0 || lo > math.MaxInt {
+			s.cells = -1
+			continue
+		}
+		s.cells = int(lo)
+	}
+	return s, nil
+}
+
+// LoadSchema reads a schema from a JSON file of the form
+// {"dimensions":[{"name":"sex","values":["F","M"]}, ...]}.
+func LoadSchema(path string) (*Schema, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	s, err := ParseSchema(b)
+	if err != nil {
+		return nil, fmt.Errorf("schema %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// ParseSchema decodes a schema from JSON (see LoadSchema). Unknown fields
+// are an error, so a misspelt key is not silently ignored.
+func ParseSchema(b []byte) (*Schema, error) {
+	var doc struct {
+		Dimensions []Dimension `json:"dimensions"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	return NewSchema(doc.Dimensions)
+}
+
+// MarshalJSON encodes the schema in the format LoadSchema reads.
+func (s *Schema) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Dimensions []Dimension `json:"dimensions"`
+	}{s.dims})
+}
+
+// NumDims returns the number of dimensions.
+func (s *Schema) NumDims() int { return len(s.dims) }
+
+// Dim returns dimension i. The caller must not modify its Values.
+func (s *Schema) Dim(i int) Dimension { return s.dims[i] }
+
+// Size returns the size of dimension i's domain.
+func (s *Schema) Size(i int) int { return len(s.dims[i].Values) }
+
+// Sizes returns the domain sizes of all dimensions.
+func (s *Schema) Sizes() []int {
+	n := make([]int, len(s.dims))
+	for i := range s.dims {
+		n[i] = len(s.dims[i].Values)
+	}
+	return n
+}
+
+// Lookup returns the index of the dimension with the given name.
+func (s *Schema) Lookup(name string) (int, bool) {
+	i, ok := s.byName[name]
+	return i, ok
+}
+
+// ValueIndex returns the position of value in dimension i's domain.
+func (s *Schema) ValueIndex(i int, value string) (int, bool) {
+	j, ok := s.index[i][value]
+	return j, ok
+}
+
+// Cells returns the number of cells of the base cuboid (the product of the
+// domain sizes), or -1 if it does not fit in an int.
+func (s *Schema) Cells() int { return s.cells }
+
+// Stride returns how far apart, in the row-major base cuboid, two cells are
+// that differ by one in dimension i.
+func (s *Schema) Stride(i int) int { return s.strides[i] }
+
+// CheckCells returns an error unless the base cuboid has at most limit
+// cells. Call it before allocating a cube.
+func (s *Schema) CheckCells(limit int) error {
+	if s.cells < 0 || s.cells > limit {
+		sizes := make([]string, len(s.dims))
+		for i, d := range s.dims {
+			sizes[i] = fmt.Sprintf("%s=%d", d.Name, len(d.Values))
+		}
+		n := "more than 2^63"
+		if s.cells >= 0 {
+			n = fmt.Sprint(s.cells)
+		}
+		return fmt.Errorf("the domain has %s cells (%s), above the limit of %d; raise the limit or coarsen the schema",
+			n, strings.Join(sizes, " x "), limit)
+	}
+	return nil
+}

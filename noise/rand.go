@@ -1,0 +1,111 @@
+// Package noise draws the random noise of knowdp's mechanisms exactly and
+// without floating-point artefacts.
+//
+// Textbook implementations add x + F^-1(u) for a float64 uniform u. The set
+// of floats such a sum can produce depends on x, so a single output can reveal
+// the input (Mironov, "On significance of the least significant bits for
+// differential privacy", CCS 2012). knowdp never does that:
+//
+//   - DiscreteLaplace samples the two-sided geometric distribution
+//     P(z) ∝ exp(-|z|/t) on the integers exactly: every integer has exactly
+//     the stated probability, not an approximation of it.
+//   - Laplace rounds a real input to a power-of-two grid and adds a grid
+//     multiple of discrete Laplace noise, so every output is a grid point and
+//     the output distribution depends on the input only through its rounded
+//     value.
+//   - Choose (the exponential mechanism) and Categorical pick an index with
+//     exactly the stated probabilities.
+//
+// Exactness comes from lazy evaluation. A sampler draws 64 random bits, which
+// pin a uniform variate U to an interval of width 2^-64, and computes its
+// answer in float64 together with a rigorous error bound. When the answer is
+// the same everywhere in the interval and within the error bound, which is
+// all but about 2^-40 of the time, it is returned. Otherwise the sampler
+// draws more bits and decides with arbitrary-precision arithmetic.
+//
+// Randomness comes from a ChaCha8 generator seeded from crypto/rand. A seeded
+// generator (NewSeeded) exists for tests and reproducible experiments; it is
+// NOT private and every result made with it must say so.
+package noise
+
+import (
+	crand "crypto/rand"
+	"encoding/binary"
+	"math/bits"
+	"math/rand/v2"
+)
+
+// Rand is a source of random bits for the samplers. It is not safe for
+// concurrent use; give each goroutine its own, for example with Split.
+type Rand struct {
+	src    *rand.ChaCha8
+	seeded bool
+	bits   uint64 // buffered single bits, consumed from the low end
+	nbits  uint
+}
+
+// NewRand returns a cryptographically secure generator: ChaCha8 keyed with
+// 256 bits from the operating system's CSPRNG.
+func NewRand() *Rand {
+	var seed [32]byte
+	// crypto/rand.Read never returns an error: the runtime aborts the
+	// program if the operating system cannot supply randomness.
+	_, _ = crand.Read(seed[:])
+	return &Rand{src: rand.NewChaCha8(seed)}
+}
+
+// NewSeeded returns a deterministic generator for tests and reproducible
+// experiments. Its output is predictable from the seed, so results made with
+// it are NOT differentially private.
+func NewSeeded(seed uint64) *Rand {
+	var s [32]byte
+	binary.LittleEndian.PutUint64(s[:8], seed)
+	copy(s[8:], "knowdp: seeded, not private")
+	return &Rand{src: rand.NewChaCha8(s), seeded: true}
+}
+
+// Seeded reports whether r is deterministic (made by NewSeeded, or split
+// from such a generator), in which case its results are not private.
+func (r *Rand) Seeded() bool { return r.seeded }
+
+// Uint64 returns 64 uniformly random bits. It makes Rand a rand.Source.
+func (r *Rand) Uint64() uint64 { return r.src.Uint64() }
+
+// Split returns a new generator keyed with 256 bits drawn from r. Splitting
+// the same seeded generator the same way gives the same children, so work
+// divided into fixed chunks stays reproducible however it is scheduled.
+func (r *Rand) Split() *Rand {
+	var s [32]byte
+	for i := 0; i < 32; i += 8 {
+		binary.LittleEndian.PutUint64(s[i:], r.src.Uint64())
+	}
+	return &Rand{src: rand.NewChaCha8(s), seeded: r.seeded}
+}
+
+// Uint64N returns a uniformly random integer in [0, n) without modulo bias.
+// It panics if n == 0.
+func (r *Rand) Uint64N(n uint64) uint64 {
+	if n == 0 {
+		panic("noise: Uint64N(0)")
+	}
+	// Lemire's nearly divisionless method.
+	hi, lo := bits.Mul64(r.src.Uint64(), n)
+	if lo < n {
+		thresh := -n % n
+		for lo < thresh {
+			hi, lo = bits.Mul64(r.src.Uint64(), n)
+		}
+	}
+	return hi
+}
+
+// bit returns one uniformly random bit, drawn 64 at a time.
+func (r *Rand) bit() uint64 {
+	if r.nbits == 0 {
+		r.bits, r.nbits = r.src.Uint64(), 64
+	}
+	b := r.bits & 1
+	r.bits >>= 1
+	r.nbits--
+	return b
+}
