@@ -1,0 +1,95 @@
+package cube
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/knowdp/knowdp/noise"
+)
+
+// benchShapes are cubes of 1e6, 1e7 and 1e8 cells with ten values per
+// dimension; the exact cuboids overlap the way census invariants do.
+var benchShapes = []struct {
+	name  string
+	dims  int
+	exact [][]int
+}{
+	{"1e6", 6, nil},
+	{"1e7", 7, nil},
+	{"1e8", 8, nil},
+}
+
+var benchExact = map[int][][]int{
+	1: {{0, 1, 2}},
+	2: {{0, 1, 2}, {2, 3}},
+	4: {{0, 1, 2}, {2, 3}, {0, 4}, {5}},
+}
+
+// BenchmarkConsistent measures the consistency sweep: for each exact cuboid
+// one pass to sum and one to add.
+func BenchmarkConsistent(b *testing.B) {
+	for _, sh := range benchShapes {
+		sizes := make([]int, sh.dims)
+		for i := range sizes {
+			sizes[i] = 10
+		}
+		s := testSchema(b, sizes...)
+		x := make([]float64, s.Cells())
+		r := noise.NewSeeded(1)
+		for i := range x {
+			x[i] = float64(r.Uint64N(4))
+		}
+		c := &Cube{Schema: s, Counts: x}
+		for _, k := range []int{1, 2, 4} {
+			var exact []Cuboid
+			for _, e := range benchExact[k] {
+				exact = append(exact, cuboidOf(e))
+			}
+			inv := c.Invariants(exact)
+			b.Run(fmt.Sprintf("cells=%s/exact=%d", sh.name, k), func(b *testing.B) {
+				b.SetBytes(int64(8 * len(x)))
+				for b.Loop() {
+					if err := Consistent(s, Base(sh.dims), x, inv); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(len(x))*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mcells/s")
+			})
+		}
+	}
+}
+
+// BenchmarkFromCSV measures building a cube from a fact table: rows/s and
+// MB/s of CSV.
+func BenchmarkFromCSV(b *testing.B) {
+	const rows = 500_000
+	s := testSchema(b, 6, 2, 5, 2, 2, 2, 7)
+	path := filepath.Join(b.TempDir(), "facts.csv")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	fmt.Fprintln(w, "d0,d1,d2,d3,d4,d5,d6,extra")
+	r := noise.NewSeeded(2)
+	for range rows {
+		for i := range 7 {
+			fmt.Fprintf(w, "v%d,", r.Uint64N(uint64(s.Size(i))))
+		}
+		fmt.Fprintln(w, r.Uint64N(1000))
+	}
+	w.Flush()
+	f.Close()
+	st, _ := os.Stat(path)
+	b.SetBytes(st.Size())
+	for b.Loop() {
+		if _, err := FromCSV(context.Background(), path, s, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mrows/s")
+}

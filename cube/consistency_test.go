@@ -1,0 +1,480 @@
+package cube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/knowdp/knowdp/noise"
+)
+
+// testSchema returns a schema with the given domain sizes, dimensions named
+// d0, d1, ... and values v0, v1, ....
+func testSchema(t testing.TB, sizes ...int) *Schema {
+	t.Helper()
+	dims := make([]Dimension, len(sizes))
+	for i, n := range sizes {
+		dims[i].Name = fmt.Sprintf("d%d", i)
+		for j := range n {
+			dims[i].Values = append(dims[i].Values, fmt.Sprintf("v%d", j))
+		}
+	}
+	s, err := NewSchema(dims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// marginalMatrix returns the matrix mapping the cells of cuboid over (row-
+// major) to the cells of its sub-cuboid keep, built cell by cell from the
+// definition (independently of project).
+func marginalMatrix(s *Schema, over, keep Cuboid) *mat.Dense {
+	od := over.Dims()
+	rows, cols := s.CuboidSize(keep), s.CuboidSize(over)
+	m := mat.NewDense(rows, cols, nil)
+	coord := make([]int, len(od))
+	for cell := range cols {
+		rem := cell
+		for k := len(od) - 1; k >= 0; k-- {
+			coord[k] = rem % s.Size(od[k])
+			rem /= s.Size(od[k])
+		}
+		row := 0
+		for k, d := range od {
+			if keep.Has(d) {
+				row = row*s.Size(d) + coord[k]
+			}
+		}
+		m.Set(row, cell, 1)
+	}
+	return m
+}
+
+// denseConsistent solves min ||y - x|| s.t. A y = c with the Moore-Penrose
+// pseudo-inverse: y = x + A^+ (c - A x).
+func denseConsistent(t *testing.T, s *Schema, over Cuboid, x []float64, inv []Invariant) []float64 {
+	t.Helper()
+	var blocks []*mat.Dense
+	var rhs []float64
+	for _, v := range inv {
+		k := v.Cuboid & over
+		blocks = append(blocks, marginalMatrix(s, over, k))
+		// The invariant's margin on k, from the invariant's own cells.
+		mk := marginalMatrix(s, v.Cuboid, k)
+		var ck mat.VecDense
+		ck.MulVec(mk, mat.NewVecDense(len(v.Counts), v.Counts))
+		rhs = append(rhs, ck.RawVector().Data...)
+	}
+	n := len(x)
+	rows := len(rhs)
+	a := mat.NewDense(rows, n, nil)
+	r := 0
+	for _, b := range blocks {
+		br, _ := b.Dims()
+		a.Slice(r, r+br, 0, n).(*mat.Dense).Copy(b)
+		r += br
+	}
+	var svd mat.SVD
+	if !svd.Factorize(a, mat.SVDThin) {
+		t.Fatal("SVD failed")
+	}
+	vals := svd.Values(nil)
+	var u, v mat.Dense
+	svd.UTo(&u)
+	svd.VTo(&v)
+	// residual = c - A x
+	res := mat.NewVecDense(rows, nil)
+	res.MulVec(a, mat.NewVecDense(n, x))
+	res.ScaleVec(-1, res)
+	res.AddVec(res, mat.NewVecDense(rows, rhs))
+	// A^+ res = V diag(1/s) U^T res over the non-zero singular values.
+	var utr mat.VecDense
+	utr.MulVec(u.T(), res)
+	for i, sv := range vals {
+		if sv > 1e-10*vals[0] {
+			utr.SetVec(i, utr.AtVec(i)/sv)
+		} else {
+			utr.SetVec(i, 0)
+		}
+	}
+	var corr mat.VecDense
+	corr.MulVec(&v, &utr)
+	y := make([]float64, n)
+	for i := range y {
+		y[i] = x[i] + corr.AtVec(i)
+	}
+	return y
+}
+
+func randomTable(r *noise.Rand, n int) []float64 {
+	x := make([]float64, n)
+	for i := range x {
+		x[i] = float64(r.Uint64N(20))
+	}
+	return x
+}
+
+func noisy(r *noise.Rand, x []float64, scale float64) []float64 {
+	l, _ := noise.NewLaplace(1, 1/scale)
+	y := append([]float64(nil), x...)
+	l.AddTo(r, y)
+	return y
+}
+
+func TestConsistentMatchesDenseLeastSquares(t *testing.T) {
+	r := noise.NewSeeded(1)
+	for _, tc := range []struct {
+		sizes []int
+		exact [][]int // dimensions of each exact cuboid
+		over  []int   // released cuboid; nil = base
+	}{
+		{sizes: []int{3, 4}, exact: [][]int{{0}}},
+		{sizes: []int{3, 4}, exact: [][]int{{0}, {1}}},
+		{sizes: []int{2, 3, 4}, exact: [][]int{{0, 1}, {1, 2}}},
+		{sizes: []int{2, 3, 4}, exact: [][]int{{0}, {1}, {2}}},
+		{sizes: []int{2, 3, 4}, exact: [][]int{{0, 1}, {1, 2}, {0, 2}}},
+		{sizes: []int{3, 4, 2, 5}, exact: [][]int{{0, 1}, {1, 2}, {2, 3}, {0, 3}}},
+		{sizes: []int{3, 4, 2, 5}, exact: [][]int{{0, 1, 2}, {1, 3}, {}, {0}}},
+		{sizes: []int{3, 4, 2, 5}, exact: [][]int{{0, 1}, {1, 2, 3}}, over: []int{0, 1, 3}},
+		{sizes: []int{4, 3, 3}, exact: [][]int{{0, 2}, {1}}, over: []int{0, 1}},
+		{sizes: []int{2, 2, 2, 2}, exact: [][]int{{0, 1, 2, 3}}},
+	} {
+		s := testSchema(t, tc.sizes...)
+		over := Base(len(tc.sizes))
+		if tc.over != nil {
+			over = cuboidOf(tc.over)
+		}
+		for trial := range 3 {
+			truth := &Cube{Schema: s, Counts: randomTable(r, s.Cells())}
+			var exact []Cuboid
+			for _, e := range tc.exact {
+				exact = append(exact, cuboidOf(e))
+			}
+			inv := truth.Invariants(exact)
+			x := noisy(r, truth.Project(over), 3)
+			want := denseConsistent(t, s, over, x, inv)
+			got := append([]float64(nil), x...)
+			if err := Consistent(s, over, got, inv); err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if math.Abs(got[i]-want[i]) > 1e-9 {
+					t.Fatalf("%v exact %v over %v trial %d: cell %d = %v, dense LS %v", tc.sizes, tc.exact, tc.over, trial, i, got[i], want[i])
+				}
+			}
+			// And the invariants hold.
+			for _, v := range inv {
+				k := v.Cuboid & over
+				a := make([]float64, s.CuboidSize(k))
+				b := make([]float64, len(a))
+				project(subSizes(s.Sizes(), over), reindex(k, over), got, a)
+				project(subSizes(s.Sizes(), v.Cuboid), reindex(k, v.Cuboid), v.Counts, b)
+				for i := range a {
+					if math.Abs(a[i]-b[i]) > 1e-9 {
+						t.Fatalf("invariant %s violated at %d: %v vs %v", s.Format(v.Cuboid), i, a[i], b[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+func cuboidOf(dims []int) Cuboid {
+	var c Cuboid
+	for _, d := range dims {
+		c |= 1 << d
+	}
+	return c
+}
+
+func TestProjectMatchesDefinition(t *testing.T) {
+	r := noise.NewSeeded(2)
+	s := testSchema(t, 3, 2, 4, 2)
+	x := randomTable(r, s.Cells())
+	c := &Cube{Schema: s, Counts: x}
+	for keep := Cuboid(0); keep <= Base(4); keep++ {
+		got := c.Project(keep)
+		var want mat.VecDense
+		want.MulVec(marginalMatrix(s, Base(4), keep), mat.NewVecDense(len(x), x))
+		for i := range got {
+			if got[i] != want.AtVec(i) {
+				t.Fatalf("project onto %s: cell %d = %v, want %v", s.Format(keep), i, got[i], want.AtVec(i))
+			}
+		}
+	}
+}
+
+func TestConsistentRejectsInconsistentInvariants(t *testing.T) {
+	s := testSchema(t, 2, 3, 2)
+	a := Invariant{Cuboid: cuboidOf([]int{0, 1}), Counts: []float64{1, 2, 3, 4, 5, 6}} // d1 margin 5, 7, 9
+	b := Invariant{Cuboid: cuboidOf([]int{1, 2}), Counts: []float64{5, 0, 7, 0, 9, 1}} // d1 margin 5, 7, 10
+	x := make([]float64, s.Cells())
+	for i := range x {
+		x[i] = float64(i)
+	}
+	before := append([]float64(nil), x...)
+	err := Consistent(s, Base(3), x, []Invariant{a, b})
+	if !errors.Is(err, ErrInconsistent) || !strings.Contains(err.Error(), "d1=v2") || !strings.Contains(err.Error(), "9 vs 10") {
+		t.Fatalf("error %v does not report the disagreeing cell", err)
+	}
+	for i := range x {
+		if x[i] != before[i] {
+			t.Fatal("x changed on error")
+		}
+	}
+	totals := []Invariant{{Cuboid: 0, Counts: []float64{21}}, {Cuboid: cuboidOf([]int{0}), Counts: []float64{10, 10}}}
+	if err := Consistent(s, Base(3), x, totals); !errors.Is(err, ErrInconsistent) || !strings.Contains(err.Error(), "grand total") {
+		t.Errorf("grand total mismatch: %v", err)
+	}
+}
+
+func TestConsistentRejectsBadInput(t *testing.T) {
+	s := testSchema(t, 2, 2)
+	x := make([]float64, 4)
+	for _, tc := range []struct {
+		name string
+		over Cuboid
+		x    []float64
+		inv  []Invariant
+		want string
+	}{
+		{"short x", Base(2), make([]float64, 3), nil, "has 4 cells, got 3"},
+		{"cuboid beyond schema", Base(2), x, []Invariant{{Cuboid: 1 << 5, Counts: []float64{1}}}, "beyond the schema"},
+		{"wrong length", Base(2), x, []Invariant{{Cuboid: 1, Counts: []float64{1}}}, "has 2 cells, got 1"},
+		{"NaN count", Base(2), x, []Invariant{{Cuboid: 1, Counts: []float64{1, math.NaN()}}}, "d0=v1"},
+		{"negative count", Base(2), x, []Invariant{{Cuboid: 1, Counts: []float64{-1, 2}}}, "non-negative"},
+	} {
+		if err := Consistent(s, tc.over, tc.x, tc.inv); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestTheorem61 checks by Monte Carlo that the consistent estimate is
+// unbiased and that each cell's variance is 2b^2 times the diagonal of the
+// projection onto the invariants' null space: below 2b^2 (Theorem 6.1).
+func TestTheorem61(t *testing.T) {
+	const trials = 20000
+	s := testSchema(t, 3, 4, 2)
+	truth := &Cube{Schema: s, Counts: randomTable(noise.NewSeeded(3), s.Cells())}
+	inv := truth.Invariants([]Cuboid{cuboidOf([]int{0, 1}), cuboidOf([]int{1, 2})})
+	l, _ := noise.NewLaplace(2, 1) // b = 2
+	r := noise.NewSeeded(4)
+	n := s.Cells()
+	sum := make([]float64, n)
+	sumSq := make([]float64, n)
+	x := make([]float64, n)
+	for range trials {
+		copy(x, truth.Counts)
+		l.AddTo(r, x)
+		if err := Consistent(s, Base(3), x, inv); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range x {
+			d := v - truth.Counts[i]
+			sum[i] += d
+			sumSq[i] += d * d
+		}
+	}
+	// Diagonal of I - A^+ A: variance factor of each cell.
+	factor := nullProjectionDiagonal(t, s, inv)
+	v0 := l.Variance()
+	for i := range n {
+		want := v0 * factor[i]
+		if want >= v0 {
+			t.Fatalf("cell %d: no variance reduction predicted (%v)", i, factor[i])
+		}
+		mean := sum[i] / trials
+		if math.Abs(mean) > 5*math.Sqrt(want/trials) {
+			t.Errorf("cell %d: bias %v exceeds 5 standard errors %v", i, mean, 5*math.Sqrt(want/trials))
+		}
+		// The estimate is a linear combination of Laplace variables; its
+		// fourth moment is at most 6 v^2 (kurtosis of Laplace), so the
+		// sample variance has standard error <= sqrt(5/trials) v.
+		got := sumSq[i] / trials
+		if math.Abs(got-want) > 5*math.Sqrt(5.0/trials)*want {
+			t.Errorf("cell %d: variance %v, want %v", i, got, want)
+		}
+	}
+}
+
+func nullProjectionDiagonal(t *testing.T, s *Schema, inv []Invariant) []float64 {
+	n := s.Cells()
+	diag := make([]float64, n)
+	for i := range n {
+		e := make([]float64, n)
+		e[i] = 1
+		// (I - A^+A) e_i is the consistent estimate of e_i with zero
+		// invariants.
+		zero := make([]Invariant, len(inv))
+		for k, v := range inv {
+			zero[k] = Invariant{Cuboid: v.Cuboid, Counts: make([]float64, len(v.Counts))}
+		}
+		y := denseConsistent(t, s, Base(s.NumDims()), e, zero)
+		diag[i] = y[i]
+	}
+	return diag
+}
+
+// bruteNonNegative solves min ||y - x|| s.t. invariants, y >= 0 by trying
+// every set of cells fixed at zero (exact for tiny arrays).
+func bruteNonNegative(t *testing.T, s *Schema, x []float64, inv []Invariant) []float64 {
+	n := len(x)
+	best := math.Inf(1)
+	var bestY []float64
+	for zero := range 1 << n {
+		// Fix the zero cells with extra exact "cells": implement by solving
+		// the equality-constrained problem on the free cells through a
+		// large penalty-free dense solve: add rows e_j^T y = 0.
+		y := denseWithZeros(t, s, x, inv, zero)
+		if y == nil {
+			continue
+		}
+		ok := true
+		var d float64
+		for i, v := range y {
+			if v < -1e-9 {
+				ok = false
+				break
+			}
+			d += (v - x[i]) * (v - x[i])
+		}
+		if ok && d < best-1e-12 {
+			best, bestY = d, y
+		}
+	}
+	return bestY
+}
+
+func denseWithZeros(t *testing.T, s *Schema, x []float64, inv []Invariant, zero int) []float64 {
+	n := len(x)
+	var rows [][]float64
+	var rhs []float64
+	for _, v := range inv {
+		m := marginalMatrix(s, Base(s.NumDims()), v.Cuboid)
+		r, _ := m.Dims()
+		for i := range r {
+			rows = append(rows, mat.Row(nil, i, m))
+			rhs = append(rhs, v.Counts[i])
+		}
+	}
+	for j := range n {
+		if zero&(1<<j) != 0 {
+			row := make([]float64, n)
+			row[j] = 1
+			rows = append(rows, row)
+			rhs = append(rhs, 0)
+		}
+	}
+	a := mat.NewDense(len(rows), n, nil)
+	for i, row := range rows {
+		a.SetRow(i, row)
+	}
+	var svd mat.SVD
+	svd.Factorize(a, mat.SVDThin)
+	vals := svd.Values(nil)
+	var u, v mat.Dense
+	svd.UTo(&u)
+	svd.VTo(&v)
+	res := mat.NewVecDense(len(rows), nil)
+	res.MulVec(a, mat.NewVecDense(n, x))
+	res.ScaleVec(-1, res)
+	res.AddVec(res, mat.NewVecDense(len(rows), rhs))
+	var utr mat.VecDense
+	utr.MulVec(u.T(), res)
+	for i, sv := range vals {
+		if sv > 1e-10*vals[0] {
+			utr.SetVec(i, utr.AtVec(i)/sv)
+		} else {
+			utr.SetVec(i, 0)
+		}
+	}
+	var corr mat.VecDense
+	corr.MulVec(&v, &utr)
+	y := make([]float64, n)
+	for i := range y {
+		y[i] = x[i] + corr.AtVec(i)
+	}
+	// Infeasible if the constraints are not met (zeros incompatible).
+	var chk mat.VecDense
+	chk.MulVec(a, mat.NewVecDense(n, y))
+	for i := range rhs {
+		if math.Abs(chk.AtVec(i)-rhs[i]) > 1e-8 {
+			return nil
+		}
+	}
+	return y
+}
+
+func TestConsistentNonNegativeMatchesBruteForce(t *testing.T) {
+	r := noise.NewSeeded(5)
+	for _, tc := range []struct {
+		sizes []int
+		exact [][]int
+	}{
+		{[]int{3, 3}, [][]int{{0}, {1}}},
+		{[]int{2, 2, 3}, [][]int{{0, 1}, {2}}},
+		{[]int{2, 5}, [][]int{{0}}},
+		{[]int{2, 2, 2}, [][]int{{0, 1}, {1, 2}}},
+	} {
+		s := testSchema(t, tc.sizes...)
+		var exact []Cuboid
+		for _, e := range tc.exact {
+			exact = append(exact, cuboidOf(e))
+		}
+		for trial := range 4 {
+			truth := &Cube{Schema: s, Counts: make([]float64, s.Cells())}
+			for i := range truth.Counts {
+				truth.Counts[i] = float64(r.Uint64N(3)) // small counts: noise pushes many below 0
+			}
+			inv := truth.Invariants(exact)
+			x := noisy(r, truth.Counts, 2)
+			want := bruteNonNegative(t, s, x, inv)
+			got := append([]float64(nil), x...)
+			if _, err := ConsistentNonNegative(context.Background(), s, Base(len(tc.sizes)), got, inv, NonNegative{Tol: 1e-9, MaxIter: 200000}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if math.Abs(got[i]-want[i]) > 1e-6 {
+					t.Fatalf("%v %v trial %d: cell %d = %v, brute force %v\n got %v\nwant %v", tc.sizes, tc.exact, trial, i, got[i], want[i], got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestConsistentNonNegativeFailsWithoutNonNegativeTable(t *testing.T) {
+	// Two-way margins of a 2x2x2 table that agree pairwise but admit no
+	// non-negative table: A = B, B = C, A != C in every row.
+	s := testSchema(t, 2, 2, 2)
+	diag := []float64{1, 0, 0, 1}
+	anti := []float64{0, 1, 1, 0}
+	inv := []Invariant{
+		{Cuboid: cuboidOf([]int{0, 1}), Counts: diag},
+		{Cuboid: cuboidOf([]int{1, 2}), Counts: diag},
+		{Cuboid: cuboidOf([]int{0, 2}), Counts: anti},
+	}
+	x := make([]float64, 8)
+	// A signed table exists, so plain consistency succeeds.
+	if err := Consistent(s, Base(3), append([]float64(nil), x...), inv); err != nil {
+		t.Fatalf("signed consistency: %v", err)
+	}
+	_, err := ConsistentNonNegative(context.Background(), s, Base(3), x, inv, NonNegative{MaxIter: 500})
+	if err == nil || !strings.Contains(err.Error(), "no non-negative table") {
+		t.Fatalf("error %v", err)
+	}
+	for _, v := range x {
+		if v != 0 {
+			t.Fatal("x changed on failure")
+		}
+	}
+	if _, err := ConsistentNonNegative(context.Background(), s, Base(3), x, inv, NonNegative{Tol: math.NaN()}); err == nil {
+		t.Error("NaN tolerance accepted")
+	}
+}

@@ -1,0 +1,208 @@
+package cube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/knowdp/knowdp/source"
+)
+
+// DefaultCellLimit is the largest base cuboid built unless the caller asks
+// for more: 2^28 cells, 2 GiB of float64 counts.
+const DefaultCellLimit = 1 << 28
+
+// Cube is the base cuboid of a fact table: one count per cell of the
+// schema's domain, row-major.
+type Cube struct {
+	Schema *Schema
+	Counts []float64
+}
+
+// New returns an all-zero cube, or an error if the domain has more than
+// limit cells (checked before allocating).
+func New(s *Schema, limit int) (*Cube, error) {
+	if err := s.CheckCells(limit); err != nil {
+		return nil, err
+	}
+	return &Cube{Schema: s, Counts: make([]float64, s.Cells())}, nil
+}
+
+// Options configures building a cube from a fact table.
+type Options struct {
+	// CellLimit bounds the domain size; 0 means DefaultCellLimit.
+	CellLimit int
+	// Progress, if set, is called now and then with the bytes read so far.
+	Progress func(bytesRead int64)
+}
+
+// FromCSV streams a CSV fact table with a header row and counts its rows
+// into a cube over the schema. Every schema dimension must be a column
+// (other columns are ignored). A value outside its dimension's declared
+// domain is an error naming the file, row and column.
+func FromCSV(ctx context.Context, path string, s *Schema, opt Options) (*Cube, error) {
+	t, err := source.OpenCSV(path)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	return Build(ctx, t, s, opt)
+}
+
+// Build counts the rows of an open table into a cube over the schema.
+func Build(ctx context.Context, t *source.CSV, s *Schema, opt Options) (*Cube, error) {
+	limit := opt.CellLimit
+	if limit == 0 {
+		limit = DefaultCellLimit
+	}
+	cols := make([]int, s.NumDims())
+	for i := range cols {
+		c, err := t.Column(s.Dim(i).Name)
+		if err != nil {
+			return nil, err
+		}
+		cols[i] = c
+	}
+	c, err := New(s, limit)
+	if err != nil {
+		return nil, err
+	}
+	for n := 0; ; n++ {
+		if n&0xffff == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if opt.Progress != nil {
+				opt.Progress(t.BytesRead())
+			}
+		}
+		rec, err := t.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		cell := 0
+		for i, col := range cols {
+			j, ok := s.index[i][rec[col]]
+			if !ok {
+				return nil, t.Errorf(col, "value %q is not in the declared domain of %q (%s)", rec[col], s.dims[i].Name, domainList(s.dims[i].Values))
+			}
+			cell += j * s.strides[i]
+		}
+		c.Counts[cell]++
+	}
+	if opt.Progress != nil {
+		opt.Progress(t.BytesRead())
+	}
+	return c, nil
+}
+
+func domainList(v []string) string {
+	const show = 8
+	if len(v) <= show {
+		return strings.Join(v, ", ")
+	}
+	return strings.Join(v[:show], ", ") + fmt.Sprintf(", ... %d values in all", len(v))
+}
+
+// InferSchema reads the named columns of a CSV fact table and returns a
+// schema whose domains are the values that occur, sorted (numerically when
+// every value of a column is a number).
+//
+// Domains inferred from the data are NOT private: the presence of a value
+// in the domain reveals that some row has it, and a release over them is
+// not differentially private. It exists for exploration on public or
+// synthetic data; log warns about it.
+func InferSchema(ctx context.Context, path string, columns []string, log *slog.Logger) (*Schema, error) {
+	t, err := source.OpenCSV(path)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	cols := make([]int, len(columns))
+	seen := make([]map[string]bool, len(columns))
+	for i, name := range columns {
+		if cols[i], err = t.Column(name); err != nil {
+			return nil, err
+		}
+		seen[i] = map[string]bool{}
+	}
+	for n := 0; ; n++ {
+		if n&0xffff == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		rec, err := t.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		for i, c := range cols {
+			seen[i][rec[c]] = true
+		}
+	}
+	dims := make([]Dimension, len(columns))
+	for i, name := range columns {
+		vals := make([]string, 0, len(seen[i]))
+		for v := range seen[i] {
+			vals = append(vals, v)
+		}
+		sortValues(vals)
+		dims[i] = Dimension{Name: name, Values: vals}
+	}
+	log.Warn("domains inferred from the data: the release is NOT differentially private (the domain itself reveals which values occur)", "file", path)
+	return NewSchema(dims)
+}
+
+func sortValues(v []string) {
+	numeric := true
+	for _, s := range v {
+		if _, err := strconv.ParseFloat(s, 64); err != nil {
+			numeric = false
+			break
+		}
+	}
+	if !numeric {
+		slices.Sort(v)
+		return
+	}
+	slices.SortFunc(v, func(a, b string) int {
+		x, _ := strconv.ParseFloat(a, 64)
+		y, _ := strconv.ParseFloat(b, 64)
+		switch {
+		case x < y:
+			return -1
+		case x > y:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+}
+
+// Project returns the counts of cuboid cb: the sums of the cube over the
+// dimensions not in cb, in row-major order of cb's dimensions (schema
+// order). One pass over the cube.
+func (c *Cube) Project(cb Cuboid) []float64 {
+	out := make([]float64, c.Schema.CuboidSize(cb))
+	project(c.Schema.Sizes(), cb, c.Counts, out)
+	return out
+}
+
+// Total returns the number of rows counted.
+func (c *Cube) Total() float64 {
+	var t float64
+	for _, v := range c.Counts {
+		t += v
+	}
+	return t
+}

@@ -1,0 +1,248 @@
+package cube
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
+)
+
+func eps(t testing.TB, x float64) privacy.Epsilon {
+	t.Helper()
+	e, err := privacy.NewEpsilon(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestReleaseInvariantsHoldAndSeededIsReproducible(t *testing.T) {
+	s := testSchema(t, 3, 4, 2, 3)
+	c := &Cube{Schema: s, Counts: randomTable(noise.NewSeeded(1), s.Cells())}
+	exact := []Cuboid{cuboidOf([]int{0, 1}), cuboidOf([]int{1, 2})}
+	for _, over := range []Cuboid{Base(4), cuboidOf([]int{0, 1, 3}), cuboidOf([]int{2, 3})} {
+		spec := ReleaseSpec{Epsilon: eps(t, 0.5), Exact: exact, Cuboid: over}
+		a, err := c.Release(context.Background(), spec, noise.NewSeeded(7))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := c.Release(context.Background(), spec, noise.NewSeeded(7))
+		for i := range a.Counts {
+			if a.Counts[i] != b.Counts[i] {
+				t.Fatalf("seeded releases differ at %d", i)
+			}
+		}
+		if !a.Seeded || a.Metadata().Private {
+			t.Error("seeded release not marked as such")
+		}
+		want, _ := GenericSensitivity(s, exact, over)
+		if a.Sensitivity != want.Value || a.Sensitivity == 0 {
+			t.Errorf("sensitivity %d, want %d", a.Sensitivity, want.Value)
+		}
+		if math.Abs(a.Scale-float64(a.Sensitivity)/0.5) > 1e-5*a.Scale {
+			t.Errorf("scale %v for sensitivity %d at eps 0.5", a.Scale, a.Sensitivity)
+		}
+		// Every invariant's margin on the released cuboid is exact.
+		for _, v := range a.Invariants {
+			k := v.Cuboid & over
+			got := make([]float64, s.CuboidSize(k))
+			project(subSizes(s.Sizes(), over), reindex(k, over), a.Counts, got)
+			want := c.Project(k)
+			for i := range got {
+				if math.Abs(got[i]-want[i]) > 1e-9 {
+					t.Fatalf("release over %s breaks invariant %s at %d: %v vs %v", s.Format(over), s.Format(v.Cuboid), i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+func TestReleasePublicCuboidIsExact(t *testing.T) {
+	s := testSchema(t, 3, 4, 2)
+	c := &Cube{Schema: s, Counts: randomTable(noise.NewSeeded(2), s.Cells())}
+	rel, err := c.Release(context.Background(), ReleaseSpec{
+		Epsilon: eps(t, 1), Exact: []Cuboid{cuboidOf([]int{0, 1})}, Cuboid: cuboidOf([]int{1}),
+	}, noise.NewRand())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := c.Project(cuboidOf([]int{1}))
+	for i := range want {
+		if rel.Counts[i] != want[i] {
+			t.Fatalf("public cuboid released with noise: %v vs %v", rel.Counts, want)
+		}
+	}
+	if rel.Sensitivity != 0 || rel.Scale != 0 || !strings.Contains(rel.Metadata().Mechanism, "determined") {
+		t.Errorf("metadata of a public cuboid: %+v", rel.Metadata())
+	}
+}
+
+func TestReleaseNonNegative(t *testing.T) {
+	s := testSchema(t, 4, 5, 3)
+	c := &Cube{Schema: s, Counts: make([]float64, s.Cells())}
+	r := noise.NewSeeded(3)
+	for i := range c.Counts {
+		c.Counts[i] = float64(r.Uint64N(2))
+	}
+	rel, err := c.Release(context.Background(), ReleaseSpec{
+		Epsilon: eps(t, 0.5), Exact: []Cuboid{cuboidOf([]int{0}), cuboidOf([]int{1, 2})}, Cuboid: Base(3), NonNegative: true, Tol: 1e-7,
+	}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range rel.Counts {
+		if v < -1e-7 {
+			t.Fatalf("cell %d = %v is negative", i, v)
+		}
+	}
+	if !strings.Contains(rel.Metadata().Mechanism, "non-negativity") {
+		t.Error("mechanism does not mention non-negativity")
+	}
+}
+
+func TestReleaseRejectsBadSpec(t *testing.T) {
+	s := testSchema(t, 2, 2)
+	c := &Cube{Schema: s, Counts: make([]float64, 4)}
+	for _, tc := range []struct {
+		name string
+		spec ReleaseSpec
+		want string
+	}{
+		{"no epsilon", ReleaseSpec{Cuboid: Base(2)}, "epsilon"},
+		{"cuboid beyond schema", ReleaseSpec{Epsilon: eps(t, 1), Cuboid: 1 << 4}, "beyond the schema"},
+		{"exact beyond schema", ReleaseSpec{Epsilon: eps(t, 1), Cuboid: Base(2), Exact: []Cuboid{1 << 3}}, "beyond the schema"},
+		{"negative sensitivity", ReleaseSpec{Epsilon: eps(t, 1), Cuboid: Base(2), Sensitivity: -1}, "sensitivity"},
+	} {
+		if _, err := c.Release(context.Background(), tc.spec, noise.NewRand()); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestReleasePrivacyOnInducedNeighbours checks the guarantee where it is
+// tightest: on the worst-case induced neighbours the brute force finds, the
+// exact probabilities of every noisy output differ by at most e^eps, and by
+// exactly e^eps at the extreme output. Consistency is the same map on both
+// tables (they share the invariants), so it cannot increase the ratio.
+func TestReleasePrivacyOnInducedNeighbours(t *testing.T) {
+	for _, tc := range []struct {
+		sizes []int
+		exact [][]int
+	}{
+		{[]int{3, 3}, [][]int{{0}, {1}}},
+		{[]int{2, 2, 3}, [][]int{{0, 1}, {1, 2}}},
+		{[]int{2, 3, 2}, [][]int{{0}}},
+		{[]int{2, 2, 2}, [][]int{{0}, {1}, {2}}},
+	} {
+		s := testSchema(t, tc.sizes...)
+		var exact []Cuboid
+		for _, e := range tc.exact {
+			exact = append(exact, cuboidOf(e))
+		}
+		w, err := BruteForceSensitivity(context.Background(), s, exact, nil, Base(s.NumDims()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sens, err := GenericSensitivity(s, exact, Base(s.NumDims()))
+		if err != nil || sens.Value != w.Value {
+			t.Fatalf("%v %v: closed form %v (%v), brute force %d", tc.sizes, tc.exact, sens, err, w.Value)
+		}
+		const e = 0.7
+		lap, _ := noise.NewLaplace(float64(sens.Value), e)
+		g := lap.Grid()
+		// Both tables are counts on the grid; the noisy output y (in grid
+		// units) has log-probability sum_i log P(y_i - x_i).
+		logp := func(x []int, y []int64) float64 {
+			var l float64
+			for i := range x {
+				l += math.Log(lap.Dist().Prob(y[i] - int64(float64(x[i])/g)))
+			}
+			return l
+		}
+		r := noise.NewSeeded(4)
+		worst := 0.0
+		for trial := range 2000 {
+			y := make([]int64, len(w.Before))
+			for i := range y {
+				// Outputs near either table, and for the last trial the
+				// extreme output beyond both in the direction of Before.
+				base := float64(w.Before[i])
+				if trial%2 == 1 {
+					base = float64(w.After[i])
+				}
+				y[i] = int64(base/g) + lap.Dist().Sample(r)
+				if trial == 1999 {
+					if w.Before[i] > w.After[i] {
+						y[i] = int64(float64(w.Before[i])/g) + 1
+					} else if w.Before[i] < w.After[i] {
+						y[i] = int64(float64(w.Before[i])/g) - 1
+					}
+				}
+			}
+			worst = max(worst, math.Abs(logp(w.Before, y)-logp(w.After, y)))
+		}
+		if worst > e*(1+1e-9) {
+			t.Errorf("%v %v: log-ratio %v exceeds eps %v", tc.sizes, tc.exact, worst, e)
+		}
+		if worst < e*(1-1e-4) {
+			t.Errorf("%v %v: worst log-ratio %v is not tight (eps %v): sensitivity overestimated?", tc.sizes, tc.exact, worst, e)
+		}
+	}
+}
+
+func TestReleaseWriteCSVAndMetadata(t *testing.T) {
+	s, err := NewSchema([]Dimension{{Name: "sex", Values: []string{"F", "M"}}, {Name: "city", Values: []string{"A, B", "C"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cube{Schema: s, Counts: []float64{1, 2, 3, 4}}
+	sex, _ := s.CuboidOf("sex")
+	rel, err := c.Release(context.Background(), ReleaseSpec{Epsilon: eps(t, 1), Exact: []Cuboid{sex}, Cuboid: Base(2)}, noise.NewSeeded(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := rel.WriteCSV(&buf); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 5 || lines[0] != "sex,city,count" || !strings.HasPrefix(lines[1], `F,"A, B",`) || !strings.HasPrefix(lines[4], "M,C,") {
+		t.Errorf("csv:\n%s", buf.String())
+	}
+	b, _ := json.Marshal(rel.Metadata())
+	for _, key := range []string{`"epsilon":1`, `"neighbours":"worst-case induced`, `"sensitivity":2`, `"scale":`, `"exact":[["sex"]]`, `"seeded":true`} {
+		if !strings.Contains(string(b), key) {
+			t.Errorf("metadata %s lacks %s", b, key)
+		}
+	}
+	if FormatCount(-1e-9) != "0" || FormatCount(2.5000004) != "2.5" {
+		t.Errorf("FormatCount: %q %q", FormatCount(-1e-9), FormatCount(2.5000004))
+	}
+}
+
+func BenchmarkRelease(b *testing.B) {
+	for _, dims := range []int{6, 7} {
+		sizes := make([]int, dims)
+		for i := range sizes {
+			sizes[i] = 10
+		}
+		s := testSchema(b, sizes...)
+		c := &Cube{Schema: s, Counts: make([]float64, s.Cells())}
+		spec := ReleaseSpec{Epsilon: eps(b, 1), Exact: []Cuboid{cuboidOf([]int{0, 1, 2})}, Cuboid: Base(dims)}
+		r := noise.NewRand()
+		b.Run(fmt.Sprintf("cells=1e%d", dims), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.Release(context.Background(), spec, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(s.Cells())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mcells/s")
+		})
+	}
+}
