@@ -106,9 +106,9 @@ func bernoulliDecide(d *big.Float, words []uint64) (bool, bool) {
 	p := bigExp(d, prec)
 	e := errBound(prec, p)
 	a := bigFrac(words)
-	b := new(big.Float).SetPrec(uint(64*k + 64)).Add(a, pow2(-64*k))
-	plo := new(big.Float).SetPrec(prec + 64).Sub(p, e)
-	phi := new(big.Float).SetPrec(prec + 64).Add(p, e)
+	b := new(big.Float).SetPrec(uint(64*k+64)).Add(a, pow2(-64*k))
+	plo := new(big.Float).SetPrec(prec+64).Sub(p, e)
+	phi := new(big.Float).SetPrec(prec+64).Add(p, e)
 	if b.Cmp(plo) <= 0 {
 		return true, true
 	}
@@ -222,7 +222,7 @@ func (c *Categorical) decide(total *big.Float, words []uint64) (int, bool) {
 	k := len(words)
 	prec := uint(64*k) + exactPrec
 	a := bigFrac(words)
-	b := new(big.Float).SetPrec(uint(64*k + 64)).Add(a, pow2(-64*k))
+	b := new(big.Float).SetPrec(uint(64*k+64)).Add(a, pow2(-64*k))
 	tlo := new(big.Float).SetPrec(prec).Mul(a, total)
 	thi := new(big.Float).SetPrec(prec).Mul(b, total)
 	// The first i whose exact prefix sum exceeds tlo is the answer if thi is

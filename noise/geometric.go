@@ -118,7 +118,7 @@ func magnitudeDecide(words []uint64, t *big.Float, prec uint) (int64, bool) {
 	if a.Sign() == 0 {
 		return 0, false // -ln U is unbounded above on this interval
 	}
-	b := new(big.Float).SetPrec(uint(64*k + 64)).Add(a, pow2(-64*k))
+	b := new(big.Float).SetPrec(uint(64*k+64)).Add(a, pow2(-64*k))
 
 	// y is decreasing in U: the largest y is at a, the smallest at b.
 	hi := negScaledLn(t, a, prec, +1)
@@ -143,7 +143,7 @@ func magnitudeDecide(words []uint64, t *big.Float, prec uint) (int64, bool) {
 // down if dir < 0.
 func negScaledLn(t, x *big.Float, prec uint, dir int) *big.Float {
 	l := bigLn(x, prec)
-	y := new(big.Float).SetPrec(prec + 64).Mul(t, l)
+	y := new(big.Float).SetPrec(prec+64).Mul(t, l)
 	y.Neg(y)
 	// |error of l| <= 2^-prec (1+|l|); multiplied by t, plus the product's
 	// own rounding (relative 2^-(prec+64)): 2^-(prec-1) t (1+|l|) covers both.
