@@ -16,6 +16,8 @@ var (
 	arrestsCSV []byte
 	//go:embed arrests.schema.json
 	arrestsSchema []byte
+	//go:embed us-places.csv
+	usPlacesCSV []byte
 )
 
 // Arrests returns the Toronto arrests fact table (5226 rows) as a stream
@@ -30,4 +32,10 @@ func Arrests() (*source.CSV, *cube.Schema, error) {
 		return nil, nil, err
 	}
 	return t, s, nil
+}
+
+// USPlaces returns the 842 US places with more than 50,000 inhabitants from
+// GeoNames (CC BY; see us-places.LICENSE.md) as a stream.
+func USPlaces() (*source.CSV, error) {
+	return source.NewCSV("data/us-places.csv", bytes.NewReader(usPlacesCSV))
 }

@@ -25,3 +25,20 @@ func TestArrests(t *testing.T) {
 		t.Errorf("released = %v, want [892 4334]", got)
 	}
 }
+
+func TestUSPlaces(t *testing.T) {
+	tab, err := USPlaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		if _, err := tab.Next(); err != nil {
+			break
+		}
+		n++
+	}
+	if n != 842 {
+		t.Errorf("%d places, want 842", n)
+	}
+}

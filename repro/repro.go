@@ -36,7 +36,10 @@ type Config struct {
 
 // All returns the experiments in the order "knowdp repro all" runs them.
 func All() []Experiment {
-	return []Experiment{}
+	return []Experiment{
+		DX(),
+		Knowledge(),
+	}
 }
 
 // WriteCSV writes a header and rows to dir/name atomically.

@@ -42,7 +42,11 @@ type env struct {
 // commands lists the subcommands in the order "knowdp help" shows them.
 func commands() []*command {
 	return []*command{
+		demoCommand(),
+		releaseCommand(),
 		reproCommand(),
+		queryCommand(),
+		dxCommand(),
 	}
 }
 
