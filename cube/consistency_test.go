@@ -80,6 +80,14 @@ func denseConsistent(t *testing.T, s *Schema, over Cuboid, x []float64, inv []In
 		a.Slice(r, r+br, 0, n).(*mat.Dense).Copy(b)
 		r += br
 	}
+	return pinvProject(t, a, rhs, x)
+}
+
+// pinvProject returns the point of {y : A y = rhs} nearest x, computed as
+// x + A^+ (rhs - A x) with the Moore-Penrose pseudo-inverse from an SVD.
+func pinvProject(t *testing.T, a *mat.Dense, rhs, x []float64) []float64 {
+	t.Helper()
+	rows, n := a.Dims()
 	var svd mat.SVD
 	if !svd.Factorize(a, mat.SVDThin) {
 		t.Fatal("SVD failed")
@@ -88,7 +96,6 @@ func denseConsistent(t *testing.T, s *Schema, over Cuboid, x []float64, inv []In
 	var u, v mat.Dense
 	svd.UTo(&u)
 	svd.VTo(&v)
-	// residual = c - A x
 	res := mat.NewVecDense(rows, nil)
 	res.MulVec(a, mat.NewVecDense(n, x))
 	res.ScaleVec(-1, res)
@@ -376,31 +383,7 @@ func denseWithZeros(t *testing.T, s *Schema, x []float64, inv []Invariant, zero 
 	for i, row := range rows {
 		a.SetRow(i, row)
 	}
-	var svd mat.SVD
-	svd.Factorize(a, mat.SVDThin)
-	vals := svd.Values(nil)
-	var u, v mat.Dense
-	svd.UTo(&u)
-	svd.VTo(&v)
-	res := mat.NewVecDense(len(rows), nil)
-	res.MulVec(a, mat.NewVecDense(n, x))
-	res.ScaleVec(-1, res)
-	res.AddVec(res, mat.NewVecDense(len(rows), rhs))
-	var utr mat.VecDense
-	utr.MulVec(u.T(), res)
-	for i, sv := range vals {
-		if sv > 1e-10*vals[0] {
-			utr.SetVec(i, utr.AtVec(i)/sv)
-		} else {
-			utr.SetVec(i, 0)
-		}
-	}
-	var corr mat.VecDense
-	corr.MulVec(&v, &utr)
-	y := make([]float64, n)
-	for i := range y {
-		y[i] = x[i] + corr.AtVec(i)
-	}
+	y := pinvProject(t, a, rhs, x)
 	// Infeasible if the constraints are not met (zeros incompatible).
 	var chk mat.VecDense
 	chk.MulVec(a, mat.NewVecDense(n, y))

@@ -138,7 +138,7 @@ func runQueryPrior(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("--distance: %w", err)
 		}
 		var w []float64
-		for _, s := range splitQueryList(*weightList) {
+		for _, s := range splitList(*weightList) {
 			x, err := strconv.ParseFloat(s, 64)
 			if err != nil {
 				return fmt.Errorf("--weights: %q is not a number", s)
@@ -486,14 +486,4 @@ func (q *priorQuery) evaluate(ctx context.Context, path string, s *cube.Schema, 
 		return prior.Point{sum / float64(matches)}, nil // NaN when nothing matches
 	}
 	return prior.Point{sum}, nil
-}
-
-func splitQueryList(s string) []string {
-	var out []string
-	for _, x := range strings.Split(s, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
 }
