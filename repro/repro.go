@@ -37,6 +37,7 @@ type Config struct {
 // All returns the experiments in the order "knowdp repro all" runs them.
 func All() []Experiment {
 	return []Experiment{
+		Linear(),
 		DX(),
 		Knowledge(),
 	}

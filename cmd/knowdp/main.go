@@ -47,6 +47,7 @@ func commands() []*command {
 		reproCommand(),
 		queryCommand(),
 		dxCommand(),
+		refineCommand(),
 	}
 }
 

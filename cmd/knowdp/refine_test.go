@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const refineTD = "../../refine/testdata/"
+
+func runRefineArgs(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e := &env{stdout: &out, stderr: &errb, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	code := run(context.Background(), e, append([]string{"refine"}, args...))
+	return code, out.String(), errb.String()
+}
+
+func readRefined(t *testing.T, path string) map[string]float64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(recs[0], ",") != "name,value" {
+		t.Fatalf("header %v", recs[0])
+	}
+	got := map[string]float64{}
+	for _, r := range recs[1:] {
+		v, err := strconv.ParseFloat(r[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[r[0]] = v
+	}
+	return got
+}
+
+func TestRefineCommand(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "refined.csv")
+	code, stdout, stderr := runRefineArgs(t, "--answers", refineTD+"grades-noisy.csv", "--constraints", refineTD+"grades.json", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	got := readRefined(t, out)
+	if len(got) != 7 {
+		t.Fatalf("%d refined answers, want 7", len(got))
+	}
+	// The constraints hold, the counts are non-negative, and the warning
+	// names the data-dependent equality.
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{
+		{"A+B−80", got["A"] + got["B"] - 80},
+		{"passing", got["A"] + got["B"] + got["C"] + got["D"] - got["p"]},
+		{"total", got["F"] + got["p"] - got["t"]},
+	} {
+		if math.Abs(c.v) > 1e-9 {
+			t.Errorf("constraint %s off by %v", c.name, c.v)
+		}
+	}
+	if !strings.Contains(stdout, `equalities "AB" depend on the data`) || !strings.Contains(stdout, "knowdp refine rho") {
+		t.Errorf("missing privacy warning:\n%s", stdout)
+	}
+	// Definitional constraints only: post-processing, and the grades'
+	// sums are the tree fast path (the exact least-squares answer is
+	// checked in package refine).
+	code, stdout, stderr = runRefineArgs(t, "--answers", refineTD+"grades-noisy.csv", "--constraints", refineTD+"grades-definitional.json", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "keep the eps") {
+		t.Errorf("missing post-processing note:\n%s", stdout)
+	}
+}
+
+func TestRefineRhoCommand(t *testing.T) {
+	base := []string{"rho", "--queries", refineTD + "grades-queries.csv", "--epsilon", "1"}
+	// Definitional constraints: rho = eps at the plain scale 3/eps.
+	code, stdout, stderr := runRefineArgs(t, append(base, "--constraints", refineTD+"grades-definitional.json", "--sigma", "3", "--json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var res refineRhoResult
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("%v:\n%s", err, stdout)
+	}
+	if res.Rho == nil || math.Abs(*res.Rho-1) > 1e-9 || res.RawSensitivity != 3 || len(res.DataDependent) != 0 {
+		t.Errorf("definitional constraints: %+v", res)
+	}
+	// With mu_A + mu_B = 80 released in full: the release reveals the
+	// constant, for an A (or B) record.
+	code, stdout, stderr = runRefineArgs(t, append(base, "--constraints", refineTD+"grades-equalities.json", "--json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	res = refineRhoResult{}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Distinguishable || res.Rho != nil || res.CalibratedScale != nil || !strings.Contains(res.WorstNeighbour, `"A"`) {
+		t.Errorf("full release with a data-dependent constraint: %+v", res)
+	}
+	// The worst subset that does not reveal it (Definition 5), in text.
+	code, stdout, stderr = runRefineArgs(t, append(base, "--constraints", refineTD+"grades-equalities.json", "--release", "worst")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"effective sensitivity: 5", "calibrated:            Laplace scale 5 ", `data-dependent: "AB"`, `worst neighbours: add or remove a record of type "A"`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	// A chosen release.
+	code, stdout, _ = runRefineArgs(t, append(base, "--constraints", refineTD+"grades-equalities.json", "--release", "C,F", "--json")...)
+	if code != 0 {
+		t.Fatal(stdout)
+	}
+	res = refineRhoResult{}
+	_ = json.Unmarshal([]byte(stdout), &res)
+	if strings.Join(res.Release, ",") != "C,F" || res.Rho == nil || res.CalibratedScale == nil {
+		t.Errorf("release C,F: %+v", res)
+	}
+}
+
+func TestRefineErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	answers := write("a.csv", "name,value\nA,1\nB,2\n")
+	spec := write("s.json", `{"equalities":[{"coefficients":{"A":1,"B":1},"value":5,"public":true}]}`)
+	out := filepath.Join(dir, "out.csv")
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no answers flag", []string{"--constraints", spec, "--out", out}, 2, "--answers is required"},
+		{"no out", []string{"--answers", answers, "--constraints", spec}, 2, "--out is required"},
+		{"missing file", []string{"--answers", filepath.Join(dir, "none.csv"), "--constraints", spec, "--out", out}, 1, "none.csv"},
+		{"NaN value", []string{"--answers", write("nan.csv", "name,value\nA,NaN\nB,2\n"), "--constraints", spec, "--out", out}, 1, `nan.csv: row 2, column "value": value "NaN" of answer "A" is not a finite number`},
+		{"duplicate name", []string{"--answers", write("dup.csv", "name,value\nA,1\nA,2\n"), "--constraints", spec, "--out", out}, 1, `answer "A" already appears in row 2`},
+		{"no value column", []string{"--answers", answers, "--value", "v", "--constraints", spec, "--out", out}, 1, `no column "v"`},
+		{"unknown name", []string{"--answers", answers, "--constraints", write("u.json", `{"equalities":[{"name":"s","coefficients":{"A":1,"Q":1}}]}`), "--out", out}, 1, `u.json: equalities[0] ("s"): unknown answer "Q"`},
+		{"bad json", []string{"--answers", answers, "--constraints", write("b.json", "{\n\"order\": [[\"A\" \"B\"]]}"), "--out", out}, 1, "b.json: line 2"},
+		{"rank deficient", []string{"--answers", answers, "--constraints", write("r.json", `{"equalities":[{"name":"x","coefficients":{"A":1,"B":1},"value":2},{"name":"y","coefficients":{"A":2,"B":2},"value":4}]}`), "--out", out}, 1, `r.json: refine: equality "y" is redundant`},
+		{"inconsistent", []string{"--answers", answers, "--constraints", write("i.json", `{"equalities":[{"name":"x","coefficients":{"A":1,"B":1},"value":2}],"ranges":{"A":[0,0.5],"B":[0,0.5]}}`), "--out", out}, 1, "inconsistent"},
+		{"rho without epsilon", []string{"rho", "--queries", refineTD + "grades-queries.csv", "--constraints", refineTD + "grades.json"}, 2, "--epsilon is required"},
+		{"rho with ranges", []string{"rho", "--queries", refineTD + "grades-queries.csv", "--constraints", refineTD + "grades.json", "--epsilon", "1"}, 1, "equalities only"},
+		{"rho bad epsilon", []string{"rho", "--queries", refineTD + "grades-queries.csv", "--constraints", refineTD + "grades-equalities.json", "--epsilon", "-1"}, 1, "--epsilon: epsilon must be > 0"},
+		{"rho neighbours", []string{"rho", "--queries", refineTD + "grades-queries.csv", "--constraints", refineTD + "grades-equalities.json", "--epsilon", "1", "--neighbours", "swap"}, 2, "add-remove or substitute"},
+		{"rho release name", []string{"rho", "--queries", refineTD + "grades-queries.csv", "--constraints", refineTD + "grades-equalities.json", "--epsilon", "1", "--release", "A,Z"}, 1, `--release: unknown answer "Z"`},
+		{"rho public moves", []string{"rho", "--queries", refineTD + "grades-queries.csv", "--constraints", write("p.json", `{"equalities":[{"name":"AB","coefficients":{"A":1,"B":1},"value":80,"public":true}]}`), "--epsilon", "1"}, 1, `"AB" is marked public`},
+		{"rho query value", []string{"rho", "--queries", write("q.csv", "name,u\nA,x\nB,1\n"), "--constraints", spec, "--epsilon", "1"}, 1, `q.csv: row 2, column "u": coefficient "x"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runRefineArgs(t, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d (want %d), stderr %q, want it to contain %q", code, tc.code, stderr, tc.want)
+			}
+		})
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a failed run left %s behind", out)
+	}
+	code, _, stderr := runRefineArgs(t, "--help")
+	if code != 0 || !strings.Contains(stderr, "only if its value is the same on every database") || !strings.Contains(stderr, "--constraints") {
+		t.Errorf("--help should document the constraints format (exit %d):\n%s", code, stderr)
+	}
+}
