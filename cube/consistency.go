@@ -192,6 +192,30 @@ type NonNegative struct {
 // MaxIter sweeps (for example when no non-negative table satisfies the
 // invariants), leaving x unchanged. It returns the number of sweeps used.
 func ConsistentNonNegative(ctx context.Context, s *Schema, over Cuboid, x []float64, inv []Invariant, opt NonNegative) (int, error) {
+	res, err := nonNegative(ctx, s, over, x, inv, opt)
+	if err != nil {
+		return res.sweeps, err
+	}
+	if res.residual > res.tol {
+		return res.sweeps, fmt.Errorf("non-negative consistency did not meet tolerance %g in %d sweeps (residual %g); the invariants may admit no non-negative table", res.tol, res.sweeps, res.residual)
+	}
+	copy(x, res.y)
+	return res.sweeps, nil
+}
+
+// nnResult is the outcome of Dykstra's iteration: the last iterate (which
+// satisfies the invariants), its KKT residual and the tolerance asked for.
+type nnResult struct {
+	y        []float64
+	sweeps   int
+	residual float64
+	tol      float64
+}
+
+// nonNegative runs Dykstra's iteration until the KKT residual is within
+// tolerance or MaxIter sweeps are done. It fails only for invalid input or a
+// cancelled context.
+func nonNegative(ctx context.Context, s *Schema, over Cuboid, x []float64, inv []Invariant, opt NonNegative) (nnResult, error) {
 	if opt.Tol == 0 {
 		opt.Tol = 1e-6
 	}
@@ -199,11 +223,11 @@ func ConsistentNonNegative(ctx context.Context, s *Schema, over Cuboid, x []floa
 		opt.MaxIter = 10000
 	}
 	if !(opt.Tol > 0) || math.IsInf(opt.Tol, 0) {
-		return 0, fmt.Errorf("non-negative tolerance must be finite and > 0, got %v", opt.Tol)
+		return nnResult{}, fmt.Errorf("non-negative tolerance must be finite and > 0, got %v", opt.Tol)
 	}
 	cons, err := constraints(s, over, x, inv)
 	if err != nil {
-		return 0, err
+		return nnResult{}, err
 	}
 	sizes := s.subSizesOf(over)
 	// The linear part of the affine projection, for the stationarity test.
@@ -215,14 +239,14 @@ func ConsistentNonNegative(ctx context.Context, s *Schema, over Cuboid, x []floa
 	// needs no correction term of its own; -q converges to the orthant's
 	// multipliers.
 	z := append([]float64(nil), x...)
-	y := make([]float64, len(x))
+	res := nnResult{y: make([]float64, len(x)), tol: opt.Tol}
 	q := make([]float64, len(x))
 	r := make([]float64, len(x))
 	for it := 1; it <= opt.MaxIter; it++ {
-		copy(y, z)
-		applyConstraints(sizes, y, cons)
-		for i := range y {
-			w := y[i] + q[i]
+		copy(res.y, z)
+		applyConstraints(sizes, res.y, cons)
+		for i := range res.y {
+			w := res.y[i] + q[i]
 			z[i] = max(w, 0)
 			q[i] = w - z[i]
 		}
@@ -230,30 +254,29 @@ func ConsistentNonNegative(ctx context.Context, s *Schema, over Cuboid, x []floa
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return it, err
+			return res, err
 		}
-		if kktMet(sizes, x, y, q, r, lin, opt.Tol) {
-			copy(x, y)
-			return it, nil
+		res.sweeps = it
+		res.residual = kktResidual(sizes, x, res.y, q, r, lin)
+		if res.residual <= opt.Tol {
+			break
 		}
 	}
-	return opt.MaxIter, fmt.Errorf("non-negative consistency did not meet tolerance %g in %d sweeps; the invariants may admit no non-negative table", opt.Tol, opt.MaxIter)
+	return res, nil
 }
 
-// kktMet checks y >= -tol, |mu_i y_i| <= tol with mu = -q, and that
-// x - y + mu lies in the invariants' normal space to within tol.
-func kktMet(sizes []int, x, y, q, r []float64, lin []constraint, tol float64) bool {
+// kktResidual returns the largest violation of the optimality conditions:
+// y >= 0, mu_i y_i = 0 with mu = -q, and x - y + mu in the invariants'
+// normal space.
+func kktResidual(sizes []int, x, y, q, r []float64, lin []constraint) float64 {
+	var worst float64
 	for i := range y {
-		if y[i] < -tol || math.Abs(q[i]*y[i]) > tol {
-			return false
-		}
+		worst = max(worst, -y[i], math.Abs(q[i]*y[i]))
 		r[i] = x[i] - y[i] - q[i]
 	}
 	applyConstraints(sizes, r, lin)
 	for _, v := range r {
-		if math.Abs(v) > tol {
-			return false
-		}
+		worst = max(worst, math.Abs(v))
 	}
-	return true
+	return worst
 }

@@ -57,6 +57,12 @@ type Release struct {
 	// grid its outputs lie on before consistency (0 if no noise was needed).
 	Scale, Grid float64
 	NonNegative bool
+	// NonNegativeResidual is, for a non-negative release, the largest
+	// violation of its optimality conditions that Dykstra's iteration
+	// reached (see ConsistentNonNegative): at most the requested tolerance
+	// unless the iteration hit its sweep limit. Counts may be negative by
+	// at most this much.
+	NonNegativeResidual float64
 	// Seeded is true when the noise came from a seeded generator: the
 	// release is then reproducible and NOT private.
 	Seeded bool
@@ -123,11 +129,19 @@ func (c *Cube) Release(ctx context.Context, spec ReleaseSpec, r *noise.Rand) (*R
 		return nil, fmt.Errorf("release: %w", err)
 	}
 	if spec.NonNegative {
-		_, err = ConsistentNonNegative(ctx, s, spec.Cuboid, rel.Counts, rel.Invariants, NonNegative{Tol: spec.Tol})
-	} else {
-		err = Consistent(s, spec.Cuboid, rel.Counts, rel.Invariants)
+		// Whatever the iteration reaches is a function of the noisy counts
+		// and the public invariants only, so it is released as it is: a
+		// failure to converge must not become an error, which would tell
+		// the caller something about the noise without the release.
+		res, err := nonNegative(ctx, s, spec.Cuboid, rel.Counts, rel.Invariants, NonNegative{Tol: spec.Tol})
+		if err != nil {
+			return nil, fmt.Errorf("release: %w", err)
+		}
+		copy(rel.Counts, res.y)
+		rel.NonNegativeResidual = res.residual
+		return rel, nil
 	}
-	if err != nil {
+	if err := Consistent(s, spec.Cuboid, rel.Counts, rel.Invariants); err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
 	return rel, nil
@@ -276,6 +290,7 @@ type Metadata struct {
 	Cuboid          []string   `json:"cuboid"`
 	Exact           [][]string `json:"exact"`
 	NonNegative     bool       `json:"nonneg"`
+	NonNegResidual  float64    `json:"nonneg_residual,omitempty"`
 	Seeded          bool       `json:"seeded"`
 	Private         bool       `json:"private"`
 }
@@ -293,6 +308,7 @@ func (rel *Release) Metadata() Metadata {
 		Cuboid:          nonNil(rel.Schema.Names(rel.Cuboid)),
 		Exact:           [][]string{},
 		NonNegative:     rel.NonNegative,
+		NonNegResidual:  rel.NonNegativeResidual,
 		Seeded:          rel.Seeded,
 		Private:         !rel.Seeded,
 	}

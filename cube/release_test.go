@@ -246,3 +246,31 @@ func BenchmarkRelease(b *testing.B) {
 		})
 	}
 }
+
+// A non-negative release that cannot meet its tolerance is still released,
+// with the residual it reached: an error would reveal something about the
+// noise without charging for it.
+func TestReleaseNonNegativeNeverFailsOnData(t *testing.T) {
+	s := testSchema(t, 3, 4)
+	c := &Cube{Schema: s, Counts: randomTable(noise.NewSeeded(8), s.Cells())}
+	rel, err := c.Release(context.Background(), ReleaseSpec{
+		Epsilon: eps(t, 0.1), Exact: []Cuboid{cuboidOf([]int{0})}, Cuboid: Base(2), NonNegative: true, Tol: 1e-300,
+	}, noise.NewSeeded(9))
+	if err != nil {
+		t.Fatalf("release failed: %v", err)
+	}
+	if !(rel.NonNegativeResidual > 1e-300) {
+		t.Errorf("residual %v should show the unmet tolerance", rel.NonNegativeResidual)
+	}
+	if m := rel.Metadata(); m.NonNegResidual != rel.NonNegativeResidual {
+		t.Errorf("metadata residual %v", m.NonNegResidual)
+	}
+	// The invariants still hold exactly.
+	got := (&Cube{Schema: s, Counts: rel.Counts}).Project(cuboidOf([]int{0}))
+	want := c.Project(cuboidOf([]int{0}))
+	for i := range got {
+		if math.Abs(got[i]-want[i]) > 1e-9 {
+			t.Fatalf("invariant broken: %v vs %v", got, want)
+		}
+	}
+}
