@@ -48,6 +48,7 @@ func commands() []*command {
 		queryCommand(),
 		dxCommand(),
 		refineCommand(),
+		serveCommand(),
 	}
 }
 

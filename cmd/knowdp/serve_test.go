@@ -1,0 +1,384 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestServeHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	e := &env{stdout: &out, stderr: &errb, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if code := run(context.Background(), e, []string{"serve", "--help"}); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"--data-dir", "--db", "--addr", "--admin-key-file", "--rate", "/openapi.json", "/admin/"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, errb.String())
+		}
+	}
+	errb.Reset()
+	if code := run(context.Background(), e, []string{"serve", "--rate", "-1"}); code != 2 {
+		t.Fatalf("--rate -1: exit %d", code)
+	}
+}
+
+// serverProc is a knowdp serve process.
+type serverProc struct {
+	cmd  *exec.Cmd
+	url  string
+	logs *bytes.Buffer
+}
+
+func startServe(t *testing.T, bin string, args ...string) *serverProc {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &bytes.Buffer{}
+	cmd.Stderr = &syncWriter{w: logs}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				line <- u
+			}
+		}
+	}()
+	select {
+	case u := <-line:
+		return &serverProc{cmd: cmd, url: u, logs: logs}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("knowdp serve did not start: %s", logs)
+	}
+	return nil
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+// client calls a server's API.
+type client struct {
+	t    *testing.T
+	http *http.Client
+	url  string
+}
+
+func (c *client) do(method, path, key, idem string, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, c.url+path, rd)
+	req.Header.Set("Authorization", "Bearer "+key)
+	if idem != "" {
+		req.Header.Set("Idempotency-Key", idem)
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, b, err
+}
+
+func (c *client) must(want int, method, path, key string, body, out any) {
+	c.t.Helper()
+	st, b, err := c.do(method, path, key, "", body)
+	if err != nil || st != want {
+		c.t.Fatalf("%s %s: %d %v: %s", method, path, st, err, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
+type answerResp struct {
+	ID     string          `json:"query_id"`
+	Repeat bool            `json:"repeat"`
+	Steps  int64           `json:"charged_steps"`
+	Answer json.RawMessage `json:"answer"`
+}
+
+type budgetResp struct {
+	Total int64 `json:"total_steps"`
+	Spent int64 `json:"spent_steps"`
+}
+
+// TestServeKill9 runs a real knowdp serve process under 64 concurrent clients,
+// kills it with SIGKILL in the middle of the run, restarts it on the same
+// data directory and checks the ledger: every answer a client saw is in it
+// with the identical answer, a retry with the same idempotency key returns
+// that answer without a new charge, and spent equals the sum of the ledger's
+// charges and stays within the budget.
+func TestServeKill9(t *testing.T) {
+	bin := buildKnowdp(t)
+	t.Run("sqlite", func(t *testing.T) {
+		killAndAudit(t, bin, "--data-dir", filepath.Join(t.TempDir(), "data"))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		killAndAudit(t, bin, "--db", postgresSchema(t))
+	})
+}
+
+// buildKnowdp builds the knowdp binary into a temporary directory.
+func buildKnowdp(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "knowdp")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// postgresSchema returns a DSN for a fresh schema in the database named by
+// $KNOWDP_TEST_POSTGRES, which scripts/test.sh sets.
+func postgresSchema(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("KNOWDP_TEST_POSTGRES")
+	if dsn == "" {
+		t.Fatal("$KNOWDP_TEST_POSTGRES is not set: run ./scripts/test.sh, which installs and starts PostgreSQL for these tests")
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := fmt.Sprintf("cli_%d", time.Now().UnixNano())
+	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
+		db.Close()
+		t.Fatalf("postgres: %v (run ./scripts/test.sh)", err)
+	}
+	t.Cleanup(func() {
+		db.Exec("DROP SCHEMA " + schema + " CASCADE")
+		db.Close()
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func killAndAudit(t *testing.T, bin string, store ...string) {
+	keyFile := filepath.Join(t.TempDir(), "admin.key")
+	args := append(store, "--addr", "127.0.0.1:0", "--admin-key-file", keyFile, "--rate", "0")
+	srv := startServe(t, bin, args...)
+	kb, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := strings.TrimSpace(string(kb))
+	c := &client{t: t, http: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, url: srv.url}
+
+	root, _ := filepath.Abs("../..")
+	schema, err := os.ReadFile(filepath.Join(root, "data", "arrests.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.must(http.StatusCreated, "POST", "/admin/v1/datasets", admin, map[string]any{
+		"id": "arrests", "schema": json.RawMessage(schema),
+		"source": map[string]string{"csv": filepath.Join(root, "data", "arrests.csv")},
+		"policy": map[string]any{"epsilon_per_analyst": 1, "invariants": [][]string{{"colour"}}},
+	}, nil)
+	var created struct {
+		Analyst struct{ ID string } `json:"analyst"`
+		Key     string              `json:"api_key"`
+	}
+	c.must(http.StatusCreated, "POST", "/admin/v1/analysts", admin, map[string]string{"name": "loader"}, &created)
+	key := created.Key
+
+	// Query i weighs the cells of one year with coefficient i+1: distinct
+	// queries, each charged 1/64 on its year's cells (Protocol 1).
+	years := []string{"1997", "1998", "1999", "2000", "2001", "2002"}
+	query := func(i int) map[string]any {
+		return map[string]any{"kind": "linear", "epsilon": 1.0 / 64, "queries": []map[string]any{
+			{"terms": []map[string]any{{"where": map[string][]string{"year": {years[i%6]}}, "coef": i + 1}}}}}
+	}
+	type outcome struct {
+		status int
+		resp   answerResp
+	}
+	var (
+		mu       sync.Mutex
+		answered = map[int]answerResp{} // seen answered by a client
+		unknown  = map[int]bool{}       // in flight when the server died
+		next     atomic.Int64
+		nAns     atomic.Int64
+	)
+	load := func(stopAt int64, maxQueries int) {
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= maxQueries || (stopAt > 0 && nAns.Load() >= stopAt) {
+						return
+					}
+					st, b, err := c.do("POST", "/v1/datasets/arrests/queries", key, fmt.Sprint("q-", i), query(i))
+					mu.Lock()
+					switch {
+					case err != nil:
+						unknown[i] = true
+					case st == http.StatusCreated || st == http.StatusOK:
+						var r answerResp
+						if err := json.Unmarshal(b, &r); err != nil {
+							t.Errorf("query %d: %v", i, err)
+						}
+						answered[i] = r
+						nAns.Add(1)
+					case st != http.StatusForbidden:
+						t.Errorf("query %d: status %d: %s", i, st, b)
+					}
+					mu.Unlock()
+					if err != nil {
+						return // the server is gone
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+
+	// Phase 1: load, and kill -9 the server in the middle of it.
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		for nAns.Load() < 120 {
+			time.Sleep(2 * time.Millisecond)
+		}
+		srv.cmd.Process.Kill() // SIGKILL
+	}()
+	load(0, 1<<30)
+	<-killed
+	srv.cmd.Wait()
+	if len(unknown) == 0 {
+		t.Logf("no request was in flight at the kill")
+	}
+	t.Logf("before the kill: %d answered, %d in flight", len(answered), len(unknown))
+
+	// Phase 2: restart on the same data directory and audit.
+	srv = startServe(t, bin, args...)
+	c.url = srv.url
+	budget := func() budgetResp {
+		var b budgetResp
+		c.must(http.StatusOK, "GET", "/v1/datasets/arrests/budget", key, nil, &b)
+		return b
+	}
+	audit := func(stage string) budgetResp {
+		b := budget()
+		ids := map[string]int64{}
+		before := int64(0)
+		for {
+			var page struct {
+				Queries []struct {
+					Seq   int64  `json:"seq"`
+					ID    string `json:"id"`
+					Steps int64  `json:"charged_steps"`
+				} `json:"queries"`
+			}
+			path := "/admin/v1/queries?limit=1000&analyst=" + created.Analyst.ID
+			if before > 0 {
+				path += fmt.Sprint("&before=", before)
+			}
+			c.must(http.StatusOK, "GET", path, admin, nil, &page)
+			if len(page.Queries) == 0 {
+				break
+			}
+			for _, q := range page.Queries {
+				ids[q.ID] = q.Steps
+				before = q.Seq
+			}
+		}
+		var sum int64
+		for _, s := range ids {
+			sum += s
+		}
+		if sum != b.Spent || b.Spent > b.Total {
+			t.Fatalf("%s: ledger charges add up to %d steps, spent %d, total %d", stage, sum, b.Spent, b.Total)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for i, r := range answered {
+			if _, ok := ids[r.ID]; !ok {
+				t.Fatalf("%s: query %d was answered (%s) but is not in the ledger", stage, i, r.ID)
+			}
+		}
+		t.Logf("%s: %d ledger entries, spent %d of %d steps", stage, len(ids), b.Spent, b.Total)
+		return b
+	}
+	b0 := audit("after restart")
+	for i, r := range answered {
+		st, body, err := c.do("POST", "/v1/datasets/arrests/queries", key, fmt.Sprint("q-", i), query(i))
+		var again answerResp
+		json.Unmarshal(body, &again)
+		if err != nil || st != http.StatusOK || !again.Repeat || again.ID != r.ID || !bytes.Equal(again.Answer, r.Answer) {
+			t.Fatalf("retry of answered query %d: %d %v repeat=%v id %s (want %s)\n%s\nwant %s", i, st, err, again.Repeat, again.ID, r.ID, again.Answer, r.Answer)
+		}
+	}
+	if b := budget(); b.Spent != b0.Spent {
+		t.Fatalf("retrying answered queries charged %d steps", b.Spent-b0.Spent)
+	}
+	// The requests in flight at the kill: each was either committed (its
+	// retry returns the stored answer) or not (answered now, or refused).
+	for i := range unknown {
+		st, body, err := c.do("POST", "/v1/datasets/arrests/queries", key, fmt.Sprint("q-", i), query(i))
+		if err != nil || (st != http.StatusOK && st != http.StatusCreated && st != http.StatusForbidden) {
+			t.Fatalf("retry of in-flight query %d: %d %v %s", i, st, err, body)
+		}
+		if st != http.StatusForbidden {
+			var r answerResp
+			json.Unmarshal(body, &r)
+			mu.Lock()
+			answered[i] = r
+			mu.Unlock()
+		}
+	}
+	audit("after retrying the queries in flight")
+
+	// Phase 3: load until the budget is gone; it is never exceeded.
+	load(0, int(next.Load())+900)
+	b := audit("after exhausting the budget")
+	if b.Total-b.Spent >= b.Total/64 {
+		t.Fatalf("the budget was not exhausted: %d of %d steps left", b.Total-b.Spent, b.Total)
+	}
+}

@@ -1,0 +1,407 @@
+package server
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/privacy"
+)
+
+// DatasetRequest is what a curator sends to register a dataset.
+type DatasetRequest struct {
+	// ID names the dataset in URLs: lower-case letters, digits, - and _.
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Schema declares every dimension and its domain (cube.ParseSchema).
+	Schema json.RawMessage `json:"schema"`
+	Source Source          `json:"source"`
+	Policy Policy          `json:"policy"`
+}
+
+// Source says where a dataset's rows are. Exactly one field is set. The rows
+// are counted into the cube once, at registration; the server keeps the
+// counts and never reads the source again.
+type Source struct {
+	// CSV is the path of a CSV file on the server's machine, with a header
+	// row naming every schema dimension.
+	CSV string `json:"csv,omitempty"`
+	// SQL is a table in an SQLite or PostgreSQL database, counted with
+	// SELECT dims..., COUNT(*) ... GROUP BY dims... in that database.
+	SQL *SQLSource `json:"sql,omitempty"`
+}
+
+// SQLSource is a table in a database the server can reach.
+type SQLSource struct {
+	// Driver is "sqlite" (DSN is a file path) or "postgres" (DSN is a
+	// postgres:// URL).
+	Driver string `json:"driver"`
+	DSN    string `json:"dsn"`
+	// Table is the table's name, optionally schema-qualified (a.b).
+	Table string `json:"table"`
+}
+
+// Policy is a dataset's privacy policy.
+type Policy struct {
+	// EpsilonPerAnalyst is each analyst's total privacy budget on the
+	// dataset.
+	EpsilonPerAnalyst float64 `json:"epsilon_per_analyst"`
+	// Invariants are cuboids (lists of dimension names) that are public
+	// exactly: the server publishes them, and every answer's guarantee is
+	// with respect to the neighbours they induce (paper 3).
+	Invariants [][]string `json:"invariants,omitempty"`
+	// Sensitivity, when > 0, replaces the generic sensitivity of the base
+	// cuboid given the invariants. It is the curator's claim and a value
+	// below the true one voids every guarantee; it is needed only where no
+	// closed form exists (three or more invariants on a large domain).
+	Sensitivity int `json:"sensitivity,omitempty"`
+	// Metric, if set, enables d_X queries (paper 4) with this metric.
+	Metric *MetricPolicy `json:"metric,omitempty"`
+}
+
+// maxRows bounds a dataset's number of rows so that every linear answer
+// (integer coefficients of at most maxCoef in magnitude) is an exact integer
+// in float64 and int64: maxCoef * maxRows = 2^52.
+const (
+	maxRows = 1 << 32
+	maxCoef = 1 << 20
+)
+
+// dataset is a registered dataset, held in memory.
+type dataset struct {
+	id, name string
+	schema   *cube.Schema
+	cube     *cube.Cube
+	exact    []cube.Cuboid
+	inv      []cube.Invariant
+	// sens is the generic sensitivity S of the base cuboid given the
+	// invariants: two induced neighbours' base cuboids are at most S apart
+	// in L1, so a linear query set is charged S times its add/remove loss.
+	sens    cube.Sensitivity
+	budget  int64 // steps of privacy.EpsilonStep per analyst
+	policy  Policy
+	source  json.RawMessage
+	total   int64
+	created time.Time
+}
+
+var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// buildDataset validates a registration request and counts the source into a
+// cube. Errors are for the curator and may name data values.
+func buildDataset(ctx context.Context, req DatasetRequest, cellLimit int) (*dataset, error) {
+	if !idPattern.MatchString(req.ID) {
+		return nil, fmt.Errorf("id %q: use 1 to 64 lower-case letters, digits, - and _, starting with a letter or digit", req.ID)
+	}
+	if req.Name == "" {
+		req.Name = req.ID
+	}
+	if len(req.Schema) == 0 {
+		return nil, errors.New("schema is required")
+	}
+	schema, err := cube.ParseSchema(req.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	if err := schema.CheckCells(cellLimit); err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	d := &dataset{id: req.ID, name: req.Name, schema: schema, policy: req.Policy, created: time.Now().UTC()}
+	if err := d.applyPolicy(); err != nil {
+		return nil, err
+	}
+	var c *cube.Cube
+	switch {
+	case req.Source.CSV != "" && req.Source.SQL != nil:
+		return nil, errors.New("source: give csv or sql, not both")
+	case req.Source.CSV != "":
+		c, err = cube.FromCSV(ctx, req.Source.CSV, schema, cube.Options{CellLimit: cellLimit})
+		if err != nil {
+			return nil, fmt.Errorf("source: %w", err)
+		}
+		d.source, _ = json.Marshal(map[string]string{"csv": req.Source.CSV})
+	case req.Source.SQL != nil:
+		c, err = countSQL(ctx, *req.Source.SQL, schema, cellLimit)
+		if err != nil {
+			return nil, fmt.Errorf("source: %w", err)
+		}
+		d.source, _ = json.Marshal(map[string]any{"sql": map[string]string{
+			"driver": req.Source.SQL.Driver, "dsn": redactDSN(req.Source.SQL.DSN), "table": req.Source.SQL.Table}})
+	default:
+		return nil, errors.New("source: give csv (a file path) or sql {driver, dsn, table}")
+	}
+	if err := d.setCube(c); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// applyPolicy validates the policy and derives the invariant cuboids, the
+// generic sensitivity and the budget.
+func (d *dataset) applyPolicy() error {
+	p := d.policy
+	eps, err := privacy.NewBudget(p.EpsilonPerAnalyst, 0)
+	if err != nil || p.EpsilonPerAnalyst <= 0 {
+		return fmt.Errorf("policy.epsilon_per_analyst: must be a number in (0, %d], got %v", privacy.MaxEpsilon, p.EpsilonPerAnalyst)
+	}
+	d.budget, _ = eps.Steps()
+	d.exact = nil
+	for i, names := range p.Invariants {
+		cb, err := d.schema.CuboidOf(names...)
+		if err != nil {
+			return fmt.Errorf("policy.invariants[%d]: %w", i, err)
+		}
+		d.exact = append(d.exact, cb)
+	}
+	switch {
+	case p.Sensitivity < 0:
+		return fmt.Errorf("policy.sensitivity: must be positive, got %d", p.Sensitivity)
+	case p.Sensitivity > 0:
+		d.sens = cube.Sensitivity{Value: p.Sensitivity, Rule: "given by the curator"}
+	default:
+		d.sens, err = cube.GenericSensitivity(d.schema, d.exact, cube.Base(d.schema.NumDims()))
+		if err != nil {
+			return fmt.Errorf("policy.invariants: %w (set policy.sensitivity explicitly)", err)
+		}
+	}
+	return d.checkMetric()
+}
+
+// setCube installs the counts and the invariants computed from them.
+func (d *dataset) setCube(c *cube.Cube) error {
+	t := c.Total()
+	if t >= maxRows {
+		return fmt.Errorf("source: %v rows; at most %d are supported", t, int64(maxRows-1))
+	}
+	d.cube, d.total = c, int64(t)
+	d.inv = c.Invariants(d.exact)
+	return nil
+}
+
+// quoteIdent quotes a possibly schema-qualified SQL identifier.
+func quoteIdent(name string) (string, error) {
+	if name == "" {
+		return "", errors.New("empty identifier")
+	}
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		if p == "" || strings.ContainsRune(p, 0) {
+			return "", fmt.Errorf("bad identifier %q", name)
+		}
+		parts[i] = `"` + strings.ReplaceAll(p, `"`, `""`) + `"`
+	}
+	return strings.Join(parts, "."), nil
+}
+
+// countSQL aggregates a table in its own database with GROUP BY and fills the
+// counts into a dense cube, rejecting values outside the declared domains.
+func countSQL(ctx context.Context, src SQLSource, s *cube.Schema, cellLimit int) (*cube.Cube, error) {
+	var driver string
+	switch src.Driver {
+	case "sqlite":
+		driver = "sqlite"
+	case "postgres":
+		driver = "pgx"
+	default:
+		return nil, fmt.Errorf("sql.driver: %q; use sqlite or postgres", src.Driver)
+	}
+	table, err := quoteIdent(src.Table)
+	if err != nil {
+		return nil, fmt.Errorf("sql.table: %w", err)
+	}
+	n := s.NumDims()
+	cols := make([]string, n)
+	for i := range n {
+		if cols[i], err = quoteIdent(s.Dim(i).Name); err != nil {
+			return nil, fmt.Errorf("schema dimension %d: %w", i, err)
+		}
+	}
+	dsn := src.DSN
+	if driver == "sqlite" {
+		dsn = "file:" + dsn + "?mode=ro&_pragma=query_only(1)"
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sql: %w", err)
+	}
+	defer db.Close()
+	list := strings.Join(cols, ", ")
+	// The dimensions are cast to text so that integer and text columns
+	// compare with the schema's values alike.
+	casts := make([]string, n)
+	for i, c := range cols {
+		casts[i] = "CAST(" + c + " AS TEXT)"
+	}
+	query := "SELECT " + strings.Join(casts, ", ") + ", COUNT(*) FROM " + table + " GROUP BY " + list
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("sql %s: %w", redactDSN(src.DSN), err)
+	}
+	defer rows.Close()
+	c, err := cube.New(s, cellLimit)
+	if err != nil {
+		return nil, err
+	}
+	vals := make([]sql.NullString, n)
+	dest := make([]any, n+1)
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	var count int64
+	dest[n] = &count
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("sql %s: %w", src.Table, err)
+		}
+		cell := 0
+		for i, v := range vals {
+			dim := s.Dim(i)
+			if !v.Valid {
+				return nil, fmt.Errorf("sql %s: column %q is NULL in %d rows; every row needs a value in the declared domain", src.Table, dim.Name, count)
+			}
+			k, ok := s.ValueIndex(i, v.String)
+			if !ok {
+				return nil, fmt.Errorf("sql %s: column %q has value %q (%d rows), outside its declared domain", src.Table, dim.Name, v.String, count)
+			}
+			cell += k * s.Stride(i)
+		}
+		c.Counts[cell] += float64(count)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sql %s: %w", src.Table, err)
+	}
+	return c, nil
+}
+
+// encodeCounts stores a cube's counts sparsely: the number of non-zero cells,
+// then for each the gap from the previous one and the count, as varints.
+func encodeCounts(counts []float64) []byte {
+	var b []byte
+	nz := 0
+	for _, v := range counts {
+		if v != 0 {
+			nz++
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(nz))
+	prev := -1
+	for i, v := range counts {
+		if v == 0 {
+			continue
+		}
+		b = binary.AppendUvarint(b, uint64(i-prev))
+		b = binary.AppendUvarint(b, uint64(v))
+		prev = i
+	}
+	return b
+}
+
+// decodeCounts is the inverse of encodeCounts.
+func decodeCounts(b []byte, counts []float64) error {
+	nz, k := binary.Uvarint(b)
+	if k <= 0 {
+		return errors.New("counts: corrupt header")
+	}
+	b = b[k:]
+	i := -1
+	for range nz {
+		gap, k := binary.Uvarint(b)
+		if k <= 0 {
+			return errors.New("counts: corrupt")
+		}
+		b = b[k:]
+		v, k := binary.Uvarint(b)
+		if k <= 0 {
+			return errors.New("counts: corrupt")
+		}
+		b = b[k:]
+		i += int(gap)
+		if i < 0 || i >= len(counts) || v > math.MaxInt64 {
+			return errors.New("counts: cell out of range")
+		}
+		counts[i] = float64(v)
+	}
+	if len(b) != 0 {
+		return errors.New("counts: trailing bytes")
+	}
+	return nil
+}
+
+// insertDataset stores a dataset.
+func (s *store) insertDataset(ctx context.Context, d *dataset) error {
+	schemaJSON, err := d.schema.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	policyJSON, err := json.Marshal(d.policy)
+	if err != nil {
+		return err
+	}
+	_, err = s.w.ExecContext(ctx, s.d.q(`INSERT INTO datasets (id, name, schema_json, policy_json, source_json, counts, total_rows, budget_steps, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		d.id, d.name, string(schemaJSON), string(policyJSON), string(d.source), encodeCounts(d.cube.Counts), d.total, d.budget, d.created.UnixNano())
+	return err
+}
+
+// loadDataset reads a dataset back from the store.
+func (s *store) loadDataset(ctx context.Context, id string) (*dataset, error) {
+	var (
+		schemaJSON, policyJSON, sourceJSON string
+		counts                             []byte
+		created                            int64
+	)
+	d := &dataset{id: id}
+	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT name, schema_json, policy_json, source_json, counts, total_rows, budget_steps, created_at FROM datasets WHERE id = ?`), id).
+		Scan(&d.name, &schemaJSON, &policyJSON, &sourceJSON, &counts, &d.total, &d.budget, &created)
+	if err != nil {
+		return nil, err
+	}
+	if d.schema, err = cube.ParseSchema([]byte(schemaJSON)); err != nil {
+		return nil, fmt.Errorf("dataset %s: stored schema: %w", id, err)
+	}
+	if err := json.Unmarshal([]byte(policyJSON), &d.policy); err != nil {
+		return nil, fmt.Errorf("dataset %s: stored policy: %w", id, err)
+	}
+	if err := d.applyPolicy(); err != nil {
+		return nil, fmt.Errorf("dataset %s: stored policy: %w", id, err)
+	}
+	c, err := cube.New(d.schema, math.MaxInt)
+	if err != nil {
+		return nil, err
+	}
+	if err := decodeCounts(counts, c.Counts); err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", id, err)
+	}
+	if err := d.setCube(c); err != nil {
+		return nil, err
+	}
+	d.source = json.RawMessage(sourceJSON)
+	d.created = time.Unix(0, created).UTC()
+	return d, nil
+}
+
+// datasetIDs lists the registered datasets in id order.
+func (s *store) datasetIDs(ctx context.Context) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id FROM datasets ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

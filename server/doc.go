@@ -1,0 +1,95 @@
+// Package server is knowdp's interactive query server: the interactive access
+// mechanism of paper 2 (Soria-Comas and Domingo-Ferrer, Section 5) over HTTP,
+// with the query kinds of the other papers, per-analyst budgets and a durable
+// ledger. "knowdp serve" runs it.
+//
+// # Roles
+//
+// A curator (the admin key) registers datasets — a schema, a source counted
+// once into a cube (a CSV file, or a table in SQLite or PostgreSQL aggregated
+// with GROUP BY in its database), and a policy: each analyst's epsilon, the
+// invariants (cuboids published exactly) and optionally a d_X metric — and
+// creates analysts with API keys. Analysts see the datasets, their schemas and
+// published invariants, their own budget and history, and ask queries:
+//
+//   - cuboid: a noisy cuboid consistent with the invariants (cube.Release,
+//     paper 3);
+//   - linear: integer-weighted counting queries over the base cuboid with
+//     discrete Laplace noise and Protocol 1 accounting, optionally refined
+//     with every equality the invariants imply on the answers (refine,
+//     paper 1);
+//   - prior: prior-knowledge refinement of one linear query (or its fraction
+//     of the rows) under Protocol 2 (prior, paper 2);
+//   - dx: d_X-private Laplace answers under the dataset's attribute metric
+//     (metricdp, paper 4).
+//
+// # One neighbour relation
+//
+// Every answer's guarantee is stated for the neighbours the dataset's
+// invariants induce (tables that agree on them and differ by a minimal move;
+// add/remove one row when there are none), the relation of paper 3 under
+// which publishing the invariants exactly is consistent with differential
+// privacy. Under add/remove neighbours nothing released beside exact
+// invariants could be private, so paper 1's calibration for constraints whose
+// constants move with the data (refine.Linear.Calibrate) does not apply: the
+// invariants are the same for every pair of induced neighbours, refining with
+// them is post-processing (refine's public equalities), and the price of the
+// knowledge is paid in the noise instead. Induced neighbours' base cuboids
+// differ by a vector g with ||g||_1 <= S, the generic sensitivity of the base
+// cuboid (cube.GenericSensitivity), so a linear request's loss is at most S
+// times its add/remove loss, and its noise is calibrated with that factor.
+// Prior refinement holds for any two tables, so for this relation too. A
+// d_X answer's guarantee is d_X privacy (a record moving from u to v); its
+// epsilon multiplies the curator's metric.
+//
+// # Accounting
+//
+// Budgets and charges are integer counts of privacy.EpsilonStep (2^-40), in
+// the budgets and ledger tables, so sums are exact. Each analyst has one
+// budget per dataset, spent by:
+//
+//   - cuboid, prior and dx answers: their epsilon, composed sequentially
+//     (a cuboid computable from the invariants is public and free);
+//   - linear answers: Protocol 1, generalised to a scale lambda_j per request
+//     (lambda_j = S * Delta_j / eps_j, Delta_j the request's L1 sensitivity).
+//     The server keeps, per base cell c, L_c = sum over answered requests of
+//     S * sum_i |W_ic| / lambda_j (rounded up to a step, exactly), and the
+//     loss of all linear answers is max_c L_c. A request is charged what it
+//     adds to that maximum: a request on fresh cells costs its eps, one on
+//     cells disjoint from every earlier request's costs nothing more than the
+//     maximum already paid (parallel composition), and with equal scales it
+//     is exactly the paper's Delta(f_1, ..., f_i)/lambda. The per-request
+//     scale is the paper's own suggestion (end of Section 5.1) with the tight
+//     per-cell sum instead of sum_j Delta(f_j)/lambda_j.
+//
+// Spent is therefore the sequential part plus max_c L_c, and the sum of the
+// ledger's charges equals it.
+//
+// # The ledger
+//
+// A query is canonicalised (expanded to its coefficients per base cell, eps on
+// the step grid, the prior re-encoded) and hashed. If the analyst asked the
+// same query on the dataset before, or sent the same Idempotency-Key, the
+// stored answer is returned at no cost: asking again cannot average noise
+// away. Otherwise the answer is computed in memory, and one transaction locks
+// the analyst's budget row (SELECT ... FOR UPDATE on PostgreSQL, BEGIN
+// IMMEDIATE on SQLite), looks for the query again, checks that the charge
+// fits, inserts the ledger row with the full answer and updates the budget;
+// only after the commit is the answer written to the client. Unique
+// constraints on (analyst, dataset, query hash) and (analyst, idempotency
+// key) make concurrent duplicates resolve to one stored answer (the losing
+// computation is discarded unseen), and a CHECK keeps spent <= total. Refused
+// queries charge nothing and are not stored. SQLite runs in WAL mode with
+// synchronous=FULL: a commit is on disk before the answer leaves.
+//
+// # Security
+//
+// API keys are kdp_<id>_<secret> with 256 random bits of secret, shown once;
+// the store keeps SHA-256 of the secret, looked up by the non-secret id and
+// compared in constant time. Curator and analyst routes need their own
+// role; analysts see only their own answers. Requests have body size limits,
+// deadlines and a per-key token bucket; logs carry key ids, never keys.
+// Analyst-facing errors are computed from the request, the public schema and
+// policy, and the analyst's own budget; anything else (which could depend on
+// the data) is logged and reported as "internal error".
+package server

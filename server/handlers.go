@@ -1,0 +1,461 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/knowdp/knowdp/cube"
+)
+
+// datasetView is a dataset as analysts see it: everything public about it.
+type datasetView struct {
+	ID                 string           `json:"id"`
+	Name               string           `json:"name"`
+	Dimensions         []cube.Dimension `json:"dimensions"`
+	Cells              int              `json:"cells"`
+	Invariants         [][]string       `json:"invariants"`
+	Neighbours         string           `json:"neighbours"`
+	GenericSensitivity int              `json:"generic_sensitivity"`
+	SensitivityRule    string           `json:"sensitivity_rule"`
+	EpsilonPerAnalyst  float64          `json:"epsilon_per_analyst"`
+	QueryKinds         []string         `json:"query_kinds"`
+	Created            time.Time        `json:"created_at"`
+}
+
+func viewDataset(d *dataset) datasetView {
+	v := datasetView{
+		ID: d.id, Name: d.name, Cells: d.schema.Cells(), Invariants: [][]string{},
+		Neighbours: d.neighbourText(), GenericSensitivity: d.sens.Value, SensitivityRule: d.sens.Rule,
+		EpsilonPerAnalyst: stepsEpsilon(d.budget), QueryKinds: d.queryKinds(), Created: d.created,
+	}
+	for i := range d.schema.NumDims() {
+		v.Dimensions = append(v.Dimensions, d.schema.Dim(i))
+	}
+	for _, e := range d.exact {
+		names := d.schema.Names(e)
+		if names == nil {
+			names = []string{}
+		}
+		v.Invariants = append(v.Invariants, names)
+	}
+	return v
+}
+
+// adminDatasetView adds what only the curator sees.
+type adminDatasetView struct {
+	datasetView
+	Source json.RawMessage `json:"source"`
+	Rows   int64           `json:"rows"`
+	Policy Policy          `json:"policy"`
+	// Analysts is the number of analysts who have queried it, Spent their
+	// total spending and Queries the number of answers in the ledger.
+	Analysts int     `json:"analysts"`
+	Spent    float64 `json:"spent"`
+}
+
+// queryResponse is the answer to a query, from the ledger.
+type queryResponse struct {
+	Seq     int64           `json:"seq"`
+	ID      string          `json:"query_id"`
+	Dataset string          `json:"dataset"`
+	Kind    string          `json:"kind"`
+	Repeat  bool            `json:"repeat"`
+	Charged float64         `json:"charged_epsilon"`
+	Steps   int64           `json:"charged_steps"`
+	Created time.Time       `json:"created_at"`
+	Request json.RawMessage `json:"request"`
+	Answer  json.RawMessage `json:"answer"`
+	Budget  *budgetView     `json:"budget,omitempty"`
+}
+
+func viewEntry(e *entry, repeat bool, b *budgetState) queryResponse {
+	q := queryResponse{Seq: e.Seq, ID: e.ID, Dataset: e.DatasetID, Kind: e.Kind, Repeat: repeat, Charged: stepsEpsilon(e.Charge), Steps: e.Charge,
+		Created: e.Created, Request: e.Request, Answer: e.Answer}
+	if b != nil {
+		v := viewBudget(*b)
+		q.Budget = &v
+	}
+	return q
+}
+
+func (s *Server) me(w http.ResponseWriter, r *http.Request, p principal) error {
+	return writeJSON(w, http.StatusOK, map[string]string{"analyst_id": p.analystID, "name": p.analyst, "key_id": p.keyID})
+}
+
+func (s *Server) allDatasets(r *http.Request) ([]*dataset, error) {
+	ids, err := s.st.datasetIDs(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*dataset, 0, len(ids))
+	for _, id := range ids {
+		d, err := s.dataset(r.Context(), id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func (s *Server) listDatasets(w http.ResponseWriter, r *http.Request, _ principal) error {
+	sets, err := s.allDatasets(r)
+	if err != nil {
+		return err
+	}
+	views := make([]datasetView, len(sets))
+	for i, d := range sets {
+		views[i] = viewDataset(d)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"datasets": views})
+}
+
+func (s *Server) pathDataset(r *http.Request) (*dataset, error) {
+	id := r.PathValue("dataset")
+	if !idPattern.MatchString(id) {
+		return nil, errNotFound
+	}
+	return s.dataset(r.Context(), id)
+}
+
+func (s *Server) getDataset(w http.ResponseWriter, r *http.Request, _ principal) error {
+	d, err := s.pathDataset(r)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, viewDataset(d))
+}
+
+// invariantView is one published exact cuboid.
+type invariantView struct {
+	Cuboid []string  `json:"cuboid"`
+	Counts []float64 `json:"counts"`
+}
+
+func (s *Server) getInvariants(w http.ResponseWriter, r *http.Request, _ principal) error {
+	d, err := s.pathDataset(r)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{}
+	invs := []invariantView{}
+	for _, inv := range d.inv {
+		names := d.schema.Names(inv.Cuboid)
+		if names == nil {
+			names = []string{}
+		}
+		invs = append(invs, invariantView{Cuboid: names, Counts: inv.Counts})
+	}
+	out["invariants"] = invs
+	if len(d.inv) > 0 {
+		// Any exact cuboid reveals the number of rows.
+		out["rows"] = d.total
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getBudget(w http.ResponseWriter, r *http.Request, p principal) error {
+	d, err := s.pathDataset(r)
+	if err != nil {
+		return err
+	}
+	b, err := s.st.budget(r.Context(), p.analystID, d.id, d.budget)
+	if err != nil {
+		return err
+	}
+	v := viewBudget(b)
+	v.Dataset = d.id
+	return writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) listQueries(w http.ResponseWriter, r *http.Request, p principal) error {
+	d, err := s.pathDataset(r)
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(r, "limit", 50, 1, 500)
+	if err != nil {
+		return err
+	}
+	before, err := intParam(r, "before", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	es, err := s.st.entries(r.Context(), p.analystID, d.id, before, int(limit))
+	if err != nil {
+		return err
+	}
+	out := make([]queryResponse, len(es))
+	for i, e := range es {
+		out[i] = viewEntry(e, true, nil)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"queries": out})
+}
+
+func (s *Server) getQuery(w http.ResponseWriter, r *http.Request, p principal) error {
+	e, err := s.st.entryByID(r.Context(), r.PathValue("query"))
+	if err != nil {
+		return err
+	}
+	if e.AnalystID != p.analystID {
+		return errNotFound // the same answer as for an id that does not exist
+	}
+	return writeJSON(w, http.StatusOK, viewEntry(e, true, nil))
+}
+
+// idempotencyKey returns the request's Idempotency-Key header, validated.
+func idempotencyKey(r *http.Request) (string, error) {
+	k := r.Header.Get("Idempotency-Key")
+	if len(k) > 200 {
+		return "", badInput("Idempotency-Key: at most 200 characters")
+	}
+	for _, c := range k {
+		if c < 0x21 || c > 0x7e {
+			return "", badInput("Idempotency-Key: use printable ASCII without spaces")
+		}
+	}
+	return k, nil
+}
+
+// ask answers a query. The order is what makes the ledger's guarantees
+// hold: validate (refusals charge nothing), return a stored answer if this
+// query or idempotency key was answered before (free, and the same answer),
+// otherwise compute the answer in memory, commit charge and answer in one
+// transaction, and only then write the response.
+func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error {
+	d, err := s.pathDataset(r)
+	if err != nil {
+		return err
+	}
+	idem, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	q, err := decodeQuery(body)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	pl, err := planQuery(ctx, d, q)
+	if err != nil {
+		return err
+	}
+	found, err := s.st.findEntry(ctx, s.st.r, p.analystID, d.id, pl.hash, idem)
+	if err != nil {
+		return err
+	}
+	if found != nil {
+		b, err := s.st.budget(ctx, p.analystID, d.id, d.budget)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, viewEntry(found, true, &b))
+	}
+	ans, err := pl.compute(ctx, newRand())
+	if err != nil {
+		return err
+	}
+	answer, err := json.Marshal(ans)
+	if err != nil {
+		return err
+	}
+	e := &entry{AnalystID: p.analystID, DatasetID: d.id, Hash: pl.hash, IdemKey: idem, Kind: pl.kind, Request: pl.request, Answer: answer}
+	stored, b, repeat, err := s.st.charge(ctx, e, pl, d.schema.Cells(), d.budget)
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if repeat {
+		status = http.StatusOK
+	}
+	return writeJSON(w, status, viewEntry(stored, repeat, &b))
+}
+
+// --- curator ---
+
+func (s *Server) adminView(d *dataset, budgets []budgetView) adminDatasetView {
+	v := adminDatasetView{datasetView: viewDataset(d), Source: d.source, Rows: d.total, Policy: d.policy}
+	if v.Policy.Invariants == nil {
+		v.Policy.Invariants = [][]string{}
+	}
+	var spent int64
+	for _, b := range budgets {
+		if b.Dataset == d.id {
+			v.Analysts++
+			spent += b.SpentSteps
+		}
+	}
+	v.Spent = stepsEpsilon(spent)
+	return v
+}
+
+func (s *Server) adminListDatasets(w http.ResponseWriter, r *http.Request, _ principal) error {
+	sets, err := s.allDatasets(r)
+	if err != nil {
+		return err
+	}
+	budgets, err := s.st.budgets(r.Context())
+	if err != nil {
+		return err
+	}
+	views := make([]adminDatasetView, len(sets))
+	for i, d := range sets {
+		views[i] = s.adminView(d, budgets)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"datasets": views})
+}
+
+func (s *Server) adminGetDataset(w http.ResponseWriter, r *http.Request, _ principal) error {
+	d, err := s.pathDataset(r)
+	if err != nil {
+		return err
+	}
+	budgets, err := s.st.budgets(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, s.adminView(d, budgets))
+}
+
+func (s *Server) adminRegister(w http.ResponseWriter, r *http.Request, _ principal) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var req DatasetRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	if _, err := s.dataset(r.Context(), req.ID); err == nil {
+		return &apiError{http.StatusConflict, "exists", "a dataset with id " + req.ID + " exists already; datasets are immutable, register a new id"}
+	} else if !errors.Is(err, errNotFound) {
+		return err
+	}
+	d, err := buildDataset(r.Context(), req, s.cfg.CellLimit)
+	if err != nil {
+		// Curator-facing: the message may name the file and data values.
+		return &inputError{msg: err.Error()}
+	}
+	if err := s.st.insertDataset(r.Context(), d); err != nil {
+		if _, lerr := s.st.loadDataset(r.Context(), d.id); lerr == nil {
+			return &apiError{http.StatusConflict, "exists", "a dataset with id " + req.ID + " exists already"}
+		}
+		return err
+	}
+	s.mu.Lock()
+	s.sets[d.id] = d
+	s.mu.Unlock()
+	return writeJSON(w, http.StatusCreated, s.adminView(d, nil))
+}
+
+func (s *Server) adminListAnalysts(w http.ResponseWriter, r *http.Request, _ principal) error {
+	as, err := s.st.analysts(r.Context())
+	if err != nil {
+		return err
+	}
+	if as == nil {
+		as = []analystView{}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"analysts": as})
+}
+
+func (s *Server) adminCreateAnalyst(w http.ResponseWriter, r *http.Request, _ principal) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	if err := namePattern(req.Name); err != nil {
+		return badInput("%v", err)
+	}
+	a, key, err := s.st.createAnalyst(r.Context(), req.Name)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, map[string]any{"analyst": a, "api_key": key,
+		"note": "the API key is shown only now; the server keeps only its hash"})
+}
+
+func (s *Server) adminIssueKey(w http.ResponseWriter, r *http.Request, _ principal) error {
+	k, key, err := s.st.issueKey(r.Context(), r.PathValue("analyst"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, map[string]any{"key": k, "api_key": key,
+		"note": "the API key is shown only now; the server keeps only its hash"})
+}
+
+func (s *Server) adminRevokeKey(w http.ResponseWriter, r *http.Request, p principal) error {
+	id := r.PathValue("key")
+	if id == p.keyID {
+		return badInput("this is the key of the current request; revoke it with another admin key")
+	}
+	if err := s.st.revokeKey(r.Context(), id); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"revoked": id})
+}
+
+// adminEntry is a ledger entry in the curator's list of recent queries.
+type adminEntry struct {
+	Seq     int64           `json:"seq"`
+	ID      string          `json:"id"`
+	Analyst string          `json:"analyst"`
+	Dataset string          `json:"dataset"`
+	Kind    string          `json:"kind"`
+	Charged float64         `json:"charged_epsilon"`
+	Steps   int64           `json:"charged_steps"`
+	Spent   int64           `json:"spent_after_steps"`
+	Created time.Time       `json:"created_at"`
+	Request json.RawMessage `json:"request"`
+}
+
+func (s *Server) adminQueries(w http.ResponseWriter, r *http.Request, _ principal) error {
+	limit, err := intParam(r, "limit", 50, 1, 1000)
+	if err != nil {
+		return err
+	}
+	before, err := intParam(r, "before", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	analyst := r.URL.Query().Get("analyst")
+	dataset := r.URL.Query().Get("dataset")
+	es, err := s.st.entries(r.Context(), analyst, dataset, before, int(limit))
+	if err != nil {
+		return err
+	}
+	names, err := s.st.analystNames(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]adminEntry, len(es))
+	for i, e := range es {
+		out[i] = adminEntry{Seq: e.Seq, ID: e.ID, Analyst: names[e.AnalystID], Dataset: e.DatasetID, Kind: e.Kind,
+			Charged: stepsEpsilon(e.Charge), Steps: e.Charge, Spent: e.SpentAfter, Created: e.Created, Request: e.Request}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"queries": out})
+}
+
+// queryKinds lists the kinds a dataset answers.
+func (d *dataset) queryKinds() []string {
+	var out []string
+	for _, k := range queryKinds() {
+		if k == "dx" && !d.hasMetric() {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}

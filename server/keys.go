@@ -1,0 +1,168 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// An API key is "kdp_" + key id (16 hex digits, not secret: it names the key
+// in logs and in the admin API) + "_" + secret (256 random bits, base64url).
+// The server stores only SHA-256 of the secret; the key is shown once, when it
+// is issued.
+const keyPrefix = "kdp_"
+
+// Roles of API keys.
+const (
+	roleAdmin   = "admin"
+	roleAnalyst = "analyst"
+)
+
+// newKey returns a fresh key id and the full key text.
+func newKey() (id, key string, secretHash []byte) {
+	var idb [8]byte
+	var sec [32]byte
+	if _, err := rand.Read(idb[:]); err != nil {
+		panic(err) // crypto/rand.Read never fails on supported platforms
+	}
+	if _, err := rand.Read(sec[:]); err != nil {
+		panic(err)
+	}
+	id = hex.EncodeToString(idb[:])
+	secret := base64.RawURLEncoding.EncodeToString(sec[:])
+	h := sha256.Sum256([]byte(secret))
+	return id, keyPrefix + id + "_" + secret, h[:]
+}
+
+// errBadKey is the only error a caller with a wrong key ever sees: it does not
+// say whether the id exists, the key was revoked or the secret was wrong.
+var errBadKey = errors.New("invalid or revoked API key")
+
+// parseKey splits a key into its id and the SHA-256 of its secret.
+func parseKey(key string) (id string, secretHash []byte, ok bool) {
+	rest, ok := strings.CutPrefix(key, keyPrefix)
+	if !ok {
+		return "", nil, false
+	}
+	id, secret, ok := strings.Cut(rest, "_")
+	if !ok || len(id) != 16 || len(secret) != 43 {
+		return "", nil, false
+	}
+	if _, err := hex.DecodeString(id); err != nil {
+		return "", nil, false
+	}
+	h := sha256.Sum256([]byte(secret))
+	return id, h[:], true
+}
+
+// principal is who made a request.
+type principal struct {
+	keyID     string
+	role      string
+	analystID string // empty for the admin
+	analyst   string // the analyst's name
+}
+
+// dummyHash is compared against when a key id is unknown, so that a lookup
+// miss costs the same comparison as a hit.
+var dummyHash = make([]byte, sha256.Size)
+
+// authenticate checks key and returns its principal. The secret is compared
+// in constant time; every failure is errBadKey.
+func (s *store) authenticate(ctx context.Context, key string) (principal, error) {
+	id, h, ok := parseKey(key)
+	if !ok {
+		subtle.ConstantTimeCompare(dummyHash, dummyHash)
+		return principal{}, errBadKey
+	}
+	var (
+		p       principal
+		stored  []byte
+		revoked sql.NullInt64
+		analyst sql.NullString
+		name    sql.NullString
+	)
+	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT k.role, k.analyst_id, a.name, k.secret_sha256, k.revoked_at
+		FROM api_keys k LEFT JOIN analysts a ON a.id = k.analyst_id WHERE k.id = ?`), id).
+		Scan(&p.role, &analyst, &name, &stored, &revoked)
+	if errors.Is(err, sql.ErrNoRows) {
+		subtle.ConstantTimeCompare(dummyHash, h)
+		return principal{}, errBadKey
+	}
+	if err != nil {
+		return principal{}, fmt.Errorf("authenticate: %w", err)
+	}
+	if subtle.ConstantTimeCompare(stored, h) != 1 || revoked.Valid {
+		return principal{}, errBadKey
+	}
+	p.keyID, p.analystID, p.analyst = id, analyst.String, name.String
+	return p, nil
+}
+
+// insertKey stores a key's hash. analystID is empty for an admin key.
+func (s *store) insertKey(ctx context.Context, tx *sql.Tx, id, role, analystID string, secretHash []byte) error {
+	var a any
+	if analystID != "" {
+		a = analystID
+	}
+	_, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO api_keys (id, analyst_id, role, secret_sha256, created_at) VALUES (?, ?, ?, ?, ?)`),
+		id, a, role, secretHash, time.Now().UnixNano())
+	return err
+}
+
+// ensureAdminKey makes sure an admin key exists. If fromFile is set it is
+// that key (registered if new); otherwise, the first time only, a new key is
+// generated and returned so the caller can show it once. It returns "" when
+// nothing needs showing.
+func (s *store) ensureAdminKey(ctx context.Context, fromFile string) (shown string, err error) {
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		if fromFile != "" {
+			id, h, ok := parseKey(fromFile)
+			if !ok {
+				return errors.New("admin key file: not a knowdp key (kdp_<16 hex>_<43 base64url>); delete the file to have one generated")
+			}
+			var role string
+			var stored []byte
+			err := tx.QueryRowContext(ctx, s.d.q(`SELECT role, secret_sha256 FROM api_keys WHERE id = ?`), id).Scan(&role, &stored)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				return s.insertKey(ctx, tx, id, roleAdmin, "", h)
+			case err != nil:
+				return err
+			case role != roleAdmin || subtle.ConstantTimeCompare(stored, h) != 1:
+				return errors.New("admin key file: its key id is already used by another key")
+			}
+			_, err = tx.ExecContext(ctx, s.d.q(`UPDATE api_keys SET revoked_at = NULL WHERE id = ?`), id)
+			return err
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM api_keys WHERE role = ? AND revoked_at IS NULL`), roleAdmin).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+		id, key, h := newKey()
+		shown = key
+		return s.insertKey(ctx, tx, id, roleAdmin, "", h)
+	})
+	if err != nil {
+		return "", fmt.Errorf("admin key: %w", err)
+	}
+	return shown, nil
+}
+
+// GenerateKey returns a new API key in knowdp's format, for an admin key file
+// made outside the server.
+func GenerateKey() string {
+	_, key, _ := newKey()
+	return key
+}

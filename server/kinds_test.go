@@ -1,0 +1,185 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"net/http"
+	"path/filepath"
+	"testing"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/metricdp"
+)
+
+// TestDXReduction checks that running the d_X mechanism on the cuboid of the
+// dimensions the queries name is exact for the attribute metric: the
+// single-query scale equals the one computed on the whole base universe, and
+// the scales chosen on the cuboid pass metricdp's per-pair check on the
+// whole universe.
+func TestDXReduction(t *testing.T) {
+	schema, err := cube.NewSchema([]cube.Dimension{
+		{Name: "a", Values: []string{"x", "y", "z"}},
+		{Name: "b", Values: []string{"0", "1"}},
+		{Name: "c", Values: []string{"p", "q"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &dataset{schema: schema, policy: Policy{EpsilonPerAnalyst: 1, Invariants: [][]string{{}},
+		Metric: &MetricPolicy{Default: 0.7, Dimensions: map[string]DimensionBudgets{
+			"a": {Values: map[string]float64{"x": 0.2, "z": 1.5}},
+			"c": {Default: 0.4},
+		}}}}
+	if err := d.applyPolicy(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	all := cube.Base(3)
+	attrs, _ := d.attributes(all, 1)
+	full, err := metricdp.NewAttributeMetric(attrs, metricdp.FullProduct(attrs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		queries []LinearQuery
+	}{
+		{"one dimension", []LinearQuery{countQuery(1, map[string][]string{"a": {"x"}})}},
+		{"two dimensions", []LinearQuery{
+			countQuery(2, map[string][]string{"a": {"x", "y"}, "b": {"1"}}),
+			countQuery(-1, map[string][]string{"b": {"0"}}),
+		}},
+		{"skipping one", []LinearQuery{
+			countQuery(1, map[string][]string{"a": {"z"}, "c": {"q"}}),
+			countQuery(3, map[string][]string{"c": {"p"}}),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fullRows, err := expandQueries(schema, tc.queries, "q")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var T cube.Cuboid
+			for _, q := range tc.queries {
+				for _, term := range q.Terms {
+					for n := range term.Where {
+						i, _ := schema.Lookup(n)
+						T |= 1 << i
+					}
+				}
+			}
+			sub, _ := d.subSchema(T)
+			subRows, _ := expandQueries(sub, tc.queries, "q")
+			tattrs, _ := d.attributes(T, 1)
+			tm, err := metricdp.NewAttributeMetric(tattrs, metricdp.FullProduct(tattrs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			Ff, Ft := dense(fullRows, schema.Cells()), dense(subRows, sub.Cells())
+			for l := range Ff {
+				sf, err := metricdp.Scale(ctx, full, Ff[l])
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, err := metricdp.Scale(ctx, tm, Ft[l])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if math.Abs(sf-st) > 1e-12*sf {
+					t.Fatalf("query %d: scale %v on the base universe, %v on the cuboid", l, sf, st)
+				}
+			}
+			qt, _ := metricdp.NewQueries(Ft)
+			lm, err := metricdp.NewLaplace(ctx, tm, qt, metricdp.Optimal, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			qf, _ := metricdp.NewQueries(Ff)
+			if _, err := metricdp.NewLaplaceScales(ctx, full, qf, lm.Scales(), 10); err != nil {
+				t.Fatalf("the cuboid's scales fail on the base universe: %v", err)
+			}
+		})
+	}
+}
+
+func dense(rows []sparseRow, n int) [][]float64 {
+	out := make([][]float64, len(rows))
+	for l, r := range rows {
+		out[l] = make([]float64, n)
+		for i, c := range r.cells {
+			out[l][c] = float64(r.coefs[i])
+		}
+	}
+	return out
+}
+
+// TestDXAndPrior asks d_X and prior-refinement queries through the API.
+func TestDXAndPrior(t *testing.T) {
+	s := startServer(t, Config{DataDir: t.TempDir()})
+	req := DatasetRequest{
+		ID: "arrests", Schema: arrestsSchema(t),
+		Source: Source{CSV: filepath.Join(repoRoot(t), "data", "arrests.csv")},
+		Policy: Policy{EpsilonPerAnalyst: 2, Invariants: [][]string{{"year"}},
+			Metric: &MetricPolicy{Default: 1, Dimensions: map[string]DimensionBudgets{
+				"agegroup": {Default: 0.5}, "sex": {Values: map[string]float64{"Female": 0.2}}}}},
+	}
+	s.must(http.StatusCreated, "POST", "/admin/v1/datasets", s.admin, req, nil)
+	_, key := s.analyst("d")
+	var view datasetView
+	s.must(http.StatusOK, "GET", "/v1/datasets/arrests", key, nil, &view)
+	if len(view.QueryKinds) != 4 {
+		t.Fatalf("query kinds %v", view.QueryKinds)
+	}
+
+	dx := map[string]any{"kind": "dx", "epsilon": 0.5, "strategy": "optimal", "queries": []LinearQuery{
+		countQuery(1, map[string][]string{"colour": {"Black"}, "sex": {"Female"}}),
+		countQuery(1, map[string][]string{"sex": {"Male"}, "agegroup": {"45+"}}),
+	}}
+	st, r, raw := s.ask("arrests", key, dx, "")
+	if st != http.StatusCreated || r.Steps != steps(0.5) {
+		t.Fatalf("dx: %d %s", st, raw)
+	}
+	var da dxAnswer
+	mustUnmarshal(t, r.Answer, &da)
+	if len(da.Answers) != 2 || len(da.Privacy.Scales) != 2 || da.Privacy.Scales[0] <= 0 || da.Privacy.BaselineScale <= 0 ||
+		len(da.Privacy.Universe) != 3 || da.Privacy.Universe[2] != "agegroup" {
+		t.Fatalf("dx answer %+v", da)
+	}
+	if st, r2, _ := s.ask("arrests", key, dx, ""); st != http.StatusOK || !bytes.Equal(r2.Answer, r.Answer) {
+		t.Fatalf("dx repeat: %d", st)
+	}
+	if st, _, raw := s.ask("arrests", key, map[string]any{"kind": "dx", "epsilon": 0.5, "queries": []LinearQuery{countQuery(1, nil)}}, ""); st != http.StatusBadRequest {
+		t.Fatalf("dx on the total: %d %s", st, raw)
+	}
+
+	pq := map[string]any{"kind": "prior", "epsilon": 0.5, "fraction": true,
+		"query": countQuery(1, map[string][]string{"released": {"Yes"}}),
+		"prior": map[string]any{"pieces": []map[string]float64{{"lo": 0, "hi": 1, "density": 1}}}}
+	st, r, raw = s.ask("arrests", key, pq, "")
+	if st != http.StatusCreated || r.Steps != steps(0.5) {
+		t.Fatalf("prior: %d %s", st, raw)
+	}
+	var pa priorAnswer
+	mustUnmarshal(t, r.Answer, &pa)
+	if !(pa.Answer >= 0 && pa.Answer <= 1) || math.Abs(math.Log(pa.Privacy.AlphaU/pa.Privacy.AlphaD)-0.5) > 1e-9 {
+		t.Fatalf("prior answer %+v", pa)
+	}
+	// The same prior written with other spacing is the same query.
+	pq["prior"] = map[string]any{"pieces": []map[string]float64{{"density": 1, "hi": 1, "lo": 0}}}
+	if st, r2, _ := s.ask("arrests", key, pq, ""); st != http.StatusOK || !bytes.Equal(r2.Answer, r.Answer) {
+		t.Fatalf("prior repeat: %d", st)
+	}
+	// A discrete prior on counts.
+	pq = map[string]any{"kind": "prior", "epsilon": 0.5,
+		"query": countQuery(1, map[string][]string{"year": {"2002"}, "colour": {"Black"}}),
+		"prior": map[string]any{"values": []float64{50, 100, 150}, "probabilities": []float64{0.3, 0.4, 0.3}}}
+	st, r, raw = s.ask("arrests", key, pq, "")
+	mustUnmarshal(t, r.Answer, &pa)
+	if st != http.StatusCreated || (pa.Answer != 50 && pa.Answer != 100 && pa.Answer != 150) {
+		t.Fatalf("discrete prior: %d %s", st, raw)
+	}
+	if b := s.budgetOf("arrests", key); b.SpentSteps != 3*steps(0.5) {
+		t.Fatalf("spent %d steps, want %d", b.SpentSteps, 3*steps(0.5))
+	}
+}

@@ -1,0 +1,247 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// entry is one answered query in the ledger.
+type entry struct {
+	Seq        int64           `json:"seq"`
+	ID         string          `json:"id"`
+	AnalystID  string          `json:"analyst_id"`
+	DatasetID  string          `json:"dataset"`
+	Hash       string          `json:"query_hash"`
+	IdemKey    string          `json:"idempotency_key,omitempty"`
+	Kind       string          `json:"kind"`
+	Request    json.RawMessage `json:"request"`
+	Answer     json.RawMessage `json:"answer"`
+	Charge     int64           `json:"charge_steps"`
+	SpentAfter int64           `json:"spent_after_steps"`
+	Created    time.Time       `json:"created_at"`
+}
+
+// budgetState is an analyst's budget on one dataset, in steps.
+type budgetState struct {
+	Total, Spent int64
+}
+
+// budgetError is a refused charge. Its numbers are the analyst's own budget
+// and the query's cost, which depend on public inputs only.
+type budgetError struct {
+	need, remaining int64
+}
+
+func (e *budgetError) Error() string {
+	return fmt.Sprintf("insufficient budget: this query needs epsilon %.6g, remaining %.6g", stepsEpsilon(e.need), stepsEpsilon(e.remaining))
+}
+
+// errIdemConflict is returned when an idempotency key is reused for a
+// different query.
+var errIdemConflict = errors.New("idempotency key already used for a different query")
+
+const entryColumns = `seq, id, analyst_id, dataset_id, query_hash, idempotency_key, kind, request_json, answer_json, charge_steps, spent_after_steps, created_at`
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanEntry(r rowScanner) (*entry, error) {
+	var (
+		e       entry
+		idem    sql.NullString
+		req     string
+		ans     string
+		created int64
+	)
+	if err := r.Scan(&e.Seq, &e.ID, &e.AnalystID, &e.DatasetID, &e.Hash, &idem, &e.Kind, &req, &ans, &e.Charge, &e.SpentAfter, &created); err != nil {
+		return nil, err
+	}
+	e.IdemKey = idem.String
+	e.Request, e.Answer = json.RawMessage(req), json.RawMessage(ans)
+	e.Created = time.Unix(0, created).UTC()
+	return &e, nil
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// findEntry returns the ledger entry of the analyst's query with this hash on
+// the dataset, or of this idempotency key (if idem is set), or nil.
+func (s *store) findEntry(ctx context.Context, q querier, analyst, dataset, hash, idem string) (*entry, error) {
+	if idem != "" {
+		e, err := scanEntry(q.QueryRowContext(ctx, s.d.q(`SELECT `+entryColumns+` FROM ledger WHERE analyst_id = ? AND idempotency_key = ?`), analyst, idem))
+		switch {
+		case err == nil:
+			if e.DatasetID != dataset || e.Hash != hash {
+				return nil, errIdemConflict
+			}
+			return e, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, err
+		}
+	}
+	e, err := scanEntry(q.QueryRowContext(ctx, s.d.q(`SELECT `+entryColumns+` FROM ledger WHERE analyst_id = ? AND dataset_id = ? AND query_hash = ?`), analyst, dataset, hash))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return e, err
+}
+
+// charge records an answered query: in one transaction it locks the
+// analyst's budget on the dataset, returns the stored entry instead if the
+// same query (or idempotency key) was answered meanwhile, checks that the
+// charge fits, inserts the ledger row with the full answer and updates the
+// amount spent. The answer may be sent only after charge returns without
+// error; repeat is true when the returned entry is an earlier one (the
+// caller's answer must then be discarded).
+func (s *store) charge(ctx context.Context, e *entry, p *plan, cells int, defaultTotal int64) (out *entry, b budgetState, repeat bool, err error) {
+	for attempt := 0; ; attempt++ {
+		out, b, repeat, err = s.chargeOnce(ctx, e, p, cells, defaultTotal)
+		if err == nil || attempt == 2 {
+			return
+		}
+		var be *budgetError
+		if errors.As(err, &be) || errors.Is(err, errIdemConflict) || ctx.Err() != nil {
+			return
+		}
+		// A unique constraint may have been violated by a concurrent
+		// transaction on another dataset with the same idempotency key
+		// (they lock different budget rows): look again.
+		if found, ferr := s.findEntry(ctx, s.w, e.AnalystID, e.DatasetID, e.Hash, e.IdemKey); ferr != nil {
+			return nil, b, false, ferr
+		} else if found != nil {
+			b, berr := s.budget(ctx, e.AnalystID, e.DatasetID, defaultTotal)
+			return found, b, true, berr
+		}
+	}
+}
+
+func (s *store) chargeOnce(ctx context.Context, e *entry, p *plan, cells int, defaultTotal int64) (out *entry, b budgetState, repeat bool, err error) {
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO budgets (analyst_id, dataset_id, total_steps, spent_steps) VALUES (?, ?, ?, 0) ON CONFLICT DO NOTHING`),
+			e.AnalystID, e.DatasetID, defaultTotal); err != nil {
+			return err
+		}
+		var cols []byte
+		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT total_steps, spent_steps, columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`+s.d.forUpdate),
+			e.AnalystID, e.DatasetID).Scan(&b.Total, &b.Spent, &cols); err != nil {
+			return err
+		}
+		found, err := s.findEntry(ctx, tx, e.AnalystID, e.DatasetID, e.Hash, e.IdemKey)
+		if err != nil {
+			return err
+		}
+		if found != nil {
+			out, repeat = found, true
+			return nil
+		}
+		charge := p.uniform
+		var newCols []byte
+		if len(p.cells) > 0 {
+			loss, err := decodeColumns(cols, cells)
+			if err != nil {
+				return err
+			}
+			before := maxOf(loss)
+			for _, c := range p.cells {
+				loss[c.cell] += c.steps
+			}
+			charge += maxOf(loss) - before
+			newCols = encodeColumns(loss)
+		}
+		if charge > b.Total-b.Spent {
+			return &budgetError{need: charge, remaining: b.Total - b.Spent}
+		}
+		e.Charge = charge
+		e.SpentAfter = b.Spent + charge
+		e.Created = time.Now().UTC()
+		e.ID = newEntryID()
+		var idem any
+		if e.IdemKey != "" {
+			idem = e.IdemKey
+		}
+		if err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO ledger (id, analyst_id, dataset_id, query_hash, idempotency_key, kind, request_json, answer_json, charge_steps, spent_after_steps, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`),
+			e.ID, e.AnalystID, e.DatasetID, e.Hash, idem, e.Kind, string(e.Request), string(e.Answer), e.Charge, e.SpentAfter, e.Created.UnixNano()).Scan(&e.Seq); err != nil {
+			return err
+		}
+		if newCols != nil {
+			_, err = tx.ExecContext(ctx, s.d.q(`UPDATE budgets SET spent_steps = ?, columns = ? WHERE analyst_id = ? AND dataset_id = ?`), e.SpentAfter, newCols, e.AnalystID, e.DatasetID)
+		} else {
+			_, err = tx.ExecContext(ctx, s.d.q(`UPDATE budgets SET spent_steps = ? WHERE analyst_id = ? AND dataset_id = ?`), e.SpentAfter, e.AnalystID, e.DatasetID)
+		}
+		if err != nil {
+			return err
+		}
+		b.Spent = e.SpentAfter
+		out = e
+		return nil
+	})
+	if err != nil {
+		return nil, budgetState{}, false, err
+	}
+	return out, b, repeat, nil
+}
+
+// budget returns the analyst's budget on a dataset (the dataset's default if
+// the analyst has not asked anything yet).
+func (s *store) budget(ctx context.Context, analyst, dataset string, defaultTotal int64) (budgetState, error) {
+	b := budgetState{Total: defaultTotal}
+	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT total_steps, spent_steps FROM budgets WHERE analyst_id = ? AND dataset_id = ?`), analyst, dataset).Scan(&b.Total, &b.Spent)
+	if errors.Is(err, sql.ErrNoRows) {
+		return b, nil
+	}
+	return b, err
+}
+
+func newEntryID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return "q_" + hex.EncodeToString(b[:])
+}
+
+// decodeColumns decodes the per-cell Protocol 1 losses (steps, one uvarint
+// per base cell); nil means all zero.
+func decodeColumns(b []byte, cells int) ([]int64, error) {
+	loss := make([]int64, cells)
+	if b == nil {
+		return loss, nil
+	}
+	for i := range loss {
+		v, k := binary.Uvarint(b)
+		if k <= 0 {
+			return nil, errors.New("budget columns: corrupt")
+		}
+		loss[i] = int64(v)
+		b = b[k:]
+	}
+	if len(b) != 0 {
+		return nil, errors.New("budget columns: trailing bytes")
+	}
+	return loss, nil
+}
+
+func encodeColumns(loss []int64) []byte {
+	b := make([]byte, 0, len(loss)+16)
+	for _, v := range loss {
+		b = binary.AppendUvarint(b, uint64(v))
+	}
+	return b
+}
+
+func maxOf(v []int64) int64 {
+	var m int64
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}

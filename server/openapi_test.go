@@ -1,0 +1,134 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestOpenAPI checks that the served OpenAPI document lists exactly the
+// routes the mux serves, with the right security, and that each route is
+// what the mux dispatches its path to.
+func TestOpenAPI(t *testing.T) {
+	s := startServer(t, Config{DataDir: t.TempDir()})
+	var doc struct {
+		OpenAPI string `json:"openapi"`
+		Paths   map[string]map[string]struct {
+			Security []map[string][]string `json:"security"`
+		} `json:"paths"`
+	}
+	s.must(http.StatusOK, "GET", "/openapi.json", "", nil, &doc)
+	if !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Fatalf("openapi version %q", doc.OpenAPI)
+	}
+	var documented, served []string
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			documented = append(documented, strings.ToUpper(method)+" "+path)
+			var rt *route
+			for i := range s.srv.rts {
+				if s.srv.rts[i].path == path && strings.EqualFold(s.srv.rts[i].method, method) {
+					rt = &s.srv.rts[i]
+				}
+			}
+			if rt == nil {
+				continue
+			}
+			var want []string
+			switch rt.auth {
+			case roleAdmin:
+				want = []string{"adminKey"}
+			case roleAnalyst:
+				want = []string{"analystKey"}
+			}
+			var got []string
+			for _, sec := range op.Security {
+				for k := range sec {
+					got = append(got, k)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s %s: security %v, the route needs %v", method, path, got, want)
+			}
+		}
+	}
+	param := regexp.MustCompile(`\{[a-z]+\}`)
+	for _, rt := range s.srv.rts {
+		served = append(served, rt.method+" "+rt.path)
+		req := httptest.NewRequest(rt.method, param.ReplaceAllString(rt.path, "x"), nil)
+		if _, pattern := s.srv.mux.Handler(req); pattern != rt.method+" "+rt.path {
+			t.Errorf("%s %s is dispatched to %q", rt.method, rt.path, pattern)
+		}
+	}
+	slices.Sort(documented)
+	slices.Sort(served)
+	if !slices.Equal(documented, served) {
+		t.Fatalf("routes and OpenAPI differ:\ndocumented %v\nserved     %v", documented, served)
+	}
+	// Every $ref resolves.
+	raw, _ := os.ReadFile("openapi.json")
+	var full map[string]any
+	if err := json.Unmarshal(raw, &full); err != nil {
+		t.Fatal(err)
+	}
+	comps := full["components"].(map[string]any)
+	for _, m := range regexp.MustCompile(`"\$ref": "#/components/([a-zA-Z]+)/([A-Za-z]+)"`).FindAllStringSubmatch(string(raw), -1) {
+		if _, ok := comps[m[1]].(map[string]any)[m[2]]; !ok {
+			t.Errorf("dangling $ref %s/%s", m[1], m[2])
+		}
+	}
+}
+
+// TestErrorsIndependentOfData sends the same refused and failing requests to
+// two datasets with the same schema and policy but different rows: every
+// status and message must be the same, since an analyst-facing error may not
+// depend on private data.
+func TestErrorsIndependentOfData(t *testing.T) {
+	s := startServer(t, Config{DataDir: t.TempDir()})
+	s.registerArrests("full", 1, []string{"year"})
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "data", "arrests.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	part := filepath.Join(t.TempDir(), "part.csv")
+	if err := os.WriteFile(part, []byte(strings.Join(lines[:300], "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	req := DatasetRequest{ID: "part", Schema: arrestsSchema(t), Source: Source{CSV: part}, Policy: Policy{EpsilonPerAnalyst: 1, Invariants: [][]string{{"year"}}}}
+	s.must(http.StatusCreated, "POST", "/admin/v1/datasets", s.admin, req, nil)
+	_, key := s.analyst("e")
+	bodies := []string{
+		`{"kind":"cuboid","epsilon":0.9,"cuboid":["sex","agegroup"]}`,
+		`{"kind":"cuboid","epsilon":0.9,"cuboid":["sex"]}`, // over budget now
+		`{"kind":"cuboid","epsilon":0.05,"cuboid":["checks"],"nonneg":true}`,
+		`{"kind":"linear","epsilon":0.2,"queries":[{"terms":[{"where":{"sex":["Female"]}}]}]}`,
+		`{"kind":"linear","epsilon":0.01,"refine":true,"queries":[{"terms":[{"where":{"year":["1997"]}}]}]}`,
+		`{"kind":"linear","epsilon":1e-12,"queries":[{"terms":[{"coef":1048576}]}]}`,
+		`{"kind":"prior","epsilon":0.01,"query":{"terms":[{"where":{"year":["2002"]}}]},"prior":{"values":[1,2],"probabilities":[0.5,0.5]}}`,
+		`{"kind":"prior","epsilon":0.01,"fraction":true,"query":{"terms":[{}]},"prior":{"pieces":[{"lo":0,"hi":1,"density":1}]}}`,
+		`{"kind":"linear","epsilon":0.5,"queries":[{"terms":[{"where":{"year":["1997"]}}]}]}`, // over budget
+	}
+	for _, body := range bodies {
+		var got [2]string
+		for i, ds := range []string{"full", "part"} {
+			st, r, raw := s.ask(ds, key, body, "")
+			if st == http.StatusCreated {
+				got[i] = fmt.Sprintf("answered, charged %d steps", r.Steps)
+				continue
+			}
+			got[i] = http.StatusText(st) + ": " + errMsg(raw)
+		}
+		t.Logf("%s -> %s", body, got[0])
+		if got[0] != got[1] {
+			t.Errorf("%s:\n full: %s\n part: %s", body, got[0], got[1])
+		}
+	}
+}

@@ -1,0 +1,596 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
+)
+
+// QueryRequest is an analyst's query on a dataset. Kind selects the
+// mechanism; the other fields are those of that kind:
+//
+//   - "cuboid": a noisy cuboid consistent with the invariants (paper 3):
+//     Epsilon, Cuboid, NonNeg.
+//   - "linear": linear queries over the base cuboid answered with Laplace
+//     noise under Protocol 1 accounting (paper 2, Section 5.1), optionally
+//     refined with the invariants (paper 1): Epsilon, Queries, Refine.
+//   - "prior": prior-knowledge refinement under Protocol 2 (paper 2):
+//     Epsilon, Query, Fraction, Prior, AlphaU.
+//   - "dx": d_X-private Laplace answers to linear queries (paper 4):
+//     Epsilon, Queries, Strategy.
+type QueryRequest struct {
+	Kind    string  `json:"kind"`
+	Epsilon float64 `json:"epsilon"`
+
+	Cuboid []string `json:"cuboid,omitempty"`
+	NonNeg bool     `json:"nonneg,omitempty"`
+
+	Queries []LinearQuery `json:"queries,omitempty"`
+	Refine  bool          `json:"refine,omitempty"`
+
+	Query    *LinearQuery    `json:"query,omitempty"`
+	Fraction bool            `json:"fraction,omitempty"`
+	Prior    json.RawMessage `json:"prior,omitempty"`
+	AlphaU   float64         `json:"alpha_u,omitempty"`
+
+	Strategy string `json:"strategy,omitempty"`
+}
+
+// LinearQuery is sum over its terms of coef times the number of rows that
+// match the term's where clause: a linear query over the base cuboid with
+// integer coefficients.
+type LinearQuery struct {
+	Terms []Term `json:"terms"`
+}
+
+// Term selects the base cells whose value of each named dimension is one of
+// the listed values (dimensions not named are unrestricted) and weights them
+// by Coef, an integer of magnitude at most 2^20 (default 1).
+type Term struct {
+	Where map[string][]string `json:"where,omitempty"`
+	Coef  *json.Number        `json:"coef,omitempty"`
+}
+
+// Limits on one query, all on public quantities.
+const (
+	maxQueries     = 1024
+	maxTerms       = 1024
+	maxNonZeros    = 1 << 20 // base-cell coefficients over all queries of a request
+	maxAnswerCells = 1 << 18 // cells of a released cuboid
+)
+
+// inputError is a refused query: the analyst's input is wrong. Its message
+// depends only on the request and the public schema and policy.
+type inputError struct{ msg string }
+
+func (e *inputError) Error() string { return e.msg }
+
+func badInput(format string, args ...any) error {
+	return &inputError{msg: fmt.Sprintf(format, args...)}
+}
+
+// plan is a validated query: what it costs and how to answer it. Nothing in
+// a plan but compute looks at the data.
+type plan struct {
+	kind string
+	hash string
+	// request is the normalised request, as stored in the ledger.
+	request []byte
+	// uniform is the charge in steps that composes sequentially with
+	// everything else; cells, for linear queries, the increments of the
+	// per-cell Protocol 1 losses (see chargeState).
+	uniform int64
+	cells   []cellCharge
+	// compute draws the answer. Its errors are internal (never shown in
+	// detail to the analyst).
+	compute func(ctx context.Context, r *noise.Rand) (any, error)
+}
+
+// cellCharge is the increase, in steps, of one base cell's Protocol 1 loss.
+type cellCharge struct {
+	cell  int
+	steps int64
+}
+
+// decodeQuery reads a QueryRequest, rejecting unknown fields and trailing
+// data.
+func decodeQuery(body []byte) (QueryRequest, error) {
+	var q QueryRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&q); err != nil {
+		return q, badInput("request body: %v", err)
+	}
+	if dec.More() {
+		return q, badInput("request body: trailing data after the JSON object")
+	}
+	return q, nil
+}
+
+// planQuery validates q against the dataset and returns its plan.
+func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
+	eps, err := privacy.NewEpsilon(q.Epsilon)
+	if err != nil {
+		return nil, badInput("epsilon: %v", err)
+	}
+	used := map[string]bool{
+		"cuboid": q.Cuboid != nil, "nonneg": q.NonNeg,
+		"queries": q.Queries != nil, "refine": q.Refine,
+		"query": q.Query != nil, "fraction": q.Fraction, "prior": q.Prior != nil, "alpha_u": q.AlphaU != 0,
+		"strategy": q.Strategy != "",
+	}
+	allowed := map[string][]string{
+		"cuboid": {"cuboid", "nonneg"},
+		"linear": {"queries", "refine"},
+		"prior":  {"query", "fraction", "prior", "alpha_u"},
+		"dx":     {"queries", "strategy"},
+	}
+	fields, ok := allowed[q.Kind]
+	if !ok {
+		return nil, badInput("kind: %q; use one of %s", q.Kind, strings.Join(queryKinds(), ", "))
+	}
+	for f, set := range used {
+		if set && !slices.Contains(fields, f) {
+			return nil, badInput("%s: not a field of a %s query", f, q.Kind)
+		}
+	}
+	var p *plan
+	switch q.Kind {
+	case "cuboid":
+		p, err = planCuboid(d, q, eps)
+	case "linear":
+		p, err = planLinear(ctx, d, q, eps)
+	case "prior":
+		p, err = planPrior(d, q, eps)
+	case "dx":
+		p, err = planDX(ctx, d, q, eps)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.kind = q.Kind
+	q.Epsilon = eps.Float64()
+	p.request, _ = json.Marshal(q)
+	return p, nil
+}
+
+// hasher builds the canonical form of a query: two requests with the same
+// hash are the same query and get the same stored answer.
+type hasher struct{ b []byte }
+
+func (h *hasher) str(s string) { h.int(int64(len(s))); h.b = append(h.b, s...) }
+func (h *hasher) int(v int64)  { h.b = binary.AppendVarint(h.b, v) }
+func (h *hasher) float(v float64) {
+	h.b = binary.BigEndian.AppendUint64(h.b, math.Float64bits(v))
+}
+func (h *hasher) sum() string {
+	s := sha256.Sum256(h.b)
+	return hex.EncodeToString(s[:])
+}
+
+func newHasher(kind string, eps privacy.Epsilon) *hasher {
+	h := &hasher{}
+	h.str("knowdp query v1")
+	h.str(kind)
+	steps, _ := privacy.Pure(eps).Steps()
+	h.int(steps)
+	return h
+}
+
+// epsSteps returns eps as a count of privacy.EpsilonStep.
+func epsSteps(eps privacy.Epsilon) int64 {
+	s, _ := privacy.Pure(eps).Steps()
+	return s
+}
+
+// stepsEpsilon converts steps to epsilon for display.
+func stepsEpsilon(steps int64) float64 { return float64(steps) * privacy.EpsilonStep }
+
+// neighbourText describes the neighbour relation of a dataset's guarantees, in
+// the words of cube.Release's metadata.
+func (d *dataset) neighbourText() string {
+	if len(d.exact) == 0 {
+		return "add or remove one row"
+	}
+	names := make([]string, len(d.exact))
+	for i, e := range d.exact {
+		names[i] = d.schema.Format(e)
+	}
+	return "worst-case induced neighbours given the exact cuboids " + strings.Join(names, ", ") + " (tables that agree on them and differ by a minimal set of added and removed rows)"
+}
+
+// --- cuboid ---
+
+// cuboidAnswer is the answer to a cuboid query.
+type cuboidAnswer struct {
+	Dimensions []string      `json:"dimensions"`
+	Counts     []float64     `json:"counts"`
+	Privacy    cube.Metadata `json:"privacy"`
+}
+
+func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) {
+	if q.Cuboid == nil {
+		return nil, badInput("cuboid: required: the dimensions of the cuboid to release ([] is the grand total)")
+	}
+	cb, err := d.schema.CuboidOf(q.Cuboid...)
+	if err != nil {
+		return nil, badInput("cuboid: %v", err)
+	}
+	if size := d.schema.CuboidSize(cb); size > maxAnswerCells {
+		return nil, badInput("cuboid: %s has %d cells; at most %d per answer", d.schema.Format(cb), size, maxAnswerCells)
+	}
+	spec := cube.ReleaseSpec{Epsilon: eps, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg, Sensitivity: d.policy.Sensitivity}
+	charge := epsSteps(eps)
+	if spec.Sensitivity == 0 {
+		sens, err := cube.GenericSensitivity(d.schema, d.exact, cb)
+		if err != nil {
+			return nil, badInput("cuboid: %v", err)
+		}
+		if sens.Value == 0 {
+			charge = 0 // computable from the invariants: public, released exactly
+		}
+	}
+	h := newHasher("cuboid", eps)
+	h.int(int64(cb))
+	if q.NonNeg {
+		h.int(1)
+	}
+	q.Cuboid = d.schema.Names(cb)
+	return &plan{
+		hash:    h.sum(),
+		uniform: charge,
+		compute: func(ctx context.Context, r *noise.Rand) (any, error) {
+			rel, err := d.cube.Release(ctx, spec, r)
+			if err != nil {
+				return nil, err
+			}
+			names := d.schema.Names(cb)
+			if names == nil {
+				names = []string{}
+			}
+			return cuboidAnswer{Dimensions: names, Counts: rel.Counts, Privacy: rel.Metadata()}, nil
+		},
+	}, nil
+}
+
+// --- linear queries over the base cuboid ---
+
+// sparseRow is one linear query over the base cells: cells ascending, with
+// non-zero integer coefficients.
+type sparseRow struct {
+	cells []int
+	coefs []int64
+}
+
+func (r sparseRow) dot(counts []float64) int64 {
+	var s int64
+	for i, c := range r.cells {
+		s += r.coefs[i] * int64(counts[c])
+	}
+	return s
+}
+
+// expandQueries turns the where clauses of queries into sparse rows over the
+// base cells. field names the request field in errors.
+func expandQueries(s *cube.Schema, queries []LinearQuery, field string) ([]sparseRow, error) {
+	if len(queries) == 0 {
+		return nil, badInput("%s: at least one query is needed", field)
+	}
+	if len(queries) > maxQueries {
+		return nil, badInput("%s: %d queries; at most %d per request", field, len(queries), maxQueries)
+	}
+	rows := make([]sparseRow, len(queries))
+	total := 0
+	for i, lq := range queries {
+		name := fmt.Sprintf("%s[%d]", field, i)
+		row, err := expandQuery(s, lq, name, maxNonZeros-total)
+		if err != nil {
+			return nil, err
+		}
+		total += len(row.cells)
+		rows[i] = row
+	}
+	return rows, nil
+}
+
+type cellCoef struct {
+	cell int
+	coef int64
+}
+
+func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (sparseRow, error) {
+	if len(lq.Terms) == 0 {
+		return sparseRow{}, badInput("%s.terms: at least one term is needed", name)
+	}
+	if len(lq.Terms) > maxTerms {
+		return sparseRow{}, badInput("%s.terms: %d terms; at most %d", name, len(lq.Terms), maxTerms)
+	}
+	n := s.NumDims()
+	var pairs []cellCoef
+	for t, term := range lq.Terms {
+		tname := fmt.Sprintf("%s.terms[%d]", name, t)
+		coef := int64(1)
+		if term.Coef != nil {
+			v, err := term.Coef.Int64()
+			if err != nil || v == 0 || v < -maxCoef || v > maxCoef {
+				return sparseRow{}, badInput("%s.coef: %s; use a non-zero integer between -%d and %d (scale fractional weights and divide the answer)", tname, term.Coef.String(), maxCoef, maxCoef)
+			}
+			coef = v
+		}
+		for dim := range term.Where {
+			if _, ok := s.Lookup(dim); !ok {
+				return sparseRow{}, badInput("%s.where: unknown dimension %q (the schema has %s)", tname, dim, strings.Join(s.Names(cube.Base(n)), ", "))
+			}
+		}
+		sel := make([][]int, n)
+		size := 1
+		for i := range n {
+			vals, restricted := term.Where[s.Dim(i).Name]
+			if !restricted {
+				sel[i] = make([]int, s.Size(i))
+				for k := range sel[i] {
+					sel[i][k] = k
+				}
+			} else {
+				if len(vals) == 0 {
+					return sparseRow{}, badInput("%s.where.%s: empty list of values", tname, s.Dim(i).Name)
+				}
+				seen := map[int]bool{}
+				for _, v := range vals {
+					k, ok := s.ValueIndex(i, v)
+					if !ok {
+						return sparseRow{}, badInput("%s.where.%s: unknown value %q (the domain is %s)", tname, s.Dim(i).Name, v, strings.Join(s.Dim(i).Values, ", "))
+					}
+					if seen[k] {
+						return sparseRow{}, badInput("%s.where.%s: value %q listed twice", tname, s.Dim(i).Name, v)
+					}
+					seen[k] = true
+					sel[i] = append(sel[i], k)
+				}
+			}
+			size *= len(sel[i])
+			if size > budget-len(pairs) {
+				return sparseRow{}, badInput("%s: the request selects more than %d base cells in all; ask for fewer or coarser queries", name, maxNonZeros)
+			}
+		}
+		// Enumerate the selected cells with an odometer over sel.
+		pos := make([]int, n)
+		for {
+			cell := 0
+			for i := range n {
+				cell += sel[i][pos[i]] * s.Stride(i)
+			}
+			pairs = append(pairs, cellCoef{cell, coef})
+			i := n - 1
+			for ; i >= 0; i-- {
+				pos[i]++
+				if pos[i] < len(sel[i]) {
+					break
+				}
+				pos[i] = 0
+			}
+			if i < 0 {
+				break
+			}
+		}
+	}
+	sort.Slice(pairs, func(a, b int) bool { return pairs[a].cell < pairs[b].cell })
+	var row sparseRow
+	for i := 0; i < len(pairs); {
+		j, sum := i, int64(0)
+		for ; j < len(pairs) && pairs[j].cell == pairs[i].cell; j++ {
+			sum += pairs[j].coef
+		}
+		if sum < -maxCoef || sum > maxCoef {
+			return sparseRow{}, badInput("%s: the terms add up to a coefficient of %d on one base cell; at most %d in magnitude", name, sum, maxCoef)
+		}
+		if sum != 0 {
+			row.cells = append(row.cells, pairs[i].cell)
+			row.coefs = append(row.coefs, sum)
+		}
+		i = j
+	}
+	if len(row.cells) == 0 {
+		return sparseRow{}, badInput("%s: the terms cancel out: every coefficient is zero", name)
+	}
+	return row, nil
+}
+
+// hashRows adds rows to a canonical hash.
+func (h *hasher) rows(rows []sparseRow) {
+	h.int(int64(len(rows)))
+	for _, r := range rows {
+		h.int(int64(len(r.cells)))
+		for i, c := range r.cells {
+			h.int(int64(c))
+			h.int(r.coefs[i])
+		}
+	}
+}
+
+// columnL1 returns, for each base cell in the support of rows, the sum over
+// the rows of |coefficient|: by how much, in L1, the answers move when one row
+// of that cell is added or removed. Cells are ascending.
+func columnL1(rows []sparseRow) []cellCoef {
+	m := map[int]int64{}
+	for _, r := range rows {
+		for i, c := range r.cells {
+			v := r.coefs[i]
+			if v < 0 {
+				v = -v
+			}
+			m[c] += v
+		}
+	}
+	out := make([]cellCoef, 0, len(m))
+	for c, v := range m {
+		out = append(out, cellCoef{c, v})
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].cell < out[b].cell })
+	return out
+}
+
+// linearAnswer is the answer to a linear query request.
+type linearAnswer struct {
+	// Answers are the released answers: refined when refinement was asked
+	// for, otherwise the noisy ones.
+	Answers []float64 `json:"answers"`
+	// Noisy are the noisy answers before refinement (only with refine).
+	Noisy   []int64       `json:"noisy,omitempty"`
+	Privacy linearPrivacy `json:"privacy"`
+}
+
+type linearPrivacy struct {
+	Mechanism string  `json:"mechanism"`
+	Epsilon   float64 `json:"epsilon"`
+	// Scale is the discrete Laplace scale lambda of each answer's noise.
+	Scale float64 `json:"scale"`
+	// Sensitivity is the largest, over base cells, sum over the queries of
+	// |coefficient|: the L1 sensitivity under add/remove neighbours.
+	Sensitivity int64 `json:"sensitivity"`
+	// GenericSensitivity is S: induced neighbours' base cuboids differ by
+	// at most S in L1, which multiplies the loss.
+	GenericSensitivity int    `json:"generic_sensitivity"`
+	SensitivityRule    string `json:"sensitivity_rule"`
+	Neighbours         string `json:"neighbours"`
+	Accounting         string `json:"accounting"`
+	Refinement         string `json:"refinement,omitempty"`
+	Constraints        int    `json:"constraints,omitempty"`
+	Seeded             bool   `json:"seeded"`
+}
+
+const protocol1Accounting = "Protocol 1 (paper 2, Section 5.1) over all linear answers of this analyst on this dataset: " +
+	"their loss is S times the largest, over base cells, sum of |coefficient|/scale over every query answered; " +
+	"a request is charged what it adds to that loss, and refused if the total would exceed the budget"
+
+func planLinear(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) {
+	rows, err := expandQueries(d.schema, q.Queries, "queries")
+	if err != nil {
+		return nil, err
+	}
+	cols := columnL1(rows)
+	var delta int64
+	for _, c := range cols {
+		delta = max(delta, c.coef)
+	}
+	S := int64(d.sens.Value)
+	h := newHasher("linear", eps)
+	h.rows(rows)
+	if q.Refine {
+		h.int(1)
+	}
+	var refiner *invariantRefiner
+	if q.Refine {
+		if refiner, err = newInvariantRefiner(ctx, d, rows); err != nil {
+			return nil, err
+		}
+	}
+	priv := linearPrivacy{
+		Mechanism:          "discrete Laplace noise on each integer answer (exact sampler)",
+		Epsilon:            eps.Float64(),
+		Sensitivity:        delta,
+		GenericSensitivity: d.sens.Value,
+		SensitivityRule:    d.sens.Rule,
+		Neighbours:         d.neighbourText(),
+		Accounting:         protocol1Accounting,
+	}
+	p := &plan{hash: h.sum()}
+	if S == 0 {
+		// The invariants determine the table: every answer is public.
+		priv.Mechanism = "exact: the invariants determine the table"
+		p.compute = func(ctx context.Context, r *noise.Rand) (any, error) {
+			ans := linearAnswer{Answers: make([]float64, len(rows)), Privacy: priv}
+			for i, row := range rows {
+				ans.Answers[i] = float64(row.dot(d.cube.Counts))
+			}
+			return ans, nil
+		}
+		return p, nil
+	}
+	lambda := linearScale(S, delta, eps)
+	if !(lambda <= noise.MaxScale) {
+		return nil, badInput("epsilon: %v is too small for these queries: the noise scale S*sensitivity/epsilon = %d*%d/%v exceeds %v", eps.Float64(), S, delta, eps.Float64(), float64(noise.MaxScale))
+	}
+	dl, err := noise.NewDiscreteLaplace(lambda)
+	if err != nil {
+		return nil, badInput("epsilon: %v", err)
+	}
+	priv.Scale = lambda
+	memo := map[int64]int64{}
+	for _, c := range cols {
+		st, ok := memo[c.coef]
+		if !ok {
+			st = lossSteps(S, c.coef, lambda)
+			memo[c.coef] = st
+		}
+		p.cells = append(p.cells, cellCharge{c.cell, st})
+	}
+	if refiner != nil {
+		priv.Refinement = "least-squares refinement (paper 1, Theorem 3) with the equalities the invariants imply on these answers; " +
+			"the invariants are the same for every pair of induced neighbours, so this is post-processing and costs nothing more"
+		priv.Constraints = refiner.constraints()
+	}
+	p.compute = func(ctx context.Context, r *noise.Rand) (any, error) {
+		priv.Seeded = r.Seeded()
+		ans := linearAnswer{Answers: make([]float64, len(rows)), Privacy: priv}
+		noisy := make([]int64, len(rows))
+		for i, row := range rows {
+			noisy[i] = row.dot(d.cube.Counts) + dl.Sample(r)
+			ans.Answers[i] = float64(noisy[i])
+		}
+		if refiner != nil {
+			ans.Noisy = noisy
+			if err := refiner.refine(ctx, ans.Answers); err != nil {
+				return nil, err
+			}
+		}
+		return ans, nil
+	}
+	return p, nil
+}
+
+// linearScale returns the smallest float64 lambda >= S*delta/eps, exactly:
+// then S*delta/lambda <= eps and a request on fresh cells costs at most eps.
+func linearScale(S, delta int64, eps privacy.Epsilon) float64 {
+	lambda := float64(S*delta) / eps.Float64()
+	want := new(big.Rat).SetFrac(big.NewInt(S*delta), big.NewInt(1))
+	want.Quo(want, new(big.Rat).SetFloat64(eps.Float64()))
+	for new(big.Rat).SetFloat64(lambda).Cmp(want) < 0 {
+		lambda = math.Nextafter(lambda, math.Inf(1))
+	}
+	return lambda
+}
+
+// lossSteps returns ceil(S * a / lambda / EpsilonStep), exactly: the
+// Protocol 1 loss, in steps, of a base cell whose coefficients sum to a in
+// absolute value, rounded up so that the ledger never under-counts.
+func lossSteps(S, a int64, lambda float64) int64 {
+	num := new(big.Rat).SetFrac(big.NewInt(S*a), big.NewInt(1))
+	num.Quo(num, new(big.Rat).SetFloat64(lambda))
+	num.Mul(num, new(big.Rat).SetFloat64(1/privacy.EpsilonStep))
+	q, m := new(big.Int).QuoRem(num.Num(), num.Denom(), new(big.Int))
+	if m.Sign() != 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if !q.IsInt64() {
+		return math.MaxInt64
+	}
+	return q.Int64()
+}
+
+// queryKinds lists the query kinds this server answers.
+func queryKinds() []string { return []string{"cuboid", "linear", "prior", "dx"} }

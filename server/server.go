@@ -1,0 +1,473 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/knowdp/knowdp/noise"
+)
+
+// Config configures a Server.
+type Config struct {
+	// DataDir holds the embedded SQLite database (knowdp.db). It is used
+	// when Postgres is empty.
+	DataDir string
+	// Postgres, if set, is the DSN of a PostgreSQL database that holds
+	// the state instead (a shared deployment).
+	Postgres string
+	// AdminKey, if set, is the curator's key (see GenerateKey); it is
+	// registered if new. Otherwise a key is generated at the first start
+	// and returned once by Open.
+	AdminKey string
+	// RateLimit is the number of requests per second each API key may
+	// make, with bursts of RateBurst; RateLimit 0 disables the limit.
+	RateLimit float64
+	RateBurst int
+	// CellLimit bounds the base cuboid of a registered dataset; 0 means
+	// DefaultCellLimit.
+	CellLimit int
+	// QueryTimeout bounds an analyst request and AdminTimeout a curator
+	// request (registering a dataset counts its source); 0 means the
+	// defaults, 1 minute and 10 minutes.
+	QueryTimeout, AdminTimeout time.Duration
+	// Log receives one line per request (never a key or a secret); nil
+	// discards.
+	Log *slog.Logger
+}
+
+// DefaultCellLimit is the largest base cuboid a dataset may have unless
+// Config.CellLimit says otherwise: 2^24 cells (128 MiB of counts).
+const DefaultCellLimit = 1 << 24
+
+// Body size limits.
+const (
+	maxQueryBody = 1 << 20
+	maxAdminBody = 4 << 20
+)
+
+// Server is the interactive query server: curators register datasets and
+// analysts, analysts query within their budgets, and every answer is in a
+// durable ledger before it is sent.
+type Server struct {
+	cfg   Config
+	st    *store
+	log   *slog.Logger
+	mux   *http.ServeMux
+	rts   []route
+	mu    sync.Mutex
+	sets  map[string]*dataset
+	limit map[string]*rate.Limiter
+}
+
+//go:embed openapi.json
+var openapiJSON []byte
+
+//go:embed web
+var webFS embed.FS
+
+// Open opens (creating and migrating if needed) the server's store and loads
+// its datasets. adminKey is non-empty only when a new admin key was
+// generated: it must be shown to the curator now, as it is never shown again.
+func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err error) {
+	if cfg.CellLimit == 0 {
+		cfg.CellLimit = DefaultCellLimit
+	}
+	if cfg.QueryTimeout == 0 {
+		cfg.QueryTimeout = time.Minute
+	}
+	if cfg.AdminTimeout == 0 {
+		cfg.AdminTimeout = 10 * time.Minute
+	}
+	if cfg.RateLimit < 0 || math.IsNaN(cfg.RateLimit) {
+		return nil, "", fmt.Errorf("rate limit must be >= 0, got %v", cfg.RateLimit)
+	}
+	if cfg.RateLimit > 0 && cfg.RateBurst < 1 {
+		cfg.RateBurst = max(1, int(cfg.RateLimit))
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var st *store
+	switch {
+	case cfg.Postgres != "":
+		st, err = openPostgres(cfg.Postgres)
+	case cfg.DataDir != "":
+		st, err = openSQLite(cfg.DataDir)
+	default:
+		return nil, "", errors.New("give a data directory (SQLite) or a PostgreSQL DSN")
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if err := st.migrate(ctx); err != nil {
+		st.Close()
+		return nil, "", err
+	}
+	if adminKey, err = st.ensureAdminKey(ctx, cfg.AdminKey); err != nil {
+		st.Close()
+		return nil, "", err
+	}
+	s = &Server{cfg: cfg, st: st, log: log, sets: map[string]*dataset{}, limit: map[string]*rate.Limiter{}}
+	ids, err := st.datasetIDs(ctx)
+	if err != nil {
+		st.Close()
+		return nil, "", err
+	}
+	for _, id := range ids {
+		if _, err := s.dataset(ctx, id); err != nil {
+			st.Close()
+			return nil, "", err
+		}
+	}
+	s.routes()
+	return s, adminKey, nil
+}
+
+// Close closes the store.
+func (s *Server) Close() error { return s.st.Close() }
+
+// Handler returns the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// HTTPServer returns an http.Server for the handler with conservative
+// timeouts.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		WriteTimeout:      s.cfg.AdminTimeout + time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// dataset returns a registered dataset, loading it from the store if another
+// server process registered it.
+func (s *Server) dataset(ctx context.Context, id string) (*dataset, error) {
+	s.mu.Lock()
+	d := s.sets[id]
+	s.mu.Unlock()
+	if d != nil {
+		return d, nil
+	}
+	d, err := s.st.loadDataset(ctx, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev := s.sets[id]; prev != nil {
+		return prev, nil
+	}
+	s.sets[id] = d
+	return d, nil
+}
+
+// route is one endpoint. The route table is the single source of truth for
+// the mux, the auth checks and the OpenAPI test.
+type route struct {
+	method, path string
+	auth         string // "", roleAnalyst or roleAdmin
+	handle       func(w http.ResponseWriter, r *http.Request, p principal) error
+}
+
+func (s *Server) routes() {
+	s.rts = []route{
+		{"GET", "/healthz", "", s.health},
+		{"GET", "/openapi.json", "", s.openapi},
+		{"GET", "/admin/", "", s.web},
+
+		{"GET", "/v1/me", roleAnalyst, s.me},
+		{"GET", "/v1/datasets", roleAnalyst, s.listDatasets},
+		{"GET", "/v1/datasets/{dataset}", roleAnalyst, s.getDataset},
+		{"GET", "/v1/datasets/{dataset}/invariants", roleAnalyst, s.getInvariants},
+		{"GET", "/v1/datasets/{dataset}/budget", roleAnalyst, s.getBudget},
+		{"GET", "/v1/datasets/{dataset}/queries", roleAnalyst, s.listQueries},
+		{"POST", "/v1/datasets/{dataset}/queries", roleAnalyst, s.ask},
+		{"GET", "/v1/queries/{query}", roleAnalyst, s.getQuery},
+
+		{"GET", "/admin/v1/datasets", roleAdmin, s.adminListDatasets},
+		{"POST", "/admin/v1/datasets", roleAdmin, s.adminRegister},
+		{"GET", "/admin/v1/datasets/{dataset}", roleAdmin, s.adminGetDataset},
+		{"GET", "/admin/v1/analysts", roleAdmin, s.adminListAnalysts},
+		{"POST", "/admin/v1/analysts", roleAdmin, s.adminCreateAnalyst},
+		{"POST", "/admin/v1/analysts/{analyst}/keys", roleAdmin, s.adminIssueKey},
+		{"DELETE", "/admin/v1/keys/{key}", roleAdmin, s.adminRevokeKey},
+		{"GET", "/admin/v1/queries", roleAdmin, s.adminQueries},
+	}
+	s.mux = http.NewServeMux()
+	for _, rt := range s.rts {
+		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
+	}
+	s.mux.Handle("/", s.wrap(route{auth: "", handle: func(w http.ResponseWriter, r *http.Request, _ principal) error {
+		return &apiError{http.StatusNotFound, "not_found", "no such endpoint; see /openapi.json"}
+	}}))
+}
+
+// apiError is an error with its HTTP status and a stable code.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+// statusRecorder captures the status for the request log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// wrap adds, around a route's handler: panic recovery, the body limit, the
+// deadline, authentication, the per-key rate limit, error responses and the
+// request log.
+func (s *Server) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		var p principal
+		defer func() {
+			if v := recover(); v != nil {
+				s.log.Error("panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+				if rec.status == 0 {
+					writeError(rec, &apiError{http.StatusInternalServerError, "internal", "internal error"})
+				}
+			}
+			s.log.Info("request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
+				"ms", float64(time.Since(start).Microseconds())/1000, "key", p.keyID, "analyst", p.analystID, "remote", r.RemoteAddr)
+		}()
+		limit, timeout := int64(maxQueryBody), s.cfg.QueryTimeout
+		if rt.auth == roleAdmin {
+			limit, timeout = maxAdminBody, s.cfg.AdminTimeout
+		}
+		r.Body = http.MaxBytesReader(rec, r.Body, limit)
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+		err := func() error {
+			if rt.auth != "" {
+				var err error
+				if p, err = s.authorize(r, rt.auth); err != nil {
+					return err
+				}
+			}
+			return rt.handle(rec, r, p)
+		}()
+		if err != nil {
+			s.fail(rec, r, err)
+		}
+	})
+}
+
+// authorize authenticates the request's bearer key and checks its role and
+// rate limit.
+func (s *Server) authorize(r *http.Request, role string) (principal, error) {
+	auth := r.Header.Get("Authorization")
+	key, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || key == "" {
+		return principal{}, &apiError{http.StatusUnauthorized, "unauthorized", "send the API key as Authorization: Bearer <key>"}
+	}
+	p, err := s.st.authenticate(r.Context(), strings.TrimSpace(key))
+	if errors.Is(err, errBadKey) {
+		return principal{}, &apiError{http.StatusUnauthorized, "unauthorized", err.Error()}
+	}
+	if err != nil {
+		return principal{}, err
+	}
+	if p.role != role {
+		if role == roleAdmin {
+			return p, &apiError{http.StatusForbidden, "forbidden", "this endpoint needs the curator's admin key"}
+		}
+		return p, &apiError{http.StatusForbidden, "forbidden", "this endpoint needs an analyst's key"}
+	}
+	if !s.allow(p.keyID) {
+		return p, &apiError{http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("rate limit of %g requests per second per key exceeded; retry later", s.cfg.RateLimit)}
+	}
+	return p, nil
+}
+
+// allow applies the key's token bucket.
+func (s *Server) allow(keyID string) bool {
+	if s.cfg.RateLimit == 0 {
+		return true
+	}
+	s.mu.Lock()
+	l := s.limit[keyID]
+	if l == nil {
+		l = rate.NewLimiter(rate.Limit(s.cfg.RateLimit), s.cfg.RateBurst)
+		s.limit[keyID] = l
+	}
+	s.mu.Unlock()
+	return l.Allow()
+}
+
+// fail writes err as a JSON error. Internal errors are logged and shown only
+// as "internal error": their text might depend on private data.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		ae *apiError
+		ie *inputError
+		be *budgetError
+		me *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &ie):
+		ae = &apiError{http.StatusBadRequest, "bad_request", ie.msg}
+	case errors.As(err, &be):
+		ae = &apiError{http.StatusForbidden, "insufficient_budget", be.Error()}
+	case errors.As(err, &me):
+		ae = &apiError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", me.Limit)}
+	case errors.Is(err, errIdemConflict):
+		ae = &apiError{http.StatusConflict, "idempotency_conflict", err.Error()}
+	case errors.Is(err, errNotFound):
+		ae = &apiError{http.StatusNotFound, "not_found", "not found"}
+	case errors.Is(err, context.DeadlineExceeded):
+		ae = &apiError{http.StatusServiceUnavailable, "timeout", "the request took too long and was abandoned; nothing was charged unless a retry with the same idempotency key says so"}
+	case errors.Is(err, context.Canceled):
+		ae = &apiError{499, "canceled", "request canceled"}
+	default:
+		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		ae = &apiError{http.StatusInternalServerError, "internal", "internal error"}
+	}
+	writeError(w, ae)
+}
+
+func writeError(w http.ResponseWriter, ae *apiError) {
+	writeJSON(w, ae.status, map[string]any{"error": map[string]string{"code": ae.code, "message": ae.msg}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// readBody reads a request body up to its limit.
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var me *http.MaxBytesError
+		if errors.As(err, &me) {
+			return nil, err
+		}
+		return nil, badInput("reading the request body: %v", err)
+	}
+	return b, nil
+}
+
+// decodeStrict decodes JSON into v, rejecting unknown fields and trailing
+// data.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badInput("request body: %v", err)
+	}
+	if dec.More() {
+		return badInput("request body: trailing data after the JSON object")
+	}
+	return nil
+}
+
+// intParam parses an optional integer query parameter within [lo, hi].
+func intParam(r *http.Request, name string, def, lo, hi int64) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, badInput("%s: %q; use an integer from %d to %d", name, v, lo, hi)
+	}
+	return n, nil
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request, _ principal) error {
+	if err := s.st.r.PingContext(r.Context()); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "store": s.st.d.name})
+}
+
+func (s *Server) openapi(w http.ResponseWriter, r *http.Request, _ principal) error {
+	w.Header().Set("Content-Type", "application/json")
+	_, err := w.Write(openapiJSON)
+	return err
+}
+
+// web serves the curator's page. The page is public; everything it shows
+// comes from the admin API with the key the curator types in.
+func (s *Server) web(w http.ResponseWriter, r *http.Request, _ principal) error {
+	sub, _ := fs.Sub(webFS, "web")
+	name := strings.TrimPrefix(r.URL.Path, "/admin/")
+	if name == "" {
+		name = "index.html"
+	}
+	b, err := fs.ReadFile(sub, name)
+	if err != nil {
+		return errNotFound
+	}
+	switch {
+	case strings.HasSuffix(name, ".html"):
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	case strings.HasSuffix(name, ".js"):
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+	case strings.HasSuffix(name, ".css"):
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	}
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; frame-ancestors 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	_, err = w.Write(b)
+	return err
+}
+
+// newRand returns the randomness for one query's noise.
+func newRand() *noise.Rand { return noise.NewRand() }

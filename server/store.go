@@ -1,0 +1,247 @@
+package server
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+)
+
+// store is the server's durable state behind database/sql: SQLite (embedded,
+// the default) or PostgreSQL (shared deployments). Everything dialect
+// specific lives in dialect; the SQL itself is written once, with ?
+// placeholders.
+type store struct {
+	d dialect
+	// w runs every write transaction. On SQLite it holds one connection,
+	// so writers queue in Go instead of spinning on SQLITE_BUSY, and each
+	// of its transactions is BEGIN IMMEDIATE. On PostgreSQL w and r are
+	// the same pool and the ledger locks the analyst's budget row with
+	// SELECT ... FOR UPDATE.
+	w, r *sql.DB
+}
+
+// dialect is what differs between SQLite and PostgreSQL.
+type dialect struct {
+	name string
+	// blob and serial are the column types for bytes and for an
+	// auto-incrementing primary key.
+	blob, serial string
+	// forUpdate is appended to the SELECT that reads a budget row inside
+	// the charge transaction: a row lock on PostgreSQL; nothing on SQLite,
+	// where BEGIN IMMEDIATE already holds the database's write lock.
+	forUpdate string
+	// numbered placeholders ($1, $2, ...) instead of ?.
+	numbered bool
+}
+
+var (
+	sqliteDialect   = dialect{name: "sqlite", blob: "BLOB", serial: "INTEGER PRIMARY KEY AUTOINCREMENT"}
+	postgresDialect = dialect{name: "postgres", blob: "BYTEA", serial: "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", forUpdate: " FOR UPDATE", numbered: true}
+)
+
+// q rewrites the ? placeholders of query for the dialect. No query in this
+// package has a ? inside a string literal.
+func (d dialect) q(query string) string {
+	if !d.numbered {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range query {
+		if c == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// openSQLite opens (creating if needed) the database knowdp.db in dir:
+// WAL journal, synchronous=FULL (a commit is on disk before it returns),
+// a busy timeout for other processes, foreign keys on.
+func openSQLite(dir string) (*store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	path := filepath.Join(dir, "knowdp.db")
+	common := "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=FULL"
+	w, err := sql.Open("sqlite", "file:"+path+"?"+common+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	r, err := sql.Open("sqlite", "file:"+path+"?"+common)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(8)
+	r.SetMaxIdleConns(8)
+	return &store{d: sqliteDialect, w: w, r: r}, nil
+}
+
+// openPostgres connects to the PostgreSQL database named by dsn (a
+// postgres:// URL or key=value string understood by pgx).
+func openPostgres(dsn string) (*store, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	return &store{d: postgresDialect, w: db, r: db}, nil
+}
+
+// Close closes the connection pools.
+func (s *store) Close() error {
+	err := s.w.Close()
+	if s.r != s.w {
+		err = errors.Join(err, s.r.Close())
+	}
+	return err
+}
+
+// migrations are applied in order, each once, at start. Never edit one
+// that has shipped; append a new one.
+var migrations = []string{
+	// 1: the initial schema. Budgets and charges are integer counts of
+	// privacy.EpsilonStep (2^-40): sums are exact and the CHECK on budgets
+	// makes an overspend impossible even for a buggy caller.
+	`CREATE TABLE datasets (
+		id TEXT PRIMARY KEY,
+		name TEXT NOT NULL,
+		schema_json TEXT NOT NULL,
+		policy_json TEXT NOT NULL,
+		source_json TEXT NOT NULL,
+		counts {{BLOB}} NOT NULL,
+		total_rows BIGINT NOT NULL,
+		budget_steps BIGINT NOT NULL CHECK (budget_steps >= 0),
+		created_at BIGINT NOT NULL
+	);
+	CREATE TABLE analysts (
+		id TEXT PRIMARY KEY,
+		name TEXT NOT NULL UNIQUE,
+		created_at BIGINT NOT NULL
+	);
+	CREATE TABLE api_keys (
+		id TEXT PRIMARY KEY,
+		analyst_id TEXT REFERENCES analysts(id),
+		role TEXT NOT NULL CHECK (role IN ('admin', 'analyst')),
+		secret_sha256 {{BLOB}} NOT NULL,
+		created_at BIGINT NOT NULL,
+		revoked_at BIGINT,
+		CHECK ((role = 'admin') = (analyst_id IS NULL))
+	);
+	CREATE TABLE budgets (
+		analyst_id TEXT NOT NULL REFERENCES analysts(id),
+		dataset_id TEXT NOT NULL REFERENCES datasets(id),
+		total_steps BIGINT NOT NULL,
+		spent_steps BIGINT NOT NULL,
+		columns {{BLOB}},
+		PRIMARY KEY (analyst_id, dataset_id),
+		CHECK (spent_steps >= 0 AND spent_steps <= total_steps)
+	);
+	CREATE TABLE ledger (
+		seq {{SERIAL}},
+		id TEXT NOT NULL UNIQUE,
+		analyst_id TEXT NOT NULL REFERENCES analysts(id),
+		dataset_id TEXT NOT NULL REFERENCES datasets(id),
+		query_hash TEXT NOT NULL,
+		idempotency_key TEXT,
+		kind TEXT NOT NULL,
+		request_json TEXT NOT NULL,
+		answer_json TEXT NOT NULL,
+		charge_steps BIGINT NOT NULL CHECK (charge_steps >= 0),
+		spent_after_steps BIGINT NOT NULL,
+		created_at BIGINT NOT NULL,
+		UNIQUE (analyst_id, dataset_id, query_hash),
+		UNIQUE (analyst_id, idempotency_key)
+	);
+	CREATE INDEX ledger_dataset ON ledger (dataset_id, seq);`,
+}
+
+// migrate applies the migrations that have not been applied yet, all in
+// one transaction. On PostgreSQL an advisory lock keeps two servers starting
+// at once from racing; on SQLite BEGIN IMMEDIATE does.
+func (s *store) migrate(ctx context.Context) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if s.d.name == "postgres" {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7240617)`); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+			return err
+		}
+		var have int
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+			return err
+		}
+		if have > len(migrations) {
+			return fmt.Errorf("the database has schema version %d, newer than this knowdp (%d): upgrade knowdp", have, len(migrations))
+		}
+		for i := have; i < len(migrations); i++ {
+			ddl := strings.NewReplacer("{{BLOB}}", s.d.blob, "{{SERIAL}}", s.d.serial).Replace(migrations[i])
+			for _, stmt := range strings.Split(ddl, ";") {
+				if strings.TrimSpace(stmt) == "" {
+					continue
+				}
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return fmt.Errorf("migration %d: %w", i+1, err)
+				}
+			}
+			if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`), i+1, time.Now().UnixNano()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// tx runs f in a write transaction and commits it if f returns nil.
+func (s *store) tx(ctx context.Context, f func(*sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// redactDSN removes a password from a database URL before it is stored or
+// shown.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		if strings.Contains(dsn, "password") {
+			return "(redacted)"
+		}
+		return dsn
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "REDACTED")
+	}
+	return u.String()
+}
