@@ -48,6 +48,8 @@ func commands() []*command {
 		queryCommand(),
 		dxCommand(),
 		refineCommand(),
+		auditCommand(),
+		attackCommand(),
 		serveCommand(),
 	}
 }

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestAttackCommand(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI(t, "attack", "km", "--quick", "--seed", "1", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	for _, want := range []string{"== km", "Kifer and Machanavajjhala", "reconstructed", "NOT private"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, name := range []string{"km.csv", "km.png", "km.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// The name may follow the flags.
+	if code, stdout, stderr := runCLI(t, "attack", "--quick", "--seed", "2", "--out", dir, "mironov"); code != 0 || !strings.Contains(stdout, "== mironov") {
+		t.Errorf("mironov: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+func TestAttackCommandErrors(t *testing.T) {
+	for _, args := range [][]string{{"attack"}, {"attack", "nope"}, {"attack", "km", "yww"}} {
+		if code, _, _ := runCLI(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	code, _, stderr := runCLI(t, "attack", "--help")
+	if code != 0 || !strings.Contains(stderr, "averaging") {
+		t.Errorf("--help: exit %d, %s", code, stderr)
+	}
+}
