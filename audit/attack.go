@@ -2,11 +2,8 @@ package audit
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
-	"fmt"
 	"image/color"
-	"io"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -16,8 +13,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/repro"
 )
 
 // Attack is a demonstration, from the papers, of how a mechanism leaks
@@ -68,41 +65,20 @@ func checkAttackConfig(cfg AttackConfig) error {
 // writeCSV writes a header and rows to dir/name atomically and adds the
 // path to the report.
 func (rep *Report) writeCSV(dir, name string, header []string, rows [][]string) error {
-	path := filepath.Join(dir, name)
-	err := fileio.WriteAtomic(path, func(w io.Writer) error {
-		cw := csv.NewWriter(w)
-		if err := cw.Write(header); err != nil {
-			return err
-		}
-		if err := cw.WriteAll(rows); err != nil {
-			return err
-		}
-		cw.Flush()
-		return cw.Error()
-	})
-	if err == nil {
-		rep.Files = append(rep.Files, path)
+	if err := repro.WriteCSV(dir, name, header, rows); err != nil {
+		return err
 	}
-	return err
+	rep.Files = append(rep.Files, filepath.Join(dir, name))
+	return nil
 }
 
 // savePlot writes p as dir/name.png and dir/name.svg atomically and adds
 // the paths to the report.
 func (rep *Report) savePlot(p *plot.Plot, dir, name string) error {
-	for _, ext := range []string{"png", "svg"} {
-		wt, err := p.WriterTo(6*vg.Inch, 4*vg.Inch, ext)
-		if err != nil {
-			return fmt.Errorf("plot %s: %w", name, err)
-		}
-		path := filepath.Join(dir, name+"."+ext)
-		if err := fileio.WriteAtomic(path, func(out io.Writer) error {
-			_, err := wt.WriteTo(out)
-			return err
-		}); err != nil {
-			return err
-		}
-		rep.Files = append(rep.Files, path)
+	if err := repro.SavePlot(p, dir, name, 6*vg.Inch, 4*vg.Inch); err != nil {
+		return err
 	}
+	rep.Files = append(rep.Files, filepath.Join(dir, name+".png"), filepath.Join(dir, name+".svg"))
 	return nil
 }
 

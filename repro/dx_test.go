@@ -2,7 +2,6 @@ package repro
 
 import (
 	"context"
-	"encoding/csv"
 	"io"
 	"log/slog"
 	"os"
@@ -24,7 +23,7 @@ func TestDXQuick(t *testing.T) {
 			t.Errorf("missing output: %v", err)
 		}
 	}
-	rows := readCSV(t, filepath.Join(dir, "dx_summary.csv"))
+	rows := readCSV(t, dir, "dx_summary.csv")
 	got := map[string]float64{}
 	for _, r := range rows[1:] {
 		v, err := strconv.ParseFloat(r[2], 64)
@@ -45,7 +44,7 @@ func TestDXQuick(t *testing.T) {
 	}
 	// The optimal allocation never does worse than the other strategies in
 	// squared error (rmse_per_query column).
-	strat := readCSV(t, filepath.Join(dir, "dx_fig2cd_strategies.csv"))
+	strat := readCSV(t, dir, "dx_fig2cd_strategies.csv")
 	best := map[string]float64{}
 	opt := map[string]float64{}
 	for _, r := range strat[1:] {
@@ -64,16 +63,3 @@ func TestDXQuick(t *testing.T) {
 	}
 }
 
-func readCSV(t *testing.T, path string) [][]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rows
-}

@@ -2,7 +2,6 @@ package repro
 
 import (
 	"context"
-	"encoding/csv"
 	"io"
 	"log/slog"
 	"math"
@@ -12,29 +11,6 @@ import (
 	"strings"
 	"testing"
 )
-
-func readKnowledgeCSV(t *testing.T, dir, name string) [][]string {
-	t.Helper()
-	f, err := os.Open(filepath.Join(dir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rows
-}
-
-func num(t *testing.T, s string) float64 {
-	t.Helper()
-	x, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		t.Fatalf("%q: %v", s, err)
-	}
-	return x
-}
 
 // decimals returns the number of decimal places printed in s.
 func decimals(s string) int {
@@ -54,7 +30,7 @@ func TestKnowledge(t *testing.T) {
 	// Table 5: the refinement columns and the Laplace variance match the
 	// paper to its printed precision; the Laplace P(K in [0,1]) column does
 	// not follow from the mechanism and is 1 - e^(-eps/2).
-	rows := readKnowledgeCSV(t, dir, "knowledge_table5.csv")
+	rows := readCSV(t, dir, "knowledge_table5.csv")
 	if len(rows) != 5 {
 		t.Fatalf("table 5 has %d rows", len(rows))
 	}
@@ -93,7 +69,7 @@ func TestKnowledge(t *testing.T) {
 		"refinement P(K=1|B=1)": {0.027183, 5e-7},
 		"refinement P(K=1)":     {0.0039138, 5e-8},
 	}
-	for _, r := range readKnowledgeCSV(t, dir, "knowledge_boolean.csv")[1:] {
+	for _, r := range readCSV(t, dir, "knowledge_boolean.csv")[1:] {
 		w, ok := want[r[0]+" "+r[1]]
 		if !ok {
 			continue
@@ -111,7 +87,7 @@ func TestKnowledge(t *testing.T) {
 	}
 
 	// Protocols: 15 answered by Protocol 1, 4 by Protocol 2, 15 with scopes.
-	prot := readKnowledgeCSV(t, dir, "knowledge_protocols.csv")
+	prot := readCSV(t, dir, "knowledge_protocols.csv")
 	for _, r := range prot {
 		if r[0] == "answered" && (r[3] != "15" || r[4] != "4" || r[5] != "15") {
 			t.Errorf("answered %v", r[3:])
@@ -119,7 +95,7 @@ func TestKnowledge(t *testing.T) {
 	}
 
 	// The sampled frequencies agree with the exact probabilities (5 SE).
-	for _, r := range readKnowledgeCSV(t, dir, "knowledge_sampling.csv")[1:] {
+	for _, r := range readCSV(t, dir, "knowledge_sampling.csv")[1:] {
 		if d := math.Abs(num(t, r[1]) - num(t, r[2])); d > 5*num(t, r[3]) {
 			t.Errorf("%s: sampled %s, exact %s", r[0], r[2], r[1])
 		}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,22 +37,9 @@ func runAttack(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stderr, "\nFlags:")
 		fs.PrintDefaults()
 	}
-	// The attack name may come before or after the flags.
-	var which string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		which, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if which == "" && fs.NArg() == 1 {
-		which = fs.Arg(0)
-	} else if fs.NArg() > 0 || which == "" {
-		fs.Usage()
-		return errUsage
+	which, err := parseNamedFlags(fs, args)
+	if err != nil {
+		return err
 	}
 	var run []audit.Attack
 	for _, a := range attacks {

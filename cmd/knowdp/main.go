@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -138,4 +139,26 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return errUsage
 	}
 	return nil
+}
+
+// parseNamedFlags parses "NAME [flags]" or "[flags] NAME": a command whose
+// one positional argument names what to run. It returns the name.
+func parseNamedFlags(fs *flag.FlagSet, args []string) (string, error) {
+	var name string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "", err
+		}
+		return "", errUsage
+	}
+	if name == "" && fs.NArg() == 1 {
+		name = fs.Arg(0)
+	} else if fs.NArg() > 0 || name == "" {
+		fs.Usage()
+		return "", errUsage
+	}
+	return name, nil
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -28,22 +26,9 @@ func runRepro(ctx context.Context, e *env, args []string) error {
 	out := fs.String("out", "repro-out", "output directory (created if missing)")
 	quick := fs.Bool("quick", false, "reduced sample sizes (as in CI)")
 	seed := fs.Uint64("seed", 1, "seed of the random generator (repro outputs are never private)")
-	// The experiment name may come before or after the flags.
-	var which string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		which, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if which == "" && fs.NArg() == 1 {
-		which = fs.Arg(0)
-	} else if fs.NArg() > 0 || which == "" {
-		fs.Usage()
-		return errUsage
+	which, err := parseNamedFlags(fs, args)
+	if err != nil {
+		return err
 	}
 	var run []repro.Experiment
 	for _, x := range repro.All() {
