@@ -62,4 +62,3 @@ func TestDXQuick(t *testing.T) {
 		}
 	}
 }
-
