@@ -573,34 +573,12 @@ func integerKernel(a [][]int64, n int) ([][]int64, error) {
 	}
 	k := 0
 	for i := 0; i < m && k < n; i++ {
-		for {
-			piv := -1
-			for j := k; j < n; j++ {
-				if cols[j][i] != 0 && (piv < 0 || kernelAbs(cols[j][i]) < kernelAbs(cols[piv][i])) {
-					piv = j
-				}
-			}
-			if piv < 0 {
-				break
-			}
-			cols[k], cols[piv] = cols[piv], cols[k]
-			done := true
-			for j := k + 1; j < n; j++ {
-				if cols[j][i] == 0 {
-					continue
-				}
-				q := cols[j][i] / cols[k][i]
-				if err := kernelAxpy(cols[j], cols[k], -q); err != nil {
-					return nil, err
-				}
-				if cols[j][i] != 0 {
-					done = false
-				}
-			}
-			if done {
-				k++
-				break
-			}
+		found, err := eliminate(cols, k, i)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			k++
 		}
 	}
 	basis := make([][]int64, 0, n-k)
@@ -618,34 +596,11 @@ func rowEchelon(b [][]int64, n int) ([][]int64, []int, error) {
 	var pivots []int
 	p := 0
 	for c := 0; c < n && p < r; c++ {
-		for {
-			piv := -1
-			for i := p; i < r; i++ {
-				if b[i][c] != 0 && (piv < 0 || kernelAbs(b[i][c]) < kernelAbs(b[piv][c])) {
-					piv = i
-				}
-			}
-			if piv < 0 {
-				break
-			}
-			b[p], b[piv] = b[piv], b[p]
-			done := true
-			for i := p + 1; i < r; i++ {
-				if b[i][c] == 0 {
-					continue
-				}
-				if err := kernelAxpy(b[i], b[p], -(b[i][c] / b[p][c])); err != nil {
-					return nil, nil, err
-				}
-				if b[i][c] != 0 {
-					done = false
-				}
-			}
-			if done {
-				break
-			}
+		found, err := eliminate(b, p, c)
+		if err != nil {
+			return nil, nil, err
 		}
-		if b[p][c] == 0 {
+		if !found {
 			continue
 		}
 		if b[p][c] < 0 {
@@ -666,6 +621,40 @@ func rowEchelon(b [][]int64, n int) ([][]int64, []int, error) {
 		p++
 	}
 	return b, pivots, nil
+}
+
+// eliminate makes vs[p] the only vector of vs[p:] with a non-zero entry at
+// coordinate c, by the Euclidean algorithm on those entries (swaps and
+// integer combinations, so the lattice the vectors span is unchanged). It
+// reports whether any of them had a non-zero entry there.
+func eliminate(vs [][]int64, p, c int) (bool, error) {
+	for {
+		piv := -1
+		for j := p; j < len(vs); j++ {
+			if vs[j][c] != 0 && (piv < 0 || kernelAbs(vs[j][c]) < kernelAbs(vs[piv][c])) {
+				piv = j
+			}
+		}
+		if piv < 0 {
+			return false, nil
+		}
+		vs[p], vs[piv] = vs[piv], vs[p]
+		done := true
+		for j := p + 1; j < len(vs); j++ {
+			if vs[j][c] == 0 {
+				continue
+			}
+			if err := kernelAxpy(vs[j], vs[p], -(vs[j][c] / vs[p][c])); err != nil {
+				return false, err
+			}
+			if vs[j][c] != 0 {
+				done = false
+			}
+		}
+		if done {
+			return true, nil
+		}
+	}
 }
 
 // axpy sets y += q*x, failing if an entry leaves [-entryLimit, entryLimit].
