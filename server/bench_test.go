@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/knowdp/knowdp/internal/pgtest"
 )
 
 // BenchmarkServe is the load benchmark: analysts' linear queries over
@@ -25,11 +27,11 @@ func BenchmarkServe(b *testing.B) {
 		name string
 		cfg  func(b *testing.B) Config
 	}{{"sqlite", func(b *testing.B) Config { return Config{DataDir: b.TempDir()} }}}
-	if os.Getenv(postgresEnv) != "" {
+	if os.Getenv(pgtest.Env) != "" {
 		stores = append(stores, struct {
 			name string
 			cfg  func(b *testing.B) Config
-		}{"postgres", func(b *testing.B) Config { return Config{Postgres: postgresSchema(b)} }})
+		}{"postgres", func(b *testing.B) Config { return Config{Postgres: pgtest.Schema(b)} }})
 	}
 	years := []string{"1997", "1998", "1999", "2000", "2001", "2002"}
 	for _, st := range stores {

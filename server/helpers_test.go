@@ -3,26 +3,21 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
-)
 
-// postgresEnv names the environment variable with the PostgreSQL DSN the
-// tests use; scripts/test.sh starts a server and sets it.
-const postgresEnv = "KNOWDP_TEST_POSTGRES"
+	"github.com/knowdp/knowdp/internal/pgtest"
+)
 
 // repoRoot returns the repository root (for data/arrests.*).
 func repoRoot(t testing.TB) string {
@@ -38,40 +33,8 @@ func forEachStore(t *testing.T, f func(t *testing.T, cfg Config)) {
 		f(t, Config{DataDir: t.TempDir()})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		f(t, Config{Postgres: postgresSchema(t)})
+		f(t, Config{Postgres: pgtest.Schema(t)})
 	})
-}
-
-// postgresSchema creates a schema of its own for the test in the database
-// named by $KNOWDP_TEST_POSTGRES and returns a DSN that uses it.
-func postgresSchema(t testing.TB) string {
-	dsn := os.Getenv(postgresEnv)
-	if dsn == "" {
-		t.Fatalf("$%s is not set: run ./scripts/test.sh, which installs and starts PostgreSQL for these tests", postgresEnv)
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "t_" + hex.EncodeToString(b[:])
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
-		db.Close()
-		t.Fatalf("postgres at $%s: %v (run ./scripts/test.sh)", postgresEnv, err)
-	}
-	t.Cleanup(func() {
-		db.Exec("DROP SCHEMA " + schema + " CASCADE")
-		db.Close()
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 // testServer is a server on a loopback port with its admin key.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/knowdp/knowdp/internal/pgtest"
 	"github.com/knowdp/knowdp/privacy"
 )
 
@@ -340,7 +341,7 @@ func TestSources(t *testing.T) {
 	rows := readArrests(t)
 	lite := t.TempDir() + "/src.db"
 	loadTable(t, "sqlite", lite, rows)
-	pg := postgresSchema(t)
+	pg := pgtest.Schema(t)
 	loadTable(t, "pgx", pg, rows)
 
 	for _, src := range []SQLSource{

@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/knowdp/knowdp/internal/pgtest"
 )
 
 func TestServeHelp(t *testing.T) {
@@ -151,7 +151,7 @@ func TestServeKill9(t *testing.T) {
 		killAndAudit(t, bin, "--data-dir", filepath.Join(t.TempDir(), "data"))
 	})
 	t.Run("postgres", func(t *testing.T) {
-		killAndAudit(t, bin, "--db", postgresSchema(t))
+		killAndAudit(t, bin, "--db", pgtest.Schema(t))
 	})
 }
 
@@ -164,37 +164,6 @@ func buildKnowdp(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// postgresSchema returns a DSN for a fresh schema in the database named by
-// $KNOWDP_TEST_POSTGRES, which scripts/test.sh sets.
-func postgresSchema(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("KNOWDP_TEST_POSTGRES")
-	if dsn == "" {
-		t.Fatal("$KNOWDP_TEST_POSTGRES is not set: run ./scripts/test.sh, which installs and starts PostgreSQL for these tests")
-	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := fmt.Sprintf("cli_%d", time.Now().UnixNano())
-	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
-		db.Close()
-		t.Fatalf("postgres: %v (run ./scripts/test.sh)", err)
-	}
-	t.Cleanup(func() {
-		db.Exec("DROP SCHEMA " + schema + " CASCADE")
-		db.Close()
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 func killAndAudit(t *testing.T, bin string, store ...string) {
