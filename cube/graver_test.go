@@ -2,7 +2,6 @@ package cube
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -396,12 +395,7 @@ func TestGraverErrors(t *testing.T) {
 	defer stop()
 	<-expired.Done()
 	big := sizedSchema(t, 2, 3, 4)
-	tests := []struct {
-		name  string
-		run   func() error
-		is    error
-		words string
-	}{
+	tests := []errorCase{
 		{"no cells", func() error { _, err := GraverBasis(ctx, 0, nil); return err }, nil, "0 cells"},
 		{"too many cells", func() error { _, err := GraverBasis(ctx, 65, nil); return err }, ErrTooLarge, "65 cells"},
 		{"cell out of range", func() error { _, err := GraverBasis(ctx, 4, [][]int{{0, 4}}); return err }, nil, "row 0 names cell 4"},
@@ -439,20 +433,7 @@ func TestGraverErrors(t *testing.T) {
 			return err
 		}, nil, "nil schema"},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.run()
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if tc.is != nil && !errors.Is(err, tc.is) {
-				t.Errorf("error %q does not wrap %v", err, tc.is)
-			}
-			if !strings.Contains(err.Error(), tc.words) {
-				t.Errorf("error %q does not say %q", err, tc.words)
-			}
-		})
-	}
+	checkErrors(t, tests)
 }
 
 // checkPrimitive fails unless d keeps every row and no proper nonempty

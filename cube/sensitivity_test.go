@@ -410,12 +410,7 @@ func TestCellSensitivityRandom(t *testing.T) {
 func TestSensitivityErrors(t *testing.T) {
 	s := sizedSchema(t, 2, 3)
 	cube3 := sizedSchema(t, 3, 3, 3)
-	tests := []struct {
-		name  string
-		run   func() error
-		is    error
-		words string
-	}{
+	tests := []errorCase{
 		{"nil schema", func() error { _, err := GenericSensitivity(nil, nil, 0); return err }, nil, "nil schema"},
 		{"release beyond schema", func() error { _, err := GenericSensitivity(s, nil, 0b100); return err }, nil, "released cuboid names dimension 2, but the schema has 2"},
 		{"exact beyond schema", func() error { _, err := GenericSensitivity(s, []Cuboid{0b1, 0b1000}, 0b11); return err }, nil, "exact cuboid 2 names dimension 3"},
@@ -429,20 +424,7 @@ func TestSensitivityErrors(t *testing.T) {
 			return err
 		}, ErrNoClosedForm, "exact cells of {A}, {B}, {C}"},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.run()
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if tc.is != nil && !errors.Is(err, tc.is) {
-				t.Errorf("error %q does not wrap %v", err, tc.is)
-			}
-			if !strings.Contains(err.Error(), tc.words) {
-				t.Errorf("error %q does not say %q", err, tc.words)
-			}
-		})
-	}
+	checkErrors(t, tests)
 }
 
 // TestRuleNamesTheLemma checks that the rule carried into the release
@@ -570,5 +552,32 @@ func TestHugeSchema(t *testing.T) {
 	}
 	if _, err := GenericSensitivity(s, []Cuboid{1, 2, 4}, Base(40)); !errors.Is(err, ErrNoClosedForm) {
 		t.Errorf("three cuboids on a huge schema: %v, want ErrNoClosedForm", err)
+	}
+}
+
+// errorCase is a call that must fail with an error that wraps is (when not
+// nil) and says words.
+type errorCase struct {
+	name  string
+	run   func() error
+	is    error
+	words string
+}
+
+func checkErrors(t *testing.T, cases []errorCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.run()
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error %q does not wrap %v", err, tc.is)
+			}
+			if !strings.Contains(err.Error(), tc.words) {
+				t.Errorf("error %q does not say %q", err, tc.words)
+			}
+		})
 	}
 }

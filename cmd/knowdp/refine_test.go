@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -27,15 +26,7 @@ func runRefineArgs(t *testing.T, args ...string) (int, string, string) {
 
 func readRefined(t *testing.T, path string) map[string]float64 {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSVFile(t, path)
 	if strings.Join(recs[0], ",") != "name,value" {
 		t.Fatalf("header %v", recs[0])
 	}

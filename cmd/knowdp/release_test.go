@@ -38,15 +38,7 @@ func TestReleaseCommand(t *testing.T) {
 	if !strings.Contains(stderr, "NOT differentially private") || !strings.Contains(stdout, "SEEDED RUN") {
 		t.Errorf("seeded run not flagged:\n%s\n%s", stdout, stderr)
 	}
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := csv.NewReader(f).ReadAll()
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := readCSVFile(t, out)
 	if strings.Join(rows[0], ",") != "year,colour,released,count" || len(rows) != 1+6*2*2 {
 		t.Fatalf("header %v, %d rows", rows[0], len(rows))
 	}
@@ -85,15 +77,7 @@ func TestReleaseCommand(t *testing.T) {
 
 func countRows(t *testing.T, path string, keep func(map[string]string) bool) int {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSVFile(t, path)
 	n := 0
 	for _, r := range recs[1:] {
 		m := map[string]string{}
@@ -177,4 +161,19 @@ func TestHelpAndUnknownCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "--exact") {
 		t.Errorf("release --help: exit %d, %s", code, stderr)
 	}
+}
+
+// readCSVFile returns every row of a CSV file, the header first.
+func readCSVFile(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }
