@@ -56,7 +56,7 @@ func TestConversionReference(t *testing.T) {
 		}
 	}
 	// The example of the brief: rho = 0.5, delta = 1e-6 gives eps 5.2215
-	// against the simple bound's 5.7566.
+	// against the simple bound's 5.7565.
 	e, _ := EpsilonFor(0.5, 1e-6)
 	if s := 0.5 + 2*math.Sqrt(0.5*math.Log(1e6)); math.Abs(s-5.75652) > 1e-5 || math.Abs(e-5.2215) > 1e-4 {
 		t.Errorf("rho 0.5, delta 1e-6: tight %v simple %v", e, s)
