@@ -289,3 +289,26 @@ func TestApproxEpsilon(t *testing.T) {
 		}
 	}
 }
+
+// Monotone also at the scale of float64 rounding: sweeps with relative
+// steps down to 1e-14, where the optimiser's own error would show.
+func TestConversionMonotoneFine(t *testing.T) {
+	for _, step := range []float64{1e-9, 1e-12, 1e-14} {
+		for _, base := range [][2]float64{{0.5, 1e-6}, {0.01, 1e-9}, {3, 1e-3}} {
+			rho, delta := base[0], base[1]
+			eps := 5*rho + 1
+			prevE, prevD, prevE2, prevD2 := 0.0, 0.0, math.Inf(1), math.Inf(1)
+			for i := range 1000 {
+				f := 1 + float64(i)*step
+				e, _ := EpsilonFor(rho*f, delta)
+				d, _ := DeltaFor(rho*f, eps)
+				e2, _ := EpsilonFor(rho, delta*f)
+				d2, _ := DeltaFor(rho, eps*f)
+				if e < prevE || d < prevD || e2 > prevE2 || d2 > prevD2 {
+					t.Fatalf("step %g, base %v, i %d: not monotone (%v %v %v %v after %v %v %v %v)", step, base, i, e, d, e2, d2, prevE, prevD, prevE2, prevD2)
+				}
+				prevE, prevD, prevE2, prevD2 = e, d, e2, d2
+			}
+		}
+	}
+}
