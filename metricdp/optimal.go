@@ -316,7 +316,11 @@ func solveWorkingSet(ctx context.Context, A [][]float64, c, y0 []float64) ([]flo
 	y2, lam2, steps2, err := barrierSolve(ctx, A, c, y, w)
 	steps += steps2
 	if err != nil {
-		return nil, nil, steps, err
+		if ctx.Err() != nil {
+			return nil, nil, steps, err
+		}
+		// The first solve stands: feasible, and optimal up to its gap.
+		return y, lam, steps, nil
 	}
 	return y2, lam2, steps, nil
 }
