@@ -67,3 +67,14 @@ func ExampleEpsilonFor() {
 	// eps 5.2215 (simple bound 5.7565)
 	// delta 2.896e-06
 }
+
+// A budget mixing a pure-eps part and a zCDP part, as one (eps, delta)
+// guarantee: eps_b + EpsilonFor(rho_b, delta - delta_b).
+func ExampleBudget_ApproxEpsilon() {
+	e, _ := privacy.NewEpsilon(0.5)
+	r, _ := privacy.NewRho(0.5)
+	b := privacy.Sequential(privacy.Pure(e), privacy.Concentrated(r))
+	eps, _ := b.ApproxEpsilon(1e-6)
+	fmt.Printf("%v is (%.4f, 1e-06)-DP\n", b, eps)
+	// Output: eps=0.5, rho=0.5 is (5.7215, 1e-06)-DP
+}
