@@ -22,6 +22,7 @@
 package privacy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -457,4 +458,50 @@ func FromRhoSteps(rho int64) (Budget, error) {
 		return Budget{}, fmt.Errorf("invalid rho steps %d: must be in [0, %d]", rho, int64(MaxSteps))
 	}
 	return Budget{rho: rho}, nil
+}
+
+// MarshalJSON writes eps as a JSON number (its exact float64 value), so
+// that a struct holding an Epsilon does not silently encode as {}.
+func (e Epsilon) MarshalJSON() ([]byte, error) { return json.Marshal(e.Float64()) }
+
+// UnmarshalJSON reads a JSON number through NewEpsilon (validated, rounded
+// down to the grid).
+func (e *Epsilon) UnmarshalJSON(b []byte) error {
+	return unmarshalParam(b, "epsilon", func(x float64) error {
+		v, err := NewEpsilon(x)
+		*e = v
+		return err
+	})
+}
+
+// MarshalJSON writes delta as a JSON number.
+func (d Delta) MarshalJSON() ([]byte, error) { return json.Marshal(d.Float64()) }
+
+// UnmarshalJSON reads a JSON number through NewDelta.
+func (d *Delta) UnmarshalJSON(b []byte) error {
+	return unmarshalParam(b, "delta", func(x float64) error {
+		v, err := NewDelta(x)
+		*d = v
+		return err
+	})
+}
+
+// MarshalJSON writes rho as a JSON number (its exact float64 value).
+func (r Rho) MarshalJSON() ([]byte, error) { return json.Marshal(r.Float64()) }
+
+// UnmarshalJSON reads a JSON number through NewRho.
+func (r *Rho) UnmarshalJSON(b []byte) error {
+	return unmarshalParam(b, "rho", func(x float64) error {
+		v, err := NewRho(x)
+		*r = v
+		return err
+	})
+}
+
+func unmarshalParam(b []byte, name string, set func(float64) error) error {
+	var x float64
+	if err := json.Unmarshal(b, &x); err != nil {
+		return fmt.Errorf("%s must be a JSON number: %w", name, err)
+	}
+	return set(x)
 }

@@ -1,6 +1,7 @@
 package privacy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -309,6 +310,29 @@ func TestFormatting(t *testing.T) {
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+func TestParamJSON(t *testing.T) {
+	type params struct {
+		Eps   Epsilon `json:"eps"`
+		Delta Delta   `json:"delta"`
+		Rho   Rho     `json:"rho"`
+	}
+	d, _ := NewDelta(0.25)
+	in := params{mustEps(t, 0.5), d, mustRho(t, 0.125)}
+	b, err := json.Marshal(in)
+	if err != nil || string(b) != `{"eps":0.5,"delta":0.25,"rho":0.125}` {
+		t.Fatalf("marshal: %s, %v", b, err)
+	}
+	var out params
+	if err := json.Unmarshal(b, &out); err != nil || out != in {
+		t.Errorf("round trip %+v, %v", out, err)
+	}
+	for _, bad := range []string{`{"eps":-1}`, `{"eps":0}`, `{"eps":"1"}`, `{"delta":1}`, `{"rho":-0.5}`, `{"rho":1e300}`} {
+		if err := json.Unmarshal([]byte(bad), &out); err == nil {
+			t.Errorf("%s accepted", bad)
 		}
 	}
 }
