@@ -9,7 +9,7 @@ import (
 
 // Strategy chooses the noise scales b_1..b_k of k linear queries answered
 // together by the d_X-private Laplace mechanism. Every strategy satisfies the
-// privacy condition of MATH.md 4,
+// privacy condition of the d_X-private Laplace mechanism,
 //
 //	sum_l |F[l,i] - F[l,j]| / b_l <= d(u_i, u_j)   for all pairs i != j,
 //

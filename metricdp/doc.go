@@ -23,8 +23,9 @@
 //     statistical-query (k-way marginal) variant of the paper's Appendix C;
 //   - ParseSpec, the metric specification language of "knowdp dx".
 //
-// The paper's text lost its formulas; what is implemented follows section 4
-// of MATH.md, and each place where we had to reconstruct the paper (its
+// The paper's text lost its formulas; what is implemented is derived in the
+// doc comments and in docs/metricdp.md, and each place where we had to
+// reconstruct the paper (its
 // Algorithm 3, the Blowfish metrics of Section 4.4, the attribute metric of
 // Section 5) says so in its doc comment.
 //

@@ -11,7 +11,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 )
 
-// The optimal allocation (MATH.md 4). With precisions t_l = 1/b_l the
+// The optimal allocation. With precisions t_l = 1/b_l the
 // expected squared error 2 sum_l b_l^2 of the Laplace mechanism is minimised
 // by
 //
