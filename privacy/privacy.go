@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"strings"
 	"sync"
 )
 
@@ -286,21 +287,22 @@ func covers(b, c int64) bool { return c < vacuous && b >= c }
 
 // String formats b as "eps=0.5", "eps=0.5, delta=1e-06" or "rho=0.125":
 // eps is always shown unless only rho is spent.
-func (b Budget) String() string {
-	s := ""
-	if b.eps != 0 || b.rho == 0 {
-		s = fmt.Sprintf("eps=%.6g", b.Epsilon())
+func (b Budget) String() string { return b.format(b) }
+
+// format formats b showing the components that are non-zero in b or in
+// like (eps if none is), so that related budgets print alike.
+func (b Budget) format(like Budget) string {
+	var parts []string
+	if b.eps != 0 || like.eps != 0 || (b.rho == 0 && like.rho == 0) {
+		parts = append(parts, fmt.Sprintf("eps=%.6g", b.Epsilon()))
 	}
-	if b.delta != 0 {
-		s += fmt.Sprintf(", delta=%.3g", b.Delta())
+	if b.delta != 0 || like.delta != 0 {
+		parts = append(parts, fmt.Sprintf("delta=%.3g", b.Delta()))
 	}
-	if b.rho != 0 {
-		if s != "" {
-			s += ", "
-		}
-		s += fmt.Sprintf("rho=%.6g", b.Rho())
+	if b.rho != 0 || like.rho != 0 {
+		parts = append(parts, fmt.Sprintf("rho=%.6g", b.Rho()))
 	}
-	return s
+	return strings.Join(parts, ", ")
 }
 
 // add returns a+b, saturated at vacuous; both are in [0, vacuous].
@@ -374,7 +376,9 @@ type OverspendError struct {
 }
 
 func (e *OverspendError) Error() string {
-	return fmt.Sprintf("privacy budget exceeded: spending %v would exceed the remaining %v by %v", e.Requested, e.Remaining, e.Excess)
+	// The remaining budget is shown in the requested budget's components
+	// too ("remaining rho=0", not "remaining eps=0", for a rho charge).
+	return fmt.Sprintf("privacy budget exceeded: spending %v would exceed the remaining %v by %v", e.Requested, e.Remaining.format(e.Requested), e.Excess)
 }
 
 // Is makes errors.Is(err, ErrOverspend) true.

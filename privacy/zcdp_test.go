@@ -312,3 +312,14 @@ func TestConversionMonotoneFine(t *testing.T) {
 		}
 	}
 }
+
+func TestOverspendMessageRho(t *testing.T) {
+	a := NewAccountant(Concentrated(mustRho(t, 0.5)))
+	if err := a.Spend(Concentrated(mustRho(t, 0.5))); err != nil {
+		t.Fatal(err)
+	}
+	err := a.Spend(Concentrated(mustRho(t, 0.25)))
+	if want := "privacy budget exceeded: spending rho=0.25 would exceed the remaining rho=0 by rho=0.25"; err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
+	}
+}
