@@ -9,7 +9,7 @@ import (
 
 // Strategy chooses the noise scales b_1..b_k of k linear queries answered
 // together by the d_X-private Laplace mechanism. Every strategy satisfies the
-// privacy condition of MATH.md 4,
+// privacy condition of the d_X-private Laplace mechanism,
 //
 //	sum_l |F[l,i] - F[l,j]| / b_l <= d(u_i, u_j)   for all pairs i != j,
 //
@@ -65,8 +65,33 @@ func ParseStrategy(s string) (Strategy, error) {
 // Allocate returns the noise scales b_l that strategy s gives the queries,
 // the ideal (continuous Laplace) scales; NewLaplace calibrates the grid noise
 // it releases with to them. A scale of 0 means the query is released
-// exactly.
+// exactly. It is NewAllocation's Scales.
 func Allocate(ctx context.Context, m Metric, q *Queries, s Strategy) ([]float64, error) {
+	a, err := NewAllocation(ctx, m, q, s)
+	if err != nil {
+		return nil, err
+	}
+	return a.Scales, nil
+}
+
+// Allocation is the outcome of a strategy: the scales and, when the optimal
+// allocation's solver failed, which strategy stood in for it and why.
+type Allocation struct {
+	// Scales are the ideal scales b_l (0: released exactly).
+	Scales []float64
+	// Strategy is the strategy whose scales these are: the one requested,
+	// or for Optimal after a solver failure, the best of strategies 1-3.
+	Strategy Strategy
+	// Note is empty unless Strategy differs from the one requested; it
+	// then says so and why, for the user to see.
+	Note string
+}
+
+// NewAllocation runs strategy s. Optimal never fails for numerical reasons:
+// if its solver does, the result is the best (smallest expected squared
+// error) of strategies 1-3, with a Note. All of this depends only on the
+// metric and the queries, which are public.
+func NewAllocation(ctx context.Context, m Metric, q *Queries, s Strategy) (*Allocation, error) {
 	beta, err := StandaloneScales(ctx, m, q)
 	if err != nil {
 		return nil, err
@@ -82,6 +107,9 @@ func Allocate(ctx context.Context, m Metric, q *Queries, s Strategy) ([]float64,
 	case Optimal:
 		var res optResult
 		res, err = allocateOptimal(ctx, m, q, beta)
+		if err != nil && ctx.Err() == nil {
+			return fallbackAllocation(ctx, m, q, beta, err)
+		}
 		t = res.t
 	default:
 		return nil, fmt.Errorf("metricdp: unknown strategy %d", int(s))
@@ -89,7 +117,35 @@ func Allocate(ctx context.Context, m Metric, q *Queries, s Strategy) ([]float64,
 	if err != nil {
 		return nil, err
 	}
-	return scalesOf(t), nil
+	return &Allocation{Scales: scalesOf(t), Strategy: s}, nil
+}
+
+// fallbackAllocation returns the best of strategies 1-3, noting that the
+// optimal allocation failed with cause.
+func fallbackAllocation(ctx context.Context, m Metric, q *Queries, beta []float64, cause error) (*Allocation, error) {
+	best := &Allocation{}
+	bestObj := math.Inf(1)
+	for _, s := range []Strategy{EqualShare, SameScale, Greedy} {
+		var t []float64
+		var err error
+		switch s {
+		case EqualShare:
+			t = allocateEqual(beta)
+		case SameScale:
+			t, err = allocateSame(ctx, m, q, beta)
+		case Greedy:
+			t, _, err = allocateGreedy(ctx, m, q, beta, sharesByPrecision)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("metricdp: optimal allocation failed (%v), and so did its fallback %v: %w", cause, s, err)
+		}
+		if f := objective(t); f < bestObj {
+			bestObj = f
+			best = &Allocation{Scales: scalesOf(t), Strategy: s}
+		}
+	}
+	best.Note = fmt.Sprintf("the optimal allocation's solver failed (%v); using strategy %d (%v), the best of strategies 1-3 on these queries", cause, int(best.Strategy), best.Strategy)
+	return best, nil
 }
 
 // Below, allocations are computed as precisions t_l = 1/b_l, in which the

@@ -98,10 +98,14 @@ func TestStrategiesFeasibleAndOptimalNeverLoses(t *testing.T) {
 			t.Run(fmt.Sprintf("%d/%s/k=%d", trial, name, k), func(t *testing.T) {
 				obj := map[Strategy]float64{}
 				for _, s := range []Strategy{EqualShare, SameScale, Greedy, Optimal} {
-					b, err := Allocate(bg, m, q, s)
+					a, err := NewAllocation(bg, m, q, s)
 					if err != nil {
 						t.Fatal(err)
 					}
+					if a.Strategy != s || a.Note != "" {
+						t.Fatalf("%v: fell back to %v: %s", s, a.Strategy, a.Note)
+					}
+					b := a.Scales
 					if load := bruteLoad(m, q, b); load > 1+1e-12 {
 						t.Errorf("%v: load %v > 1: not private", s, load)
 					}

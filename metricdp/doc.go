@@ -23,10 +23,11 @@
 //     statistical-query (k-way marginal) variant of the paper's Appendix C;
 //   - ParseSpec, the metric specification language of "knowdp dx".
 //
-// The paper's text lost its formulas; what is implemented follows section 4
-// of MATH.md, and each place where we had to reconstruct the paper (its
-// Algorithm 3, the Blowfish metrics of Section 4.4, the attribute metric of
-// Section 5) says so in its doc comment.
+// The paper's text lost its formulas; what is implemented is derived in the
+// doc comments (and, for the optimal allocation, in docs/metricdp.md), and
+// each place where we had to reconstruct the paper (its Algorithm 3, the
+// Blowfish metrics of Section 4.4, the attribute metric of Section 5) says
+// so in its doc comment.
 //
 // Noise is floating-point safe: answers are computed exactly and rounded to
 // the power-of-two grid of noise.Laplace, and each mechanism checks its

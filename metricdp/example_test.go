@@ -44,3 +44,21 @@ func ExampleAllocate() {
 	// greedy   3.0000 0.7500  sum of squares 9.5625
 	// optimal  1.6300 1.2937  sum of squares 4.3304
 }
+
+// Queries of very different scales: a count of 100 at one element next to a
+// 0/1 indicator. The optimal allocation gives the count the noise its pair
+// (b, c) at distance 1 forces, 100, and the indicator what is left of pair
+// (a, c)'s budget: 1/(sqrt(10001) - 1). Strategy is Optimal and Note empty;
+// had the solver failed, Strategy would name the best of strategies 1-3
+// used instead and Note would say why.
+func ExampleNewAllocation() {
+	m, _ := metricdp.NewEuclidean([][]float64{{0, 0}, {100, 0}, {100, 1}}, 1)
+	q, _ := metricdp.NewQueries([][]float64{{0, 0, 100}, {0, 1, 1}})
+	a, err := metricdp.NewAllocation(context.Background(), m, q, metricdp.Optimal)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%v %.6f %.7f %q\n", a.Strategy, a.Scales[0], a.Scales[1], a.Note)
+	// Output: optimal 100.000000 0.0101005 ""
+}

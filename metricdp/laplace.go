@@ -27,6 +27,7 @@ type Laplace struct {
 	ideal  []float64       // the strategy's continuous scales
 	mech   []noise.Laplace // per query; zero value for queries released exactly
 	n      int64           // records in the histogram: public under bounded d_X-privacy
+	alloc  Allocation      // the strategy that produced ideal, and its note
 }
 
 // NewLaplace allocates scales to the queries with strategy s (Allocate) and
@@ -34,11 +35,26 @@ type Laplace struct {
 // (public) number of records; it bounds the answers so that the check that
 // they fit the noise grid does not depend on the data.
 func NewLaplace(ctx context.Context, m Metric, q *Queries, s Strategy, n int64) (*Laplace, error) {
-	ideal, err := Allocate(ctx, m, q, s)
+	a, err := NewAllocation(ctx, m, q, s)
 	if err != nil {
 		return nil, err
 	}
-	return NewLaplaceScales(ctx, m, q, ideal, n)
+	l, err := NewLaplaceScales(ctx, m, q, a.Scales, n)
+	if err != nil {
+		return nil, err
+	}
+	l.alloc = *a
+	return l, nil
+}
+
+// Allocation returns the strategy that allocated the scales and its note:
+// Strategy differs from the one requested, and Note says why, only when the
+// optimal allocation fell back to the best of strategies 1-3. For a
+// mechanism built by NewLaplaceScales, Strategy is 0.
+func (l *Laplace) Allocation() Allocation {
+	a := l.alloc
+	a.Scales = slices.Clone(l.ideal)
+	return a
 }
 
 // NewLaplaceScales builds the mechanism from given ideal scales (0 for a

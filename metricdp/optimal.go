@@ -11,7 +11,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 )
 
-// The optimal allocation (MATH.md 4). With precisions t_l = 1/b_l the
+// The optimal allocation. With precisions t_l = 1/b_l the
 // expected squared error 2 sum_l b_l^2 of the Laplace mechanism is minimised
 // by
 //
@@ -31,7 +31,14 @@ import (
 //
 // Inside, the variables are y_l = beta_l t_l with beta_l the query's
 // stand-alone scale, so that every y_l lies in (0, 1] (query l's own binding
-// pair caps it) and the Newton systems are well scaled.
+// pair caps it). The objective's weights beta_l^2 still differ by the square
+// of the spread of the queries' scales (1e16 for an elevation in metres next
+// to a 0/1 indicator), so the Newton systems are solved by a column-scaled
+// QR of their square root rather than by Cholesky of the Hessian, and each
+// working-set problem is solved twice, the second time with the barrier
+// weighted by the first solve's multipliers (see solveWorkingSet). If the
+// solver still fails, NewAllocation falls back to the best of strategies
+// 1-3 and says so in the Allocation's Note.
 
 // optResult is the optimal allocation with the certificate tests check.
 type optResult struct {
@@ -116,7 +123,7 @@ func allocateOptimal(ctx context.Context, m Metric, q *Queries, beta []float64) 
 				A[r][a] = math.Abs(ci[l]-cj[l]) / d / beta[l]
 			}
 		}
-		y, lam, steps, err := barrierSolve(ctx, A, c, y0)
+		y, lam, steps, err := solveWorkingSet(ctx, A, c, y0)
 		res.newton += steps
 		if err != nil {
 			return res, err
@@ -282,15 +289,55 @@ func keepTop(p []loadedPair, limit int) []loadedPair {
 	return p
 }
 
+// solveWorkingSet solves a working-set problem by barrierSolve twice: with
+// equal weights, then with each constraint's weight its multiplier from the
+// first solve. With equal weights the central path has lambda_p s_p = 1/tau
+// for every pair, so a pair with a small multiplier (one that caps a query
+// of small scale, whose term in the objective is tiny) keeps a large slack
+// until tau is far beyond what float64 allows for the pairs with large
+// multipliers, whose slacks 1/(tau lambda_p) fall below rounding: the small
+// queries' scales came out up to a few per cent too large. With weights
+// w_p ~ lambda_p the slacks w_p/(tau lambda_p) shrink together.
+func solveWorkingSet(ctx context.Context, A [][]float64, c, y0 []float64) ([]float64, []float64, int, error) {
+	w := make([]float64, len(A))
+	for p := range w {
+		w[p] = 1
+	}
+	y, lam, steps, err := barrierSolve(ctx, A, c, y0, w)
+	if err != nil {
+		return nil, nil, steps, err
+	}
+	top := slices.Max(lam)
+	for p, l := range lam {
+		// The floor keeps every weight a normal float64 well above
+		// underflow; such pairs are inactive by orders of magnitude.
+		w[p] = max(l/top, 1e-30)
+	}
+	y2, lam2, steps2, err := barrierSolve(ctx, A, c, y, w)
+	steps += steps2
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, steps, err
+		}
+		// The first solve stands: feasible, and optimal up to its gap.
+		return y, lam, steps, nil
+	}
+	return y2, lam2, steps, nil
+}
+
 // barrierSolve minimises sum_l c_l / y_l^2 subject to A y <= 1 (A >= 0,
 // every column nonzero so the problem is bounded) from a strictly feasible
-// y0 > 0, by the log-barrier method: it minimises tau f(y) - sum_p log(1 -
-// a_p . y) with damped Newton steps for increasing tau until the duality
-// gap m/tau is below optGapTol * f. It returns y, the multipliers lambda_p =
-// 1/(tau s_p) (which satisfy the KKT conditions up to the gap), and the
-// number of Newton steps.
-func barrierSolve(ctx context.Context, A [][]float64, c, y0 []float64) ([]float64, []float64, int, error) {
+// y0 > 0, by the weighted log-barrier method: it minimises tau f(y) -
+// sum_p w_p log(1 - a_p . y) with damped Newton steps for increasing tau
+// until the duality gap sum_p w_p/tau is below optGapTol * f. It returns y,
+// the multipliers lambda_p = w_p/(tau s_p) (which satisfy the KKT
+// conditions up to the gap), and the number of Newton steps.
+func barrierSolve(ctx context.Context, A [][]float64, c, y0, w []float64) ([]float64, []float64, int, error) {
 	k, m := len(c), len(A)
+	var wsum float64
+	for _, v := range w {
+		wsum += v
+	}
 	y := slices.Clone(y0)
 	s := make([]float64, m)
 	slack := func(y []float64, s []float64) bool {
@@ -320,18 +367,20 @@ func barrierSolve(ctx context.Context, A [][]float64, c, y0 []float64) ([]float6
 	}
 	phi := func(tau float64, y, s []float64) float64 {
 		v := tau * f(y)
-		for _, x := range s {
-			v -= math.Log(x)
+		for p, x := range s {
+			v -= w[p] * math.Log(x)
 		}
 		return v
 	}
 	if !slack(y, s) {
 		return nil, nil, 0, errors.New("metricdp: barrier start is not strictly feasible")
 	}
-	tau := float64(m) / f(y)
+	tau := wsum / f(y)
 	grad := make([]float64, k)
-	H := mat.NewSymDense(k, nil)
-	var chol mat.Cholesky
+	dsc := make([]float64, k)
+	M := mat.NewDense(k+m, k, nil)
+	rhs := mat.NewVecDense(k+m, nil)
+	var qr mat.QR
 	dir := mat.NewVecDense(k, nil)
 	yn := make([]float64, k)
 	sn := make([]float64, m)
@@ -347,35 +396,50 @@ func barrierSolve(ctx context.Context, A [][]float64, c, y0 []float64) ([]float6
 			if inner > 500 {
 				return nil, nil, steps, errors.New("metricdp: Newton centering did not converge")
 			}
-			// Gradient and Hessian of tau f - sum log s.
-			H.Zero()
+			// The Newton system is H dir = -grad with H = D + B^T B, D =
+			// diag(6 tau c_l / y_l^4) and B the rows sqrt(w_p) a_p / s_p. It
+			// is solved as the least-squares problem
+			//	min || [D^(1/2); B] dir - [-D^(-1/2) grad; 0] ||
+			// (whose normal equations it is) by QR, with the columns scaled
+			// to unit norm. Forming H squares the conditioning: the
+			// objective's curvature varies with c_l = beta_l^2, by 1e16 when
+			// the queries' scales differ by 1e4 (a count next to an
+			// indicator), and near the optimum B^T B grows without bound
+			// across the active pairs while D alone holds the directions
+			// along them, so the Cholesky factorisation of H failed
+			// ("matrix singular").
+			M.Zero()
 			for l, x := range y {
 				grad[l] = -2 * tau * c[l] / (x * x * x)
-				H.SetSym(l, l, 6*tau*c[l]/(x*x*x*x))
+				M.Set(l, l, math.Sqrt(6*tau*c[l])/(x*x))
 			}
 			for p, a := range A {
 				is := 1 / s[p]
-				is2 := is * is
+				r := math.Sqrt(w[p]) * is
 				for l, x := range a {
-					if x == 0 {
-						continue
-					}
-					grad[l] += x * is
-					for l2 := l; l2 < k; l2++ {
-						if a[l2] != 0 {
-							H.SetSym(l, l2, H.At(l, l2)+x*a[l2]*is2)
-						}
+					if x != 0 {
+						grad[l] += w[p] * x * is
+						M.Set(k+p, l, r*x)
 					}
 				}
 			}
-			if ok := chol.Factorize(H); !ok {
-				return nil, nil, steps, errors.New("metricdp: barrier Hessian is not positive definite")
+			for l := range k {
+				rhs.SetVec(l, -grad[l]/M.At(l, l))
+				dsc[l] = 1 / mat.Norm(M.ColView(l), 2)
 			}
-			g := mat.NewVecDense(k, grad)
-			if err := chol.SolveVecTo(dir, g); err != nil {
+			for l := range k {
+				for i := range k + m {
+					M.Set(i, l, M.At(i, l)*dsc[l])
+				}
+			}
+			qr.Factorize(M)
+			if err := qr.SolveVecTo(dir, false, rhs); err != nil {
 				return nil, nil, steps, fmt.Errorf("metricdp: Newton step: %w", err)
 			}
-			dir.ScaleVec(-1, dir)
+			for l := range k {
+				dir.SetVec(l, dir.AtVec(l)*dsc[l])
+			}
+			g := mat.NewVecDense(k, grad)
 			dec := -mat.Dot(g, dir) // Newton decrement squared
 			// Centred? Near the optimum the decrement is about the squared
 			// relative stationarity residual along the active constraints,
@@ -414,14 +478,14 @@ func barrierSolve(ctx context.Context, A [][]float64, c, y0 []float64) ([]float6
 			copy(y, yn)
 			copy(s, sn)
 		}
-		if float64(m)/tau <= optGapTol*f(y) {
+		if wsum/tau <= optGapTol*f(y) {
 			break
 		}
 		tau *= 8
 	}
 	lambda := make([]float64, m)
 	for p := range lambda {
-		lambda[p] = 1 / (tau * s[p])
+		lambda[p] = w[p] / (tau * s[p])
 	}
 
 	return y, lambda, steps, nil

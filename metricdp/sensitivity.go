@@ -95,7 +95,7 @@ func (e *ZeroDistanceError) Error() string {
 
 // StandaloneScales returns, for each query l, the d_X-private Laplace scale
 // it would need alone, beta_l = max_{i != j} |F[l,i] - F[l,j]| / d(u_i, u_j)
-// (MATH.md 4; 0 when no pair at finite distance tells the query's answers
+// (0 when no pair at finite distance tells the query's answers
 // apart, which then need no noise).
 func StandaloneScales(ctx context.Context, m Metric, q *Queries) ([]float64, error) {
 	if err := checkUniverse(m, q); err != nil {
@@ -168,7 +168,7 @@ func StandaloneScales(ctx context.Context, m Metric, q *Queries) ([]float64, err
 
 // Scale returns the noise scale of the d_X-private Laplace mechanism for the
 // single linear query q: b = max_{i != j} |q_i - q_j| / d(u_i, u_j) (the
-// paper's Theorem 1; MATH.md 4). Releasing <q, x> + Lap(b) changes the log
+// paper's Theorem 1). Releasing <q, x> + Lap(b) changes the log
 // probability of any output by at most |q_i - q_j| / b <= d(u_i, u_j) when a
 // record moves from u_i to u_j. It takes O(N^2) time.
 func Scale(ctx context.Context, m Metric, q []float64) (float64, error) {
@@ -221,7 +221,7 @@ func l1Sensitivity(q *Queries) float64 {
 // Improvement returns the improvement factors of d_X-private scales over the
 // baseline scale (Baseline): baseline / scales[l] for each query (+Inf for a
 // query answered without noise), and their geometric mean, the paper's
-// improvement factor for k queries (MATH.md 4).
+// improvement factor for k queries.
 func Improvement(baseline float64, scales []float64) (perQuery []float64, geoMean float64) {
 	perQuery = make([]float64, len(scales))
 	var logSum float64
