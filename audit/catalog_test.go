@@ -80,7 +80,7 @@ func TestCases(t *testing.T) {
 }
 
 func TestCasesRejectsUnsetEpsilon(t *testing.T) {
-	if _, err := Cases(bg, privacy.Epsilon(0)); err == nil {
+	if _, err := Cases(bg, privacy.Epsilon{}); err == nil {
 		t.Error("zero eps accepted")
 	}
 }

@@ -107,8 +107,6 @@ func New(p Prior, cfg Config) (*Mechanism, error) {
 		return nil, fmt.Errorf("prior: epsilon must be > 0 (make it with privacy.NewEpsilon), got %v", eps)
 	case eps > MaxEpsilon:
 		return nil, fmt.Errorf("prior: epsilon %v is above %v, where e^epsilon overflows float64", eps, MaxEpsilon)
-	case !(cfg.Delta >= 0 && cfg.Delta < 1):
-		return nil, fmt.Errorf("prior: delta must be in [0, 1), got %v", cfg.Delta.Float64())
 	}
 	m := &Mechanism{prior: p, dim: len(p.Components()), kind: cfg.Kind, eps: cfg.Epsilon, delta: cfg.Delta, dist: cfg.Distance}
 	if m.dist.IsZero() {
@@ -176,7 +174,7 @@ func (m *Mechanism) Budget() privacy.Budget { return privacy.Approx(m.eps, m.del
 // String describes the mechanism for reports.
 func (m *Mechanism) String() string {
 	s := fmt.Sprintf("prior-knowledge refinement (%v query, eps=%.6g", m.kind, m.eps.Float64())
-	if m.delta > 0 {
+	if m.delta.Steps() > 0 {
 		s += fmt.Sprintf(", delta=%.3g", m.delta.Float64())
 	}
 	return s + fmt.Sprintf(", alpha_u=%.6g, alpha_d=%.6g, distance %v)", m.alphaU, m.alphaD, m.dist)

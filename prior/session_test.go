@@ -116,7 +116,7 @@ func TestLaplaceSessionErrors(t *testing.T) {
 			t.Errorf("NewLaplaceSession(%v, %v): %v, want %q", c.hist, c.lambda, err, c.want)
 		}
 	}
-	if _, err := NewLaplaceSession([]float64{1}, 0, 1); err == nil {
+	if _, err := NewLaplaceSession([]float64{1}, privacy.Epsilon{}, 1); err == nil {
 		t.Error("epsilon 0 accepted")
 	}
 	s, _ := NewLaplaceSession([]float64{1, 2}, eps, 1)

@@ -7,6 +7,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
 )
 
 // unif returns a uniform float in [lo, hi) (test randomness, not noise).
@@ -171,3 +172,13 @@ func gradeWorkload() Workload {
 
 // gradeTruth is a database consistent with mu_A + mu_B = 80.
 var gradeTruth = []float64{30, 50, 40, 20, 10, 140, 150}
+
+// mustEps returns eps as a validated privacy.Epsilon.
+func mustEps(t testing.TB, eps float64) privacy.Epsilon {
+	t.Helper()
+	e, err := privacy.NewEpsilon(eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}

@@ -356,7 +356,7 @@ func TestGradesDataSpecificConstraint(t *testing.T) {
 	if !all.Distinguishable || all.Worst.Add > 1 {
 		t.Errorf("releasing every refined grade reveals mu_A + mu_B: want +Inf for an A or B record, got %v (%s)", all.Rho, all.Worst)
 	}
-	if _, _, err := lin.Calibrate(w, nil, 1); err == nil || !strings.Contains(err.Error(), "disjoint") {
+	if _, _, err := lin.Calibrate(w, nil, mustEps(t, 1)); err == nil || !strings.Contains(err.Error(), "disjoint") {
 		t.Errorf("Calibrate of a revealing release: %v", err)
 	}
 	worst, err := lin.WorstRelease(w, 3)
@@ -410,7 +410,7 @@ func TestCalibrate(t *testing.T) {
 	// A release that does not depend on the data needs no noise.
 	lin, _ := example1(t, false)
 	zero := Workload{Queries: mat.NewDense(2, 1, []float64{0, 0})}
-	if _, _, err := lin.Calibrate(zero, nil, 1); err == nil || !strings.Contains(err.Error(), "do not depend on the data") {
+	if _, _, err := lin.Calibrate(zero, nil, mustEps(t, 1)); err == nil || !strings.Contains(err.Error(), "do not depend on the data") {
 		t.Errorf("data-independent release: %v", err)
 	}
 }
