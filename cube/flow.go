@@ -294,7 +294,7 @@ func repairTable(ctx context.Context, g *network, p []float64, y []int64, tA, tB
 	var queue []int32
 	var unplaced int64
 	const eps = 1e-12
-	for iter := 0; ; iter++ {
+	for {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
@@ -313,7 +313,10 @@ func repairTable(ctx context.Context, g *network, p []float64, y []int64, tA, tB
 		if !anySource {
 			break
 		}
-		for len(queue) > 0 {
+		// Bellman-Ford dequeues each node at most nodes times when there is
+		// no negative cycle; the bound only guards against a cycle made of
+		// floating-point error in the costs.
+		for pops := 0; len(queue) > 0 && pops <= nodes*(nodes+1); pops++ {
 			u := queue[0]
 			queue = queue[1:]
 			inQueue[u] = false
