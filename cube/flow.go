@@ -303,6 +303,7 @@ func repairTable(ctx context.Context, g *network, p []float64, y []int64, tA, tB
 		for v := range nodes {
 			dist[v] = math.Inf(1)
 			via[v] = math.MinInt32
+			inQueue[v] = false
 			if supply(v) > 0 {
 				dist[v] = 0
 				queue = append(queue, int32(v))
