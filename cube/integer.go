@@ -19,6 +19,30 @@ type Margin struct {
 	Targets []float64
 }
 
+// InvariantMargins returns the margins that exact cuboids put on cuboid c:
+// each invariant's counts summed onto the dimensions it shares with c, in
+// the order given.
+func InvariantMargins(s *Schema, c Cuboid, inv []Invariant) ([]Margin, error) {
+	base := Base(s.NumDims())
+	if c&^base != 0 {
+		return nil, fmt.Errorf("cuboid %#x has dimensions beyond the schema's %d", uint64(c), s.NumDims())
+	}
+	sizes := s.Sizes()
+	out := make([]Margin, len(inv))
+	for i, v := range inv {
+		if v.Cuboid&^base != 0 {
+			return nil, fmt.Errorf("exact cuboid %#x has dimensions beyond the schema's %d", uint64(v.Cuboid), s.NumDims())
+		}
+		if want := s.CuboidSize(v.Cuboid); len(v.Counts) != want {
+			return nil, fmt.Errorf("exact cuboid %s has %d cells, got %d counts", s.Format(v.Cuboid), want, len(v.Counts))
+		}
+		k := v.Cuboid & c
+		out[i] = Margin{Dims: k, Targets: make([]float64, s.CuboidSize(k))}
+		project(subSizes(sizes, v.Cuboid), reindex(k, v.Cuboid), v.Counts, out[i].Targets)
+	}
+	return out, nil
+}
+
 // IntegerResult is a non-negative integer table and how well it keeps its
 // margins.
 type IntegerResult struct {

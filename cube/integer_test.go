@@ -646,6 +646,23 @@ func TestIntegerPipelineBias(t *testing.T) {
 	if nn.zero <= 0 {
 		t.Errorf("non-negativity should bias true zeros upwards, got %v", nn.zero)
 	}
+	// Without invariants the non-negative estimate is the noisy count
+	// clipped at 0, so on a true zero its mean is E[max(X, 0)] = b/2 for
+	// Laplace noise X of scale b = 1, with variance E[max(X,0)^2] - b^2/4 =
+	// b^2 - b^2/4.
+	var clipped float64
+	var n int
+	for seed := range uint64(reps) {
+		p := runPipeline(t, 300+seed, []int{2, 6, 10, 18, 4}, 20000, nil, 1)
+		clipped += p.nonneg.zero * float64(p.zeros)
+		n += p.zeros
+		if math.Abs(p.integer.zero-p.nonneg.zero) > 5*0.5/math.Sqrt(float64(p.zeros)) {
+			t.Errorf("no invariant, seed %d: independent rounding moved the mean error on zeros from %v to %v", seed, p.nonneg.zero, p.integer.zero)
+		}
+	}
+	if se := math.Sqrt(0.75 / float64(n)); math.Abs(clipped/float64(n)-0.5) > 5*se {
+		t.Errorf("no invariant: mean error on true zeros %v, want b/2 = 0.5 (5 SE = %v)", clipped/float64(n), 5*se)
+	}
 	for _, g := range []struct {
 		name    string
 		n       int
@@ -735,4 +752,51 @@ func BenchmarkRoundInteger(b *testing.B) {
 			}
 		})
 	}
+}
+
+// On a cuboid other than the base, the invariants' margins are their
+// counts summed onto the dimensions they share with it, and the rounding
+// keeps them.
+func TestInvariantMarginsOnCuboid(t *testing.T) {
+	r := noise.NewSeeded(19)
+	s := testSchema(t, 3, 4, 2, 3)
+	over := cuboidOf([]int{0, 2, 3})
+	for trial := range 10 {
+		truth := &Cube{Schema: s, Counts: randomTable(r, s.Cells())}
+		exact := []Cuboid{cuboidOf([]int{0, 1}), cuboidOf([]int{1, 2, 3}), cuboidOf([]int{1})}
+		ms, err := InvariantMargins(s, over, truth.Invariants(exact))
+		if err != nil {
+			t.Fatal(err)
+		}
+		table := truth.Project(over)
+		want := marginsOf(s, over, table, [][]int{{0}, {2, 3}, {}})
+		for i := range ms {
+			if ms[i].Dims != want[i].Dims || fmt.Sprint(ms[i].Targets) != fmt.Sprint(want[i].Targets) {
+				t.Fatalf("margin %d: %s %v, want %s %v", i, s.Format(ms[i].Dims), ms[i].Targets, s.Format(want[i].Dims), want[i].Targets)
+			}
+		}
+		res, err := RoundInteger(context.Background(), s, over, noisy(r, table, 3), ms, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Exact {
+			t.Errorf("trial %d: %s", trial, res.Method)
+		}
+		for i, m := range ms {
+			if d := trueDeviation(s, over, res.Counts, m); d != 0 || res.Deviations[i] != 0 {
+				t.Errorf("trial %d: margin %s off by %v (reported %v)", trial, s.Format(m.Dims), d, res.Deviations[i])
+			}
+		}
+	}
+	checkErrors(t, []errorCase{
+		{name: "cuboid", run: func() error { _, err := InvariantMargins(s, 16, nil); return err }, words: "beyond the schema"},
+		{name: "invariant", run: func() error {
+			_, err := InvariantMargins(s, over, []Invariant{{Cuboid: 32, Counts: []float64{1}}})
+			return err
+		}, words: "exact cuboid 0x20 has dimensions beyond"},
+		{name: "counts", run: func() error {
+			_, err := InvariantMargins(s, over, []Invariant{{Cuboid: 1, Counts: []float64{1}}})
+			return err
+		}, words: "exact cuboid {d0} has 3 cells, got 1 counts"},
+	})
 }
