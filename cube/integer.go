@@ -171,7 +171,7 @@ func RoundInteger(ctx context.Context, s *Schema, c Cuboid, x []float64, margins
 			for i, m := range rest {
 				names[i] = s.Format(m.Dims)
 			}
-			res.Method += fmt.Sprintf("; margins %s cross the first two (no exact integer table need exist): %d local-search moves that keep %s and %s exact reduced their total absolute deviation",
+			res.Method += fmt.Sprintf("; margins %s cross the first two (no exact integer table need exist): %d local-search moves that keep %s and %s exact lowered their total absolute deviation, at the price of exact unbiasedness",
 				strings.Join(names, ", "), moves, s.Format(a.Dims), s.Format(b.Dims))
 		}
 	}
