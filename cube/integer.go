@@ -66,8 +66,13 @@ type IntegerResult struct {
 // maxExactInt is the largest float64 below which every integer is exact.
 const maxExactInt = 1 << 53
 
-// maxLocalSweeps bounds the local search on margins beyond the first two.
-const maxLocalSweeps = 50
+// maxLocalSweeps and maxLocalTries bound the local search on margins
+// beyond the first two: sweeps over the cells, and moves evaluated in all
+// (each costs a few operations per margin).
+const (
+	maxLocalSweeps = 50
+	maxLocalTries  = 1 << 27
+)
 
 // RoundInteger turns a real estimate x of cuboid c (row-major over c's
 // dimensions; it may have negative cells) into non-negative integer counts
@@ -75,9 +80,11 @@ const maxLocalSweeps = 50
 // the margins allows it. It is post-processing: it reads x, the public
 // targets and r, nothing else.
 //
-// First x is replaced by the least-squares point of {y >= 0 : every margin
-// holds} (Dykstra's iteration, as in ConsistentNonNegative; whatever it
-// reaches is used, it never fails on the values). Call that point z.
+// First it computes the least-squares point of {y >= 0 : every margin
+// holds} nearest x (Dykstra's iteration, as in ConsistentNonNegative;
+// whatever it reaches is used, it never fails on the values), with any
+// cell left below 0 by the iteration's tolerance set to 0. Call that point
+// z; x itself is not modified.
 //
 // Margins implied by others (a margin on a subset of another's dimensions)
 // are dropped; the rest, the maximal margins, form an antichain.
@@ -110,8 +117,9 @@ const maxLocalSweeps = 50
 //     outside the second; or just +1, -1 at two cells differing in one
 //     dimension outside both), keeping every cell >= 0, as long as a move
 //     lowers the total absolute deviation of the other margins (at most 50
-//     sweeps). The deviations left are reported, never hidden, and the
-//     rounding is then no longer unbiased.
+//     sweeps over the cells and 2^27 moves evaluated). The deviations left
+//     are reported, never hidden, and the rounding is then no longer
+//     exactly unbiased.
 //
 // Errors are only for invalid input: sizes, dimensions outside c, targets
 // that are not non-negative whole numbers, and margins that disagree with
@@ -439,7 +447,9 @@ func localSearch(ctx context.Context, s *Schema, c Cuboid, y []int64, a, b Cuboi
 		}
 		return d
 	}
+	tries := 0
 	try := func(cs []int, ch []int64) bool {
+		tries++
 		if delta(cs, ch, false) >= 0 {
 			return false
 		}
@@ -461,6 +471,9 @@ func localSearch(ctx context.Context, s *Schema, c Cuboid, y []int64, a, b Cuboi
 				if err := ctx.Err(); err != nil {
 					return moves, err
 				}
+			}
+			if tries >= maxLocalTries {
+				return moves, nil
 			}
 			// A move adds 1 at c1: worth trying only where some margin is
 			// below its target.
