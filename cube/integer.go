@@ -66,6 +66,9 @@ type IntegerResult struct {
 // maxExactInt is the largest float64 below which every integer is exact.
 const maxExactInt = 1 << 53
 
+// maxIntegerCells keeps the network's node and edge numbers within int32.
+const maxIntegerCells = 1 << 30
+
 // maxLocalSweeps and maxLocalTries bound the local search on margins
 // beyond the first two: sweeps over the cells, and moves evaluated in all
 // (each costs a few operations per margin).
@@ -207,6 +210,9 @@ func checkIntegerInput(s *Schema, c Cuboid, x []float64, margins []Margin) error
 	}
 	if want := s.CuboidSize(c); len(x) != want {
 		return fmt.Errorf("cuboid %s has %d cells, got %d values", s.Format(c), want, len(x))
+	}
+	if len(x) > maxIntegerCells {
+		return fmt.Errorf("cuboid %s has %d cells; integer rounding handles at most %d", s.Format(c), len(x), maxIntegerCells)
 	}
 	for i, v := range x {
 		if math.IsNaN(v) || math.IsInf(v, 0) {

@@ -217,7 +217,7 @@ func TestDependentRoundKeepsNodeSums(t *testing.T) {
 	s := testSchema(t, 5, 6, 3)
 	over := Base(3)
 	for trial := range 50 {
-		x, ms := consistentNonNegative(t, r, s, over, [][]int{{0, 1}, {1, 2}})
+		x, _ := consistentNonNegative(t, r, s, over, [][]int{{0, 1}, {1, 2}})
 		g := &network{nA: 30, nB: 18, a: cellGroups(s.Sizes(), cuboidOf([]int{0, 1})), b: cellGroups(s.Sizes(), cuboidOf([]int{1, 2}))}
 		w := make([]int64, len(x))
 		f := make([]int64, len(x))
@@ -252,7 +252,6 @@ func TestDependentRoundKeepsNodeSums(t *testing.T) {
 				t.Errorf("trial %d: B node %d sum %d, want %d", trial, v, gotB[v], want)
 			}
 		}
-		_ = ms
 	}
 }
 
@@ -490,6 +489,20 @@ func TestLocalSearch(t *testing.T) {
 			}
 		}
 		t.Logf("%v: %d of 30 tables exact on every margin after local search", tc.margins, exact)
+	}
+}
+
+// A cuboid of one cell (the grand total) rounds to its target.
+func TestRoundIntegerGrandTotal(t *testing.T) {
+	s := testSchema(t, 2, 3)
+	for _, x := range []float64{6.3, -2, 7, 40} {
+		res, err := RoundInteger(context.Background(), s, 0, []float64{x}, []Margin{{Dims: 0, Targets: []float64{7}}}, noise.NewSeeded(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Counts) != 1 || res.Counts[0] != 7 || !res.Exact {
+			t.Errorf("x = %v: %v, exact %v", x, res.Counts, res.Exact)
+		}
 	}
 }
 
