@@ -624,9 +624,10 @@ func runPipeline(t testing.TB, seed uint64, sizes []int, rows int, exact []Cuboi
 // The whole pipeline on a small synthetic table: least squares is unbiased,
 // non-negativity biases true zeros upwards, and integer rounding adds no
 // bias of its own. Each rounding error has mean 0 given the non-negative
-// estimate and variance at most 1/4; the tolerance, 5 * 0.5/sqrt(cells),
-// treats them as uncorrelated (dependent rounding correlates the cells of
-// one margin negatively, which only narrows the mean).
+// estimate and variance at most 1/4, and with one margin every two cells
+// share the grand-total node of the network, so their roundings are
+// negatively correlated (Gandhi et al. 2006, property P3): the variance of
+// a mean over n cells is at most 1/(4n), and the tolerance is 5 * 0.5/sqrt(n).
 func TestIntegerPipelineBias(t *testing.T) {
 	const reps = 4
 	var ls, nn, in biasStats
@@ -649,10 +650,10 @@ func TestIntegerPipelineBias(t *testing.T) {
 	}
 	t.Logf("%d true zeros, %d cells >= 50: mean error LS %+.3f / %+.3f, non-negative %+.3f / %+.3f, integer %+.3f / %+.3f",
 		zeros, large, ls.zero, ls.large, nn.zero, nn.large, in.zero, in.large)
-	// Laplace noise of scale 2 on each cell, shrunk a little by the
-	// projection: the standard error of a mean over n cells is at most
-	// 2*sqrt(2/n) if the errors were independent; the projection onto one
-	// margin of 80 cells each correlates them only weakly.
+	// Laplace noise of scale 2 (variance 8) on each cell; the projection
+	// onto the margin subtracts each group's mean noise, which lowers every
+	// variance and makes the covariances negative, so the standard error of
+	// a mean over n cells is at most sqrt(8/n).
 	if se := 2 * math.Sqrt(2/float64(zeros)); math.Abs(ls.zero) > 5*se {
 		t.Errorf("least squares biased on true zeros: %v (5 SE = %v)", ls.zero, 5*se)
 	}
