@@ -2,6 +2,7 @@ package cube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -503,6 +504,18 @@ func TestRoundIntegerGrandTotal(t *testing.T) {
 		if len(res.Counts) != 1 || res.Counts[0] != 7 || !res.Exact {
 			t.Errorf("x = %v: %v, exact %v", x, res.Counts, res.Exact)
 		}
+	}
+}
+
+// A cancelled context stops the rounding with the context's error.
+func TestRoundIntegerCancelled(t *testing.T) {
+	s := testSchema(t, 4, 5)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	x := make([]float64, 20)
+	ms := []Margin{{Dims: 1, Targets: []float64{0, 0, 0, 0}}}
+	if _, err := RoundInteger(ctx, s, Base(2), x, ms, noise.NewSeeded(1)); !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v, want context.Canceled", err)
 	}
 }
 
