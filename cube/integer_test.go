@@ -396,6 +396,19 @@ func TestRoundOnNetworkRepairs(t *testing.T) {
 	repaired := 0
 	for trial := range 300 {
 		x, ms := consistentNonNegative(t, r, s, over, [][]int{{0}, {1}})
+		// Floating-point noise of 1e-9 on every cell: exact margins all
+		// the same.
+		jit := append([]float64(nil), x...)
+		for i := range jit {
+			jit[i] = max(0, jit[i]+(float64(r.Uint64N(2001))-1000)*1e-12)
+		}
+		y, _, err := roundOnNetwork(context.Background(), g, jit, wholeTargets(ms[0].Targets), wholeTargets(ms[1].Targets), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !marginsHold(g, y, wholeTargets(ms[0].Targets), wholeTargets(ms[1].Targets)) {
+			t.Fatalf("trial %d: margins not kept under floating-point noise", trial)
+		}
 		// Move mass between cells of different rows and columns: the
 		// margins no longer hold for x.
 		x[0] += 0.45
