@@ -1,0 +1,842 @@
+package cube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/knowdp/knowdp/noise"
+)
+
+// integerCase is a table shape and the dimensions of its margins.
+type integerCase struct {
+	name    string
+	sizes   []int
+	margins [][]int
+	tu      bool // at most two maximal margins: exact rounding guaranteed
+}
+
+var integerCases = []integerCase{
+	{"none", []int{3, 4}, nil, true},
+	{"grand total", []int{3, 4}, [][]int{{}}, true},
+	{"one margin", []int{3, 4}, [][]int{{0}}, true},
+	{"nested", []int{3, 2, 4}, [][]int{{0}, {0, 1}}, true},
+	{"two 1-D of 2-D", []int{4, 5}, [][]int{{0}, {1}}, true},
+	{"two 1-D of 3-D", []int{3, 4, 2}, [][]int{{0}, {2}}, true},
+	{"two chains", []int{3, 4, 2}, [][]int{{1}, {0, 1}, {2}, {}}, true},
+	{"two 2-D of 3-D", []int{3, 4, 3}, [][]int{{0, 1}, {1, 2}}, true},
+	{"two 2-D of 4-D", []int{2, 3, 2, 3}, [][]int{{0, 1}, {1, 2}}, true},
+	{"whole table", []int{2, 3}, [][]int{{0, 1}, {0}}, true},
+	{"three 1-D of 3-D", []int{3, 4, 3}, [][]int{{0}, {1}, {2}}, false},
+	{"three 2-D of 3-D", []int{3, 3, 4}, [][]int{{0, 1}, {1, 2}, {0, 2}}, false},
+}
+
+// marginsOf returns the margins of an integer table on the given
+// dimensions, computed from the definition (marginalMatrix), not project.
+func marginsOf(s *Schema, over Cuboid, table []float64, dims [][]int) []Margin {
+	out := make([]Margin, len(dims))
+	for i, d := range dims {
+		k := cuboidOf(d)
+		var v mat.VecDense
+		v.MulVec(marginalMatrix(s, over, k), mat.NewVecDense(len(table), table))
+		out[i] = Margin{Dims: k, Targets: append([]float64(nil), v.RawVector().Data...)}
+	}
+	return out
+}
+
+// trueDeviation is the largest |marginal - target| of y on m, from the
+// definition.
+func trueDeviation(s *Schema, over Cuboid, y []float64, m Margin) float64 {
+	var v mat.VecDense
+	v.MulVec(marginalMatrix(s, over, m.Dims), mat.NewVecDense(len(y), y))
+	var d float64
+	for k, got := range v.RawVector().Data {
+		d = max(d, math.Abs(got-m.Targets[k]))
+	}
+	return d
+}
+
+// consistentNonNegative returns a real table >= 0 whose margins on dims are
+// those of an integer table (to float rounding): the least-squares
+// projection of a perturbed table with cells of at least 3, redrawn until
+// no cell is negative.
+func consistentNonNegative(t *testing.T, r *noise.Rand, s *Schema, over Cuboid, dims [][]int) ([]float64, []Margin) {
+	t.Helper()
+	for range 100 {
+		truth := make([]float64, s.CuboidSize(over))
+		for i := range truth {
+			truth[i] = float64(3 + r.Uint64N(15))
+		}
+		ms := marginsOf(s, over, truth, dims)
+		x := noisy(r, truth, 1.5)
+		inv := make([]Invariant, len(ms))
+		for i, m := range ms {
+			inv[i] = Invariant{Cuboid: m.Dims, Counts: m.Targets}
+		}
+		if err := Consistent(s, over, x, inv); err != nil {
+			t.Fatal(err)
+		}
+		ok := true
+		for _, v := range x {
+			ok = ok && v >= 0
+		}
+		if ok {
+			return x, ms
+		}
+	}
+	t.Fatal("no non-negative consistent table in 100 draws")
+	return nil, nil
+}
+
+func TestRoundIntegerKeepsMargins(t *testing.T) {
+	r := noise.NewSeeded(11)
+	for _, tc := range integerCases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSchema(t, tc.sizes...)
+			over := Base(len(tc.sizes))
+			for trial := range 20 {
+				truth := make([]float64, s.Cells())
+				for i := range truth {
+					// Many small counts, so that the noisy estimate has
+					// negative cells and non-negativity binds.
+					truth[i] = float64(r.Uint64N(4) * r.Uint64N(6))
+				}
+				ms := marginsOf(s, over, truth, tc.margins)
+				x := noisy(r, truth, 2)
+				res, err := RoundInteger(context.Background(), s, over, x, ms, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range res.Counts {
+					if v < 0 || v != math.Trunc(v) {
+						t.Fatalf("trial %d: cell %d = %v, not a non-negative integer", trial, i, v)
+					}
+				}
+				var worst float64
+				for i, m := range ms {
+					want := trueDeviation(s, over, res.Counts, m)
+					if res.Deviations[i] != want {
+						t.Errorf("trial %d: margin %s reported deviation %v, true %v", trial, s.Format(m.Dims), res.Deviations[i], want)
+					}
+					worst = max(worst, want)
+				}
+				if res.MaxDeviation != worst || res.Exact != (worst == 0) {
+					t.Errorf("trial %d: MaxDeviation %v Exact %v, true deviation %v", trial, res.MaxDeviation, res.Exact, worst)
+				}
+				if tc.tu && !res.Exact {
+					t.Errorf("trial %d: margins %v are totally unimodular but the rounding missed by %v (%s)", trial, tc.margins, worst, res.Method)
+				}
+				if !tc.tu {
+					// The two margins with the most cells are kept exactly.
+					max := maximalMargins(s, ms)
+					for _, m := range max[:2] {
+						if d := trueDeviation(s, over, res.Counts, m); d != 0 {
+							t.Errorf("trial %d: first two margins must be exact, %s is off by %v", trial, s.Format(m.Dims), d)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// In the totally unimodular cases every cell goes to the floor or the
+// ceiling of its value.
+func TestRoundIntegerFloorOrCeiling(t *testing.T) {
+	r := noise.NewSeeded(12)
+	for _, tc := range integerCases {
+		if !tc.tu {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSchema(t, tc.sizes...)
+			over := Base(len(tc.sizes))
+			for trial := range 20 {
+				x, ms := consistentNonNegative(t, r, s, over, tc.margins)
+				res, err := RoundInteger(context.Background(), s, over, x, ms, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range res.Counts {
+					lo, hi := math.Floor(x[i]+1e-9), math.Ceil(x[i]-1e-9)
+					if v != lo && v != hi {
+						t.Fatalf("trial %d: cell %d: %v rounded to %v", trial, i, x[i], v)
+					}
+				}
+				if !res.Exact {
+					t.Fatalf("trial %d: not exact: %s", trial, res.Method)
+				}
+			}
+		})
+	}
+}
+
+// Over many seeded roundings the mean of every cell is its value: the
+// rounding adds no bias. A cell rounded to its floor or ceiling has
+// variance f(1-f), f its fractional part; the tolerance is 5 standard
+// errors of the mean.
+func TestRoundIntegerUnbiased(t *testing.T) {
+	const n = 3000
+	r := noise.NewSeeded(13)
+	for _, tc := range integerCases {
+		if !tc.tu {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSchema(t, tc.sizes...)
+			over := Base(len(tc.sizes))
+			x, ms := consistentNonNegative(t, r, s, over, tc.margins)
+			mean := make([]float64, len(x))
+			for range n {
+				res, err := RoundInteger(context.Background(), s, over, x, ms, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range res.Counts {
+					mean[i] += v / n
+				}
+			}
+			for i := range x {
+				f := x[i] - math.Floor(x[i])
+				se := math.Sqrt(f * (1 - f) / n)
+				if d := math.Abs(mean[i] - x[i]); d > 5*se+1e-6 {
+					t.Errorf("cell %d: mean of %d roundings %v, value %v (%.1f standard errors)", i, n, mean[i], x[i], d/se)
+				}
+			}
+		})
+	}
+}
+
+// The dependent rounding alone, on node sums that are whole numbers, keeps
+// every node sum and makes every edge integral.
+func TestDependentRoundKeepsNodeSums(t *testing.T) {
+	r := noise.NewSeeded(14)
+	s := testSchema(t, 5, 6, 3)
+	over := Base(3)
+	for trial := range 50 {
+		x, _ := consistentNonNegative(t, r, s, over, [][]int{{0, 1}, {1, 2}})
+		g := &network{nA: 30, nB: 18, a: cellGroups(s.Sizes(), cuboidOf([]int{0, 1})), b: cellGroups(s.Sizes(), cuboidOf([]int{1, 2}))}
+		w := make([]int64, len(x))
+		f := make([]int64, len(x))
+		for i, v := range x {
+			f[i], w[i] = splitFixed(v)
+		}
+		sumA, sumB := make([]int64, g.nA), make([]int64, g.nB)
+		for c := range w {
+			sumA[g.a[c]] += w[c]
+			sumB[g.b[c]] += w[c]
+		}
+		if err := dependentRound(context.Background(), g, w, r); err != nil {
+			t.Fatal(err)
+		}
+		gotA, gotB := make([]int64, g.nA), make([]int64, g.nB)
+		for c := range w {
+			if w[c] != 0 && w[c] != fixedOne {
+				t.Fatalf("trial %d: edge %d left fractional: %d", trial, c, w[c])
+			}
+			gotA[g.a[c]] += w[c]
+			gotB[g.b[c]] += w[c]
+		}
+		// Node sums that were within 2^-20 of a whole number end on it;
+		// the others (float noise never makes them) may not.
+		for v := range sumA {
+			if want := (sumA[v] + fixedOne/2) / fixedOne * fixedOne; iabs(sumA[v]-want) < fixedOne>>20 && gotA[v] != want {
+				t.Errorf("trial %d: A node %d sum %d, want %d", trial, v, gotA[v], want)
+			}
+		}
+		for v := range sumB {
+			if want := (sumB[v] + fixedOne/2) / fixedOne * fixedOne; iabs(sumB[v]-want) < fixedOne>>20 && gotB[v] != want {
+				t.Errorf("trial %d: B node %d sum %d, want %d", trial, v, gotB[v], want)
+			}
+		}
+	}
+}
+
+// With fractional node sums (no exact margins), maximal paths occur; every
+// edge still ends integral with its expectation kept, and every node sum at
+// its floor or ceiling.
+func TestDependentRoundPaths(t *testing.T) {
+	const n = 4000
+	r := noise.NewSeeded(15)
+	s := testSchema(t, 3, 4)
+	g := &network{nA: 3, nB: 4, a: cellGroups(s.Sizes(), 1), b: cellGroups(s.Sizes(), 2)}
+	frac := []float64{0.3, 0.55, 0.1, 0.9, 0.25, 0.5, 0.5, 0.05, 0.7, 0.35, 0.6, 0.2}
+	mean := make([]float64, len(frac))
+	for range n {
+		w := make([]int64, len(frac))
+		for i, f := range frac {
+			w[i] = int64(f * float64(fixedOne))
+		}
+		if err := dependentRound(context.Background(), g, w, r); err != nil {
+			t.Fatal(err)
+		}
+		for a := range 3 {
+			var got, want float64
+			for b := range 4 {
+				got += float64(w[a*4+b] / fixedOne)
+				want += frac[a*4+b]
+			}
+			if got != math.Floor(want) && got != math.Ceil(want) {
+				t.Fatalf("row %d sums to %v, not the floor or ceiling of %v", a, got, want)
+			}
+		}
+		for i := range w {
+			if w[i] != 0 && w[i] != fixedOne {
+				t.Fatalf("edge %d left fractional", i)
+			}
+			mean[i] += float64(w[i]/fixedOne) / n
+		}
+	}
+	for i, f := range frac {
+		if se := math.Sqrt(f * (1 - f) / n); math.Abs(mean[i]-f) > 5*se {
+			t.Errorf("edge %d: mean %v, want %v", i, mean[i], f)
+		}
+	}
+}
+
+// bruteClosest enumerates every non-negative integer table with the
+// margins tA (rows) and tB (columns) of a nA x nB x k table (k parallel
+// cells per row and column pair) and returns the least sum |y - p|.
+func bruteClosest(p []float64, nA, nB, k int, tA, tB []int64) float64 {
+	best := math.Inf(1)
+	remA, remB := append([]int64(nil), tA...), append([]int64(nil), tB...)
+	var rec func(c int, cost float64)
+	rec = func(c int, cost float64) {
+		if c == len(p) {
+			for _, v := range remA {
+				if v != 0 {
+					return
+				}
+			}
+			for _, v := range remB {
+				if v != 0 {
+					return
+				}
+			}
+			best = min(best, cost)
+			return
+		}
+		a, b := c/(nB*k), (c/k)%nB
+		for v := range min(remA[a], remB[b]) + 1 {
+			remA[a] -= v
+			remB[b] -= v
+			rec(c+1, cost+math.Abs(float64(v)-p[c]))
+			remA[a] += v
+			remB[b] += v
+		}
+	}
+	rec(0, 0)
+	return best
+}
+
+// The min-cost flow finds the integer table with the given margins closest
+// to p in L1, against enumeration of all tables.
+func TestClosestTableBruteForce(t *testing.T) {
+	r := noise.NewSeeded(16)
+	for _, sh := range [][3]int{{2, 2, 1}, {2, 3, 1}, {3, 3, 1}, {3, 4, 1}, {2, 2, 2}, {1, 3, 2}, {2, 3, 2}} {
+		nA, nB, k := sh[0], sh[1], sh[2]
+		s := testSchema(t, nA, nB, k)
+		g := &network{nA: nA, nB: nB, a: cellGroups(s.Sizes(), 1), b: cellGroups(s.Sizes(), 2)}
+		for trial := range 15 {
+			table := make([]float64, nA*nB*k)
+			for i := range table {
+				table[i] = float64(r.Uint64N(3))
+			}
+			tA, tB := make([]int64, nA), make([]int64, nB)
+			for i, v := range table {
+				tA[i/(nB*k)] += int64(v)
+				tB[(i/k)%nB] += int64(v)
+			}
+			// p: anything, including negative values and values far from
+			// any table with these margins; integers (as in the repair
+			// after rounding) in every third trial.
+			p := make([]float64, len(table))
+			for i := range p {
+				p[i] = float64(r.Uint64N(1000))/200 - 1
+				if trial%3 == 0 {
+					p[i] = float64(r.Uint64N(4))
+				}
+			}
+			y, left, err := closestTable(context.Background(), g, p, tA, tB)
+			if err != nil || left != 0 {
+				t.Fatalf("%v: left %d, err %v", sh, left, err)
+			}
+			sa, sb := make([]int64, nA), make([]int64, nB)
+			var cost float64
+			for i, v := range y {
+				if v < 0 {
+					t.Fatalf("%v: negative cell", sh)
+				}
+				sa[i/(nB*k)] += v
+				sb[(i/k)%nB] += v
+				cost += math.Abs(float64(v) - p[i])
+			}
+			if fmt.Sprint(sa, sb) != fmt.Sprint(tA, tB) {
+				t.Fatalf("%v: margins %v %v, want %v %v", sh, sa, sb, tA, tB)
+			}
+			if want := bruteClosest(p, nA, nB, k, tA, tB); math.Abs(cost-want) > 1e-9 {
+				t.Errorf("%v trial %d: min-cost flow cost %v, brute force %v (p %v, margins %v %v)", sh, trial, cost, want, p, tA, tB)
+			}
+		}
+	}
+}
+
+// When z's margins are off (here by up to 0.45 at some nodes, far more than
+// floating-point error), the rounding can end a margin off by one; the
+// repair then restores every margin exactly.
+func TestRoundOnNetworkRepairs(t *testing.T) {
+	r := noise.NewSeeded(18)
+	s := testSchema(t, 4, 5)
+	over := Base(2)
+	g := &network{nA: 4, nB: 5, a: cellGroups(s.Sizes(), 1), b: cellGroups(s.Sizes(), 2)}
+	repaired := 0
+	for trial := range 300 {
+		x, ms := consistentNonNegative(t, r, s, over, [][]int{{0}, {1}})
+		// Floating-point noise of 1e-9 on every cell: exact margins all
+		// the same.
+		jit := append([]float64(nil), x...)
+		for i := range jit {
+			jit[i] = max(0, jit[i]+(float64(r.Uint64N(2001))-1000)*1e-12)
+		}
+		y, _, err := roundOnNetwork(context.Background(), g, jit, wholeTargets(ms[0].Targets), wholeTargets(ms[1].Targets), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !marginsHold(g, y, wholeTargets(ms[0].Targets), wholeTargets(ms[1].Targets)) {
+			t.Fatalf("trial %d: margins not kept under floating-point noise", trial)
+		}
+		// Move mass between cells of different rows and columns: the
+		// margins no longer hold for x.
+		x[0] += 0.45
+		x[len(x)-1] = max(0, x[len(x)-1]-0.2)
+		y, moved, err := roundOnNetwork(context.Background(), g, x, wholeTargets(ms[0].Targets), wholeTargets(ms[1].Targets), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !marginsHold(g, y, wholeTargets(ms[0].Targets), wholeTargets(ms[1].Targets)) {
+			t.Fatalf("trial %d: margins not restored (moved %d)", trial, moved)
+		}
+		if moved > 0 {
+			repaired++
+		}
+		for _, v := range y {
+			if v < 0 {
+				t.Fatalf("trial %d: negative cell", trial)
+			}
+		}
+	}
+	if repaired == 0 {
+		t.Error("the repair was never needed: the test does not exercise it")
+	}
+	t.Logf("%d of 300 roundings repaired", repaired)
+}
+
+// The local search keeps the first two margins and every cell >= 0, and
+// never increases the deviation of the others.
+func TestLocalSearch(t *testing.T) {
+	r := noise.NewSeeded(17)
+	for _, tc := range []struct {
+		sizes   []int
+		margins [][]int
+	}{
+		{[]int{3, 4, 3}, [][]int{{0}, {1}, {2}}},
+		{[]int{3, 3, 4}, [][]int{{0, 1}, {1, 2}, {0, 2}}},
+		{[]int{2, 3, 2, 2}, [][]int{{0, 1}, {1, 2}, {0, 3}, {2, 3}}},
+	} {
+		s := testSchema(t, tc.sizes...)
+		over := Base(len(tc.sizes))
+		exact := 0
+		for trial := range 30 {
+			truth := make([]float64, s.Cells())
+			for i := range truth {
+				truth[i] = float64(r.Uint64N(4))
+			}
+			ms := maximalMargins(s, marginsOf(s, over, truth, tc.margins))
+			// A table exact on the first two margins: the closest to a
+			// perturbed truth.
+			g := &network{nA: s.CuboidSize(ms[0].Dims), nB: s.CuboidSize(ms[1].Dims),
+				a: cellGroups(s.Sizes(), ms[0].Dims), b: cellGroups(s.Sizes(), ms[1].Dims)}
+			y, _, err := closestTable(context.Background(), g, noisy(r, truth, 2), wholeTargets(ms[0].Targets), wholeTargets(ms[1].Targets))
+			if err != nil {
+				t.Fatal(err)
+			}
+			total := func() float64 {
+				yf := make([]float64, len(y))
+				for i, v := range y {
+					yf[i] = float64(v)
+				}
+				var d float64
+				for _, m := range ms[2:] {
+					var v mat.VecDense
+					v.MulVec(marginalMatrix(s, over, m.Dims), mat.NewVecDense(len(yf), yf))
+					for k, got := range v.RawVector().Data {
+						d += math.Abs(got - m.Targets[k])
+					}
+				}
+				for _, m := range ms[:2] {
+					if dev := trueDeviation(s, over, yf, m); dev != 0 {
+						t.Fatalf("%v: margin %s off by %v", tc.margins, s.Format(m.Dims), dev)
+					}
+				}
+				return d
+			}
+			before := total()
+			moves, err := localSearch(context.Background(), s, over, y, ms[0].Dims, ms[1].Dims, ms[2:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := total()
+			for _, v := range y {
+				if v < 0 {
+					t.Fatalf("%v: negative cell after local search", tc.margins)
+				}
+			}
+			if after > before || (moves > 0) != (after < before) {
+				t.Errorf("%v trial %d: total deviation %v -> %v with %d moves", tc.margins, trial, before, after, moves)
+			}
+			if after == 0 {
+				exact++
+			}
+		}
+		t.Logf("%v: %d of 30 tables exact on every margin after local search", tc.margins, exact)
+	}
+}
+
+// A cuboid of one cell (the grand total) rounds to its target.
+func TestRoundIntegerGrandTotal(t *testing.T) {
+	s := testSchema(t, 2, 3)
+	for _, x := range []float64{6.3, -2, 7, 40} {
+		res, err := RoundInteger(context.Background(), s, 0, []float64{x}, []Margin{{Dims: 0, Targets: []float64{7}}}, noise.NewSeeded(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Counts) != 1 || res.Counts[0] != 7 || !res.Exact {
+			t.Errorf("x = %v: %v, exact %v", x, res.Counts, res.Exact)
+		}
+	}
+}
+
+// A cancelled context stops the rounding with the context's error.
+func TestRoundIntegerCancelled(t *testing.T) {
+	s := testSchema(t, 4, 5)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	x := make([]float64, 20)
+	ms := []Margin{{Dims: 1, Targets: []float64{0, 0, 0, 0}}}
+	if _, err := RoundInteger(ctx, s, Base(2), x, ms, noise.NewSeeded(1)); !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v, want context.Canceled", err)
+	}
+}
+
+func TestRoundIntegerErrors(t *testing.T) {
+	s := testSchema(t, 2, 3)
+	ctx := context.Background()
+	r := noise.NewSeeded(1)
+	x := []float64{1, 2, 3, 4, 5, 6}
+	run := func(c Cuboid, x []float64, ms ...Margin) func() error {
+		return func() error {
+			_, err := RoundInteger(ctx, s, c, x, ms, r)
+			return err
+		}
+	}
+	checkErrors(t, []errorCase{
+		{name: "cuboid", run: run(8, x), words: "beyond the schema"},
+		{name: "size", run: run(3, x[:5]), words: "has 6 cells, got 5 values"},
+		{name: "nan", run: run(3, []float64{1, 2, math.NaN(), 4, 5, 6}), words: "cell d0=v0, d1=v2: value NaN"},
+		{name: "outside", run: run(1, x[:2], Margin{Dims: 2, Targets: []float64{1, 1, 1}}), words: "margin 1 has dimensions outside the cuboid {d0}"},
+		{name: "targets", run: run(3, x, Margin{Dims: 1, Targets: []float64{1}}), words: "margin 1 {d0} has 2 cells, got 1 targets"},
+		{name: "fraction", run: run(3, x, Margin{Dims: 2, Targets: []float64{1, 2.5, 3}}), words: "margin 1 {d1}, cell d1=v1: target 2.5 is not a non-negative whole number"},
+		{name: "negative", run: run(3, x, Margin{Dims: 1, Targets: []float64{-1, 3}}), words: "cell d0=v0: target -1"},
+		{name: "disagree", run: run(3, x, Margin{Dims: 1, Targets: []float64{3, 4}}, Margin{Dims: 3, Targets: []float64{1, 1, 1, 1, 1, 3}}),
+			is: ErrInconsistent, words: "margins 1 {d0} and 2 {d0,d1} disagree on cell d0=v1: 4 vs 5"},
+		{name: "total", run: run(3, x, Margin{Dims: 1, Targets: []float64{3, 4}}, Margin{Dims: 2, Targets: []float64{1, 1, 1}}),
+			is: ErrInconsistent, words: "disagree on the grand total: 7 vs 3"},
+	})
+}
+
+// biasStats is the mean error (estimate - truth) of an estimate on the
+// cells whose true count is 0 and on those whose true count is >= 50.
+type biasStats struct {
+	zero, large float64
+}
+
+// pipeline is one run of noisy release -> least squares -> non-negative
+// -> integer on a synthetic table.
+type pipeline struct {
+	zeros, large        int // cells in each group
+	ls, nonneg, integer biasStats
+	negative            int // cells of the least-squares estimate below 0
+	exact               bool
+	sensitivity         int
+}
+
+// runPipeline draws rows synthetic rows over a table with the given domain
+// sizes, each dimension's value with probability proportional to 1/(j+1)
+// (so that most cells are small and a few large), releases the base cuboid
+// with Laplace noise under the exact cuboids, and measures the bias of the
+// least-squares, non-negative and integer estimates.
+func runPipeline(t testing.TB, seed uint64, sizes []int, rows int, exact []Cuboid, epsilon float64) pipeline {
+	t.Helper()
+	ctx := context.Background()
+	s := testSchema(t, sizes...)
+	r := noise.NewSeeded(seed)
+	c, err := New(s, DefaultCellLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cats := make([]*noise.Categorical, s.NumDims())
+	for d := range cats {
+		w := make([]float64, s.Size(d))
+		for j := range w {
+			w[j] = 1 / float64(j+1)
+		}
+		if cats[d], err = noise.NewCategorical(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range rows {
+		cell := 0
+		for d := range cats {
+			cell += cats[d].Sample(r) * s.Stride(d)
+		}
+		c.Counts[cell]++
+	}
+	base := Base(s.NumDims())
+	rel, err := c.Release(ctx, ReleaseSpec{Epsilon: eps(t, epsilon), Exact: exact, Cuboid: base}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := append([]float64(nil), rel.Counts...)
+	if _, err := ConsistentNonNegative(ctx, s, base, z, rel.Invariants, NonNegative{}); err != nil {
+		t.Fatal(err)
+	}
+	margins := make([]Margin, len(rel.Invariants))
+	for i, v := range rel.Invariants {
+		margins[i] = Margin{Dims: v.Cuboid, Targets: v.Counts}
+	}
+	res, err := RoundInteger(ctx, s, base, z, margins, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pipeline{exact: res.Exact, sensitivity: rel.Sensitivity}
+	for i, truth := range c.Counts {
+		if rel.Counts[i] < 0 {
+			p.negative++
+		}
+		switch {
+		case truth == 0:
+			p.zeros++
+			p.ls.zero += rel.Counts[i] - truth
+			p.nonneg.zero += z[i] - truth
+			p.integer.zero += res.Counts[i] - truth
+		case truth >= 50:
+			p.large++
+			p.ls.large += rel.Counts[i] - truth
+			p.nonneg.large += z[i] - truth
+			p.integer.large += res.Counts[i] - truth
+		}
+	}
+	for _, b := range []*biasStats{&p.ls, &p.nonneg, &p.integer} {
+		b.zero /= float64(p.zeros)
+		b.large /= float64(p.large)
+	}
+	return p
+}
+
+// The whole pipeline on a small synthetic table: least squares is unbiased,
+// non-negativity biases true zeros upwards, and integer rounding adds no
+// bias of its own. Each rounding error has mean 0 given the non-negative
+// estimate and variance at most 1/4, and with one margin every two cells
+// share the grand-total node of the network, so their roundings are
+// negatively correlated (Gandhi et al. 2006, property P3): the variance of
+// a mean over n cells is at most 1/(4n), and the tolerance is 5 * 0.5/sqrt(n).
+func TestIntegerPipelineBias(t *testing.T) {
+	const reps = 4
+	var ls, nn, in biasStats
+	var zeros, large int
+	for seed := range uint64(reps) {
+		p := runPipeline(t, 100+seed, []int{2, 6, 10, 18, 4}, 20000, []Cuboid{cuboidOf([]int{0, 1})}, 1)
+		if !p.exact {
+			t.Fatal("the integer table misses the invariant")
+		}
+		for _, x := range []struct{ sum, add *biasStats }{{&ls, &p.ls}, {&nn, &p.nonneg}, {&in, &p.integer}} {
+			x.sum.zero += x.add.zero * float64(p.zeros)
+			x.sum.large += x.add.large * float64(p.large)
+		}
+		zeros += p.zeros
+		large += p.large
+	}
+	for _, b := range []*biasStats{&ls, &nn, &in} {
+		b.zero /= float64(zeros)
+		b.large /= float64(large)
+	}
+	t.Logf("%d true zeros, %d cells >= 50: mean error LS %+.3f / %+.3f, non-negative %+.3f / %+.3f, integer %+.3f / %+.3f",
+		zeros, large, ls.zero, ls.large, nn.zero, nn.large, in.zero, in.large)
+	// Laplace noise of scale 2 (variance 8) on each cell; the projection
+	// onto the margin subtracts each group's mean noise, which lowers every
+	// variance and makes the covariances negative, so the standard error of
+	// a mean over n cells is at most sqrt(8/n).
+	if se := 2 * math.Sqrt(2/float64(zeros)); math.Abs(ls.zero) > 5*se {
+		t.Errorf("least squares biased on true zeros: %v (5 SE = %v)", ls.zero, 5*se)
+	}
+	if nn.zero <= 0 {
+		t.Errorf("non-negativity should bias true zeros upwards, got %v", nn.zero)
+	}
+	// Without invariants the non-negative estimate is the noisy count
+	// clipped at 0, so on a true zero its mean is E[max(X, 0)] = b/2 for
+	// Laplace noise X of scale b = 1, with variance E[max(X,0)^2] - b^2/4 =
+	// b^2 - b^2/4.
+	var clipped float64
+	var n int
+	for seed := range uint64(reps) {
+		p := runPipeline(t, 300+seed, []int{2, 6, 10, 18, 4}, 20000, nil, 1)
+		clipped += p.nonneg.zero * float64(p.zeros)
+		n += p.zeros
+		if math.Abs(p.integer.zero-p.nonneg.zero) > 5*0.5/math.Sqrt(float64(p.zeros)) {
+			t.Errorf("no invariant, seed %d: independent rounding moved the mean error on zeros from %v to %v", seed, p.nonneg.zero, p.integer.zero)
+		}
+	}
+	if se := math.Sqrt(0.75 / float64(n)); math.Abs(clipped/float64(n)-0.5) > 5*se {
+		t.Errorf("no invariant: mean error on true zeros %v, want b/2 = 0.5 (5 SE = %v)", clipped/float64(n), 5*se)
+	}
+	for _, g := range []struct {
+		name    string
+		n       int
+		nn, int float64
+	}{{"true zeros", zeros, nn.zero, in.zero}, {"cells >= 50", large, nn.large, in.large}} {
+		if tol := 5 * 0.5 / math.Sqrt(float64(g.n)); math.Abs(g.int-g.nn) > tol {
+			t.Errorf("%s: integer rounding moved the mean error from %v to %v (tolerance %v)", g.name, g.nn, g.int, tol)
+		}
+	}
+}
+
+// BenchmarkIntegerPipelineBias measures the bias of the non-negative and
+// integer releases on a synthetic 200,000-row, 43,200-cell table (eps = 1):
+// one release per iteration, the mean errors reported as metrics.
+func BenchmarkIntegerPipelineBias(b *testing.B) {
+	for _, sc := range []struct {
+		name  string
+		exact [][]int
+	}{
+		{"no-invariant", nil},
+		{"one-invariant", [][]int{{0, 1}}},
+		{"two-invariants", [][]int{{0, 1}, {4}}},
+	} {
+		b.Run(sc.name, func(b *testing.B) {
+			var exact []Cuboid
+			for _, e := range sc.exact {
+				exact = append(exact, cuboidOf(e))
+			}
+			var sum pipeline
+			runs := 0
+			for b.Loop() {
+				p := runPipeline(b, 200+uint64(runs), []int{2, 6, 10, 18, 20}, 200000, exact, 1)
+				runs++
+				sum.sensitivity = p.sensitivity
+				sum.zeros += p.zeros
+				sum.large += p.large
+				sum.negative += p.negative
+				for _, x := range []struct{ sum, add *biasStats }{{&sum.ls, &p.ls}, {&sum.nonneg, &p.nonneg}, {&sum.integer, &p.integer}} {
+					x.sum.zero += x.add.zero * float64(p.zeros)
+					x.sum.large += x.add.large * float64(p.large)
+				}
+			}
+			// Means over every release run, weighted by the cells of each.
+			b.ReportMetric(float64(sum.sensitivity), "sensitivity")
+			b.ReportMetric(float64(sum.negative)/float64(43200*runs), "LS-negative-share")
+			b.ReportMetric(float64(sum.zeros)/float64(runs), "true-zeros")
+			b.ReportMetric(float64(sum.large)/float64(runs), "cells>=50")
+			for _, m := range []struct {
+				name string
+				b    biasStats
+			}{{"LS", sum.ls}, {"nonneg", sum.nonneg}, {"integer", sum.integer}} {
+				b.ReportMetric(m.b.zero/float64(sum.zeros), m.name+"-zero-bias")
+				b.ReportMetric(m.b.large/float64(sum.large), m.name+"-large-bias")
+			}
+		})
+	}
+}
+
+// BenchmarkRoundInteger rounds a non-negative table that already keeps two
+// margins (so the least-squares step is one sweep) of 10^5 and 10^6 cells.
+func BenchmarkRoundInteger(b *testing.B) {
+	for _, dims := range []int{5, 6} {
+		sizes := make([]int, dims)
+		for i := range sizes {
+			sizes[i] = 10
+		}
+		s := testSchema(b, sizes...)
+		over := Base(dims)
+		r := noise.NewSeeded(1)
+		truth := make([]float64, s.Cells())
+		for i := range truth {
+			truth[i] = float64(10 + r.Uint64N(20))
+		}
+		c := &Cube{Schema: s, Counts: truth}
+		inv := c.Invariants([]Cuboid{cuboidOf([]int{0, 1, 2}), cuboidOf([]int{2, 3})})
+		x := noisy(r, truth, 0.5)
+		if err := Consistent(s, over, x, inv); err != nil {
+			b.Fatal(err)
+		}
+		margins := []Margin{{inv[0].Cuboid, inv[0].Counts}, {inv[1].Cuboid, inv[1].Counts}}
+		b.Run(fmt.Sprintf("1e%d", dims), func(b *testing.B) {
+			for b.Loop() {
+				res, err := RoundInteger(context.Background(), s, over, x, margins, r)
+				if err != nil || !res.Exact {
+					b.Fatal(err, res.Method)
+				}
+			}
+		})
+	}
+}
+
+// On a cuboid other than the base, the invariants' margins are their
+// counts summed onto the dimensions they share with it, and the rounding
+// keeps them.
+func TestInvariantMarginsOnCuboid(t *testing.T) {
+	r := noise.NewSeeded(19)
+	s := testSchema(t, 3, 4, 2, 3)
+	over := cuboidOf([]int{0, 2, 3})
+	for trial := range 10 {
+		truth := &Cube{Schema: s, Counts: randomTable(r, s.Cells())}
+		exact := []Cuboid{cuboidOf([]int{0, 1}), cuboidOf([]int{1, 2, 3}), cuboidOf([]int{1})}
+		ms, err := InvariantMargins(s, over, truth.Invariants(exact))
+		if err != nil {
+			t.Fatal(err)
+		}
+		table := truth.Project(over)
+		want := marginsOf(s, over, table, [][]int{{0}, {2, 3}, {}})
+		for i := range ms {
+			if ms[i].Dims != want[i].Dims || fmt.Sprint(ms[i].Targets) != fmt.Sprint(want[i].Targets) {
+				t.Fatalf("margin %d: %s %v, want %s %v", i, s.Format(ms[i].Dims), ms[i].Targets, s.Format(want[i].Dims), want[i].Targets)
+			}
+		}
+		res, err := RoundInteger(context.Background(), s, over, noisy(r, table, 3), ms, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Exact {
+			t.Errorf("trial %d: %s", trial, res.Method)
+		}
+		for i, m := range ms {
+			if d := trueDeviation(s, over, res.Counts, m); d != 0 || res.Deviations[i] != 0 {
+				t.Errorf("trial %d: margin %s off by %v (reported %v)", trial, s.Format(m.Dims), d, res.Deviations[i])
+			}
+		}
+	}
+	checkErrors(t, []errorCase{
+		{name: "cuboid", run: func() error { _, err := InvariantMargins(s, 16, nil); return err }, words: "beyond the schema"},
+		{name: "invariant", run: func() error {
+			_, err := InvariantMargins(s, over, []Invariant{{Cuboid: 32, Counts: []float64{1}}})
+			return err
+		}, words: "exact cuboid 0x20 has dimensions beyond"},
+		{name: "counts", run: func() error {
+			_, err := InvariantMargins(s, over, []Invariant{{Cuboid: 1, Counts: []float64{1}}})
+			return err
+		}, words: "exact cuboid {d0} has 3 cells, got 1 counts"},
+	})
+}
