@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -78,8 +79,12 @@ func TestReleasePublicCuboidIsExact(t *testing.T) {
 			t.Fatalf("public cuboid released with noise: %v vs %v", rel.Counts, want)
 		}
 	}
-	if rel.Sensitivity != 0 || rel.Scale != 0 || !strings.Contains(rel.Metadata().Mechanism, "determined") {
-		t.Errorf("metadata of a public cuboid: %+v", rel.Metadata())
+	m := rel.Metadata()
+	if rel.Sensitivity != 0 || rel.Scale != 0 || !strings.Contains(m.Mechanism, "determined") {
+		t.Errorf("metadata of a public cuboid: %+v", m)
+	}
+	if !m.ReleasedExactly || len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0], "TRUE counts") {
+		t.Errorf("a release of true counts is not flagged: %+v", m)
 	}
 }
 
@@ -271,6 +276,100 @@ func TestReleaseNonNegativeNeverFailsOnData(t *testing.T) {
 	for i := range got {
 		if math.Abs(got[i]-want[i]) > 1e-9 {
 			t.Fatalf("invariant broken: %v vs %v", got, want)
+		}
+	}
+}
+
+// TestReleaseSensitivityOverride pins the rule for ReleaseSpec.Sensitivity:
+// below the computed generic sensitivity it is refused (naming the value),
+// at or above it is used with an unconditional guarantee, and where no
+// closed form is known it is accepted as the caller's claim, marked
+// conditional.
+func TestReleaseSensitivityOverride(t *testing.T) {
+	small := testSchema(t, 3, 4, 2)
+	exact2 := []Cuboid{cuboidOf([]int{0}), cuboidOf([]int{1, 2})} // Lemma 4.2(ii): 2 min(3, 8) = 6
+	big := testSchema(t, 3, 3, 3)
+	exact3 := []Cuboid{cuboidOf([]int{0}), cuboidOf([]int{1}), cuboidOf([]int{2})} // 27 cells: no closed form
+	if _, err := GenericSensitivity(big, exact3, Base(3)); !errors.Is(err, ErrNoClosedForm) {
+		t.Fatalf("test premise: want ErrNoClosedForm, got %v", err)
+	}
+	for _, tc := range []struct {
+		name      string
+		s         *Schema
+		exact     []Cuboid
+		given     int
+		wantErr   string
+		wantSens  int
+		guarantee string
+		rule      string
+	}{
+		{"computed", small, exact2, 0, "", 6, GuaranteeUnconditional, "Lemma 4.2(ii)"},
+		{"below computed", small, exact2, 5, "below the generic sensitivity 6", 0, "", ""},
+		{"one below", small, exact2, 1, "generic sensitivity 6", 0, "", ""},
+		{"equal", small, exact2, 6, "", 6, GuaranteeUnconditional, "at least the generic sensitivity 6"},
+		{"above", small, exact2, 9, "", 9, GuaranteeUnconditional, "given by the caller: 9"},
+		{"no closed form, claimed", big, exact3, 1, "", 1, GuaranteeConditional, "given by the caller (no closed form known): "},
+		{"no closed form, none given", big, exact3, 0, "no closed form", 0, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Cube{Schema: tc.s, Counts: make([]float64, tc.s.Cells())}
+			rel, err := c.Release(context.Background(), ReleaseSpec{Epsilon: eps(t, 1), Exact: tc.exact, Cuboid: Base(3), Sensitivity: tc.given}, noise.NewRand())
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := rel.Metadata()
+			if rel.Sensitivity != tc.wantSens || m.Guarantee != tc.guarantee || !strings.Contains(m.SensitivityRule, tc.rule) || !m.Private {
+				t.Errorf("sensitivity %d, metadata %+v; want %d, %s, rule with %q", rel.Sensitivity, m, tc.wantSens, tc.guarantee, tc.rule)
+			}
+			if math.Abs(rel.Scale-float64(tc.wantSens)) > 1e-5*rel.Scale {
+				t.Errorf("scale %v, want %d at eps 1", rel.Scale, tc.wantSens)
+			}
+			conditional := tc.guarantee == GuaranteeConditional
+			if warned := strings.Contains(strings.Join(m.Warnings, ";"), "cannot check"); warned != conditional {
+				t.Errorf("warnings %q for guarantee %s", m.Warnings, m.Guarantee)
+			}
+		})
+	}
+}
+
+// TestReleaseNotPrivateMarks checks that seeded noise and domains read from
+// the data make "private" false, with guarantee "none" and a warning each.
+func TestReleaseNotPrivateMarks(t *testing.T) {
+	s := testSchema(t, 2, 3)
+	c := &Cube{Schema: s, Counts: make([]float64, s.Cells())}
+	for _, tc := range []struct {
+		name     string
+		fromData bool
+		r        *noise.Rand
+		private  bool
+		warnings int
+	}{
+		{"secure, declared", false, noise.NewRand(), true, 0},
+		{"seeded", false, noise.NewSeeded(1), false, 1},
+		{"domains from data", true, noise.NewRand(), false, 1},
+		{"both", true, noise.NewSeeded(1), false, 2},
+	} {
+		rel, err := c.Release(context.Background(), ReleaseSpec{Epsilon: eps(t, 1), Cuboid: Base(2), DomainsFromData: tc.fromData}, tc.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := rel.Metadata()
+		want := GuaranteeUnconditional
+		if !tc.private {
+			want = GuaranteeNone
+		}
+		if m.Private != tc.private || m.Guarantee != want || m.DomainsFromData != tc.fromData || len(m.Warnings) != tc.warnings {
+			t.Errorf("%s: metadata %+v", tc.name, m)
+		}
+		b, _ := json.Marshal(m)
+		if !strings.Contains(string(b), fmt.Sprintf(`"private":%v`, tc.private)) || !strings.Contains(string(b), `"domains_from_data":`) {
+			t.Errorf("%s: JSON %s", tc.name, b)
 		}
 	}
 }
