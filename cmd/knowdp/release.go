@@ -240,4 +240,3 @@ func splitList(s string) []string {
 	}
 	return out
 }
-
