@@ -41,14 +41,14 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 		*samples = auditQuickSamples
 	}
 	if *samples < 100 {
-		return fmt.Errorf("--samples must be at least 100, got %d", *samples)
+		return usageErr(fs, "--samples must be at least 100, got %d", *samples)
 	}
 	if !(*alpha > 0 && *alpha < 0.5) {
-		return fmt.Errorf("--alpha must be in (0, 0.5), got %v", *alpha)
+		return usageErr(fs, "--alpha must be in (0, 0.5), got %v", *alpha)
 	}
 	eps, err := privacy.NewEpsilon(*epsFlag)
 	if err != nil {
-		return fmt.Errorf("--eps: %w", err)
+		return usageErr(fs, "--eps: %v", err)
 	}
 	cases, err := audit.Cases(ctx, eps)
 	if err != nil {
