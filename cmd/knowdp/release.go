@@ -223,14 +223,6 @@ func printRelease(w io.Writer, rel *cube.Release, out, sidecar string) {
 	fmt.Fprintf(w, "wrote %s and %s\n", out, sidecar)
 }
 
-func sum(x []float64) float64 {
-	var t float64
-	for _, v := range x {
-		t += v
-	}
-	return t
-}
-
 func splitList(s string) []string {
 	var out []string
 	for _, x := range strings.Split(s, ",") {
