@@ -70,7 +70,7 @@ func runRefine(ctx context.Context, e *env, args []string) error {
        knowdp refine rho [flags]   (privacy loss of a refinement: 'knowdp refine rho --help')
 
 Writes the least-squares refinement of the noisy answers: the answers closest to them
-that satisfy every constraint. Values are written rounded to 15 significant digits.
+that satisfy every constraint. Values are written rounded to 12 significant digits.
 
 Flags:
 `)
@@ -187,11 +187,11 @@ type refineEquality struct {
 	Public bool   `json:"public"`
 }
 
-// formatValue formats a computed value rounded to 15 significant digits,
+// formatValue formats a computed value rounded to 12 significant digits,
 // so that floating-point artefacts of the solve (21.787499999999998) do
 // not reach the output, in plain notation where that is reasonable.
 func formatValue(v float64) string {
-	r, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 15, 64), 64)
+	r, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 12, 64), 64)
 	if err != nil {
 		return strconv.FormatFloat(v, 'g', -1, 64)
 	}

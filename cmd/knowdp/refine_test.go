@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,6 +144,10 @@ func TestRefineRhoCommand(t *testing.T) {
 	}
 }
 
+// artefact matches a decimal with a run of 9s or 0s inside its fraction,
+// the mark of a floating-point rounding error (9.06249999999999).
+var artefact = regexp.MustCompile(`\.\d*(9999|0000)\d`)
+
 // TestRefineSidecarAndFormat checks the refine sidecar's privacy fields and
 // that values are written without floating-point artefacts.
 func TestRefineSidecarAndFormat(t *testing.T) {
@@ -169,6 +174,11 @@ func TestRefineSidecarAndFormat(t *testing.T) {
 		if err := json.Unmarshal(b, &meta); err != nil {
 			t.Fatal(err)
 		}
+		for name, v := range readRefined(t, out) {
+			if s := strconv.FormatFloat(v, 'f', -1, 64); artefact.MatchString(s) {
+				t.Errorf("%s: refined %s = %s has a floating-point artefact", tc.constraints, name, s)
+			}
+		}
 		if meta["post_processing"] != tc.post || meta["private"] != tc.private || meta["guarantee"] != tc.guarantee || meta["constraints"] != refineTD+tc.constraints {
 			t.Errorf("%s: sidecar %s", tc.constraints, b)
 		}
@@ -177,7 +187,7 @@ func TestRefineSidecarAndFormat(t *testing.T) {
 		v    float64
 		want string
 	}{
-		{21.787499999999998, "21.7875"}, {0.1 + 0.2, "0.3"}, {-3, "-3"}, {0, "0"}, {1e-9, "1e-09"}, {123456789.125, "123456789.125"}, {2.5e22, "2.5e+22"},
+		{21.787499999999998, "21.7875"}, {9.06249999999999, "9.0625"}, {0.1 + 0.2, "0.3"}, {-3, "-3"}, {0, "0"}, {1e-9, "1e-09"}, {123456789.125, "123456789.125"}, {2.5e22, "2.5e+22"},
 	} {
 		if got := formatValue(tc.v); got != tc.want {
 			t.Errorf("formatValue(%v) = %q, want %q", tc.v, got, tc.want)
