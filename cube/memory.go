@@ -47,7 +47,7 @@ func checkMemory(root string, need int64) error {
 	if !ok || need <= avail {
 		return nil
 	}
-	return fmt.Errorf("%w: about %s needed, %s available", ErrMemory, FormatBytes(need), FormatBytes(avail))
+	return fmt.Errorf("%w: about %s needed, %s available", ErrMemory, formatBytes(need), formatBytes(avail))
 }
 
 // availableMemory reads the memory available under root (the file system
@@ -83,8 +83,8 @@ func availableMemory(root string) (int64, bool) {
 	return avail, ok
 }
 
-// FormatBytes formats a byte count with a binary unit (KiB, MiB, GiB, TiB).
-func FormatBytes(n int64) string {
+// formatBytes formats a byte count with a binary unit (KiB, MiB, GiB, TiB).
+func formatBytes(n int64) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%d B", n)

@@ -426,3 +426,40 @@ func TestCheckMemory(t *testing.T) {
 		t.Errorf("ReleaseMemory nonneg {0} = %d, want %d", got, want)
 	}
 }
+
+// A sensitivity given by the caller is checked where knowdp can compute the
+// generic sensitivity, and marks the guarantee conditional where it cannot.
+func ExampleCube_Release_sensitivity() {
+	ctx := context.Background()
+	e, _ := privacy.NewEpsilon(1)
+	s, _ := NewSchema([]Dimension{
+		{Name: "sex", Values: []string{"F", "M"}},
+		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
+		{Name: "region", Values: []string{"N", "S", "E", "W"}},
+	})
+	c, _ := New(s, DefaultCellLimit)
+	sexAge, _ := s.CuboidOf("sex", "age")
+	region, _ := s.CuboidOf("region")
+	age, _ := s.CuboidOf("age")
+	sex, _ := s.CuboidOf("sex")
+
+	// Two exact cuboids: knowdp computes 2*min(size(sex,age), size(region)).
+	_, err := c.Release(ctx, ReleaseSpec{Epsilon: e, Exact: []Cuboid{sexAge, region}, Cuboid: Base(3), Sensitivity: 1}, noise.NewRand())
+	fmt.Println(err)
+	// Three one-dimensional exact cuboids on 24 cells are brute-forced, on
+	// 3 x 3 x 3 they have no closed form: the caller's value is a claim.
+	s3, _ := NewSchema([]Dimension{{Name: "a", Values: []string{"1", "2", "3"}}, {Name: "b", Values: []string{"1", "2", "3"}}, {Name: "c", Values: []string{"1", "2", "3"}}})
+	c3, _ := New(s3, DefaultCellLimit)
+	a, _ := s3.CuboidOf("a")
+	b, _ := s3.CuboidOf("b")
+	cc, _ := s3.CuboidOf("c")
+	rel, _ := c3.Release(ctx, ReleaseSpec{Epsilon: e, Exact: []Cuboid{a, b, cc}, Cuboid: Base(3), Sensitivity: 10}, noise.NewRand())
+	fmt.Println(rel.Guarantee(), rel.Private())
+	// A cuboid computable from an exact one is released exactly.
+	rel, _ = c.Release(ctx, ReleaseSpec{Epsilon: e, Exact: []Cuboid{sexAge}, Cuboid: age | sex}, noise.NewRand())
+	fmt.Println(rel.ReleasedExactly, rel.Guarantee())
+	// Output:
+	// release: sensitivity 1 is below the generic sensitivity 8 that knowdp computes (Lemma 4.2(ii): exact cuboids {sex,age} and {region}, 2*min(6, 4)); the noise would not be private
+	// conditional true
+	// true unconditional
+}
