@@ -83,6 +83,13 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 
 	// The spec: schema, cuboids and what knowdp is asked to do.
+	for _, in := range []struct{ flag, path string }{{"--data", f.data}, {"--schema", f.schema}} {
+		if in.path != "" {
+			if err := checkInput(in.flag, in.path); err != nil {
+				return err
+			}
+		}
+	}
 	var s *cube.Schema
 	if f.infer {
 		fmt.Fprintln(e.stderr, "WARNING: --infer-domains takes the domains from the data; the release is NOT differentially private")
@@ -126,7 +133,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}})
 	prog.Done()
 	if err != nil {
-		return fmt.Errorf("--data: %w", err)
+		return err
 	}
 	rel, err := c.Release(ctx, spec, f.seed.rand(e))
 	if err != nil {

@@ -119,7 +119,8 @@ func TestReleaseCommandErrors(t *testing.T) {
 		{"unknown dimension", []string{"--data", data, "--schema", schema, "--epsilon", "1", "--exact", "year,race", "--out", out}, 1, `unknown dimension "race"`},
 		{"value outside domain", []string{"--data", bad, "--schema", schema, "--epsilon", "1", "--out", out}, 1, `bad.csv: row 3, column "colour": value "Purple" is not in the declared domain`},
 		{"oversized domain", []string{"--data", data, "--schema", schema, "--epsilon", "1", "--cell-limit", "100", "--out", out}, 1, "6720 cells"},
-		{"missing schema file", []string{"--data", data, "--schema", filepath.Join(dir, "nope.json"), "--epsilon", "1", "--out", out}, 1, "nope.json"},
+		{"missing schema file", []string{"--data", data, "--schema", filepath.Join(dir, "nope.json"), "--epsilon", "1", "--out", out}, 1, "knowdp release: --schema: open " + filepath.Join(dir, "nope.json")},
+		{"missing data file", []string{"--data", filepath.Join(dir, "nope.csv"), "--schema", schema, "--epsilon", "1", "--out", out}, 1, "knowdp release: --data: open " + filepath.Join(dir, "nope.csv")},
 		{"stray argument", []string{"--data", data, "extra"}, 2, `unexpected argument "extra"`},
 	} {
 		code, _, stderr := runCLI(t, append([]string{"release"}, tc.args...)...)
