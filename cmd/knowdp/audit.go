@@ -27,7 +27,7 @@ const (
 )
 
 func runAudit(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "audit", "audit [--samples N] [--alpha A] [--eps E] [--quick] [--seed N]")
+	fs := newFlagSet(e, "audit", "audit [--samples N] [--alpha X] [--eps X] [--quick] [--seed N]")
 	samples := fs.Int("samples", auditSamples, "outputs drawn on each of the two inputs by the sampling audit (at least 100)")
 	quick := fs.Bool("quick", false, fmt.Sprintf("reduced settings for CI: %d samples (overrides --samples)", auditQuickSamples))
 	alpha := fs.Float64("alpha", 0.05, "a sampled lower bound exceeds the true loss with probability at most alpha")

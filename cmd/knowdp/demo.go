@@ -35,8 +35,8 @@ var demoScenarios = []demoScenario{
 var demoCuboids = []string{"year", "colour,sex", "colour,released", "agegroup", "checks", "year,colour,released"}
 
 func runDemo(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "demo", "demo [--epsilon E] [--runs N] [--seed N]")
-	epsilon := fs.Float64("epsilon", 1, "privacy loss of each release")
+	fs := newFlagSet(e, "demo", "demo [--epsilon X] [--runs N] [--seed N]")
+	epsilon := fs.Float64("epsilon", 1, "privacy loss eps > 0 of each release")
 	runs := fs.Int("runs", 200, "releases averaged for each error figure (>= 2, for the standard errors)")
 	var seed seedFlag
 	fs.Var(&seed, "seed", seedUsage)
@@ -45,7 +45,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	}
 	eps, err := privacy.NewEpsilon(*epsilon)
 	if err != nil {
-		return fmt.Errorf("--epsilon: %w", err)
+		return usageErr(fs, "--epsilon: %v", err)
 	}
 	if *runs < 2 {
 		return usageErr(fs, "--runs must be at least 2, got %d", *runs)
