@@ -148,7 +148,7 @@ func usage(w io.Writer) {
 // printVersion prints the module version and the VCS revision the binary
 // was built from, as recorded by the Go toolchain.
 func printVersion(w io.Writer) {
-	version, rev, when, dirty := "(unknown)", "(unknown)", "", false
+	version, rev, when, dirty := "(unknown)", "not recorded (built without VCS information: go run, or -buildvcs=false)", "", false
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		version = bi.Main.Version
 		for _, s := range bi.Settings {
