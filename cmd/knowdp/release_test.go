@@ -403,3 +403,23 @@ func readCSVFile(t *testing.T, path string) [][]string {
 	}
 	return rows
 }
+
+// TestReleaseJSONSummary checks release --json: the summary carries the
+// sidecar's privacy fields at full precision.
+func TestReleaseJSONSummary(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.csv")
+	code, stdout, stderr := runCLI(t, "release", "--data", repoFile("data/arrests.csv"), "--schema", repoFile("data/arrests.schema.json"),
+		"--exact", "year", "--exact", "colour,sex", "--epsilon", "0.3", "--cuboid", "agegroup", "--out", out, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var res releaseSummary
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	m := res.Metadata
+	// The scale is 8/eps, rounded up slightly by the grid noise's margin.
+	if want := 8 / m.Epsilon; res.Cells != 5 || res.Out != out || m.Sensitivity != 8 || m.Scale < want || m.Scale > want*(1+1e-5) || !m.Private || m.Guarantee != "unconditional" {
+		t.Errorf("summary %+v", res)
+	}
+}
