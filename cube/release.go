@@ -26,9 +26,17 @@ type ReleaseSpec struct {
 	// Cuboid is the cuboid to release; Base(n) is the base cuboid.
 	Cuboid Cuboid
 	// Sensitivity, when > 0, replaces the generic sensitivity derived from
-	// Exact. It is the caller's claim: a value below the true generic
-	// sensitivity voids the guarantee. Use it where no closed form exists.
+	// Exact. Where GenericSensitivity computes or bounds the sensitivity, a
+	// value below it is refused and a value above it is used (more noise,
+	// the same guarantee). Where no closed form is known (ErrNoClosedForm)
+	// the value is the caller's claim: the release is then marked with a
+	// conditional guarantee (Release.Guarantee), since a value below the
+	// true sensitivity voids it.
 	Sensitivity int
+	// DomainsFromData says the schema's domains were read from the data
+	// (InferSchema): the set of cells released then depends on who is in
+	// the table, so the release is NOT private whatever the noise.
+	DomainsFromData bool
 	// NonNegative asks for the least-squares consistent release with no
 	// negative counts (ConsistentNonNegative) instead of the plain one.
 	NonNegative bool
@@ -66,6 +74,66 @@ type Release struct {
 	// Seeded is true when the noise came from a seeded generator: the
 	// release is then reproducible and NOT private.
 	Seeded bool
+	// DomainsFromData is true when the domains were read from the data
+	// (ReleaseSpec.DomainsFromData): the release is then NOT private.
+	DomainsFromData bool
+	// SensitivityGiven is true when the sensitivity came from
+	// ReleaseSpec.Sensitivity, and SensitivityClaimed when knowdp could not
+	// check it (no closed form): the guarantee then rests on the claim.
+	SensitivityGiven, SensitivityClaimed bool
+	// ReleasedExactly is true when no noise was added because the cuboid
+	// is determined by the exact cuboids: the released counts are the true
+	// counts (public already, by the invariants).
+	ReleasedExactly bool
+}
+
+// Guarantee values of a release's privacy story (Release.Guarantee).
+const (
+	// GuaranteeUnconditional: eps-DP w.r.t. the stated neighbours, with a
+	// sensitivity that knowdp computed or checked.
+	GuaranteeUnconditional = "unconditional"
+	// GuaranteeConditional: eps-DP only if the sensitivity the caller gave
+	// (where knowdp knows no closed form) is at least the true one.
+	GuaranteeConditional = "conditional"
+	// GuaranteeNone: not private (seeded noise or domains from the data).
+	GuaranteeNone = "none"
+)
+
+// Private reports whether the release is differentially private (possibly
+// conditionally, see Guarantee): its noise is not seeded and its domains
+// were not read from the data.
+func (rel *Release) Private() bool { return !rel.Seeded && !rel.DomainsFromData }
+
+// Guarantee returns GuaranteeNone, GuaranteeConditional or
+// GuaranteeUnconditional.
+func (rel *Release) Guarantee() string {
+	switch {
+	case !rel.Private():
+		return GuaranteeNone
+	case rel.SensitivityClaimed:
+		return GuaranteeConditional
+	}
+	return GuaranteeUnconditional
+}
+
+// Warnings returns what a reader of the release must know besides its
+// epsilon: that it is not private and why, that its guarantee is
+// conditional, or that its counts are the true counts.
+func (rel *Release) Warnings() []string {
+	var w []string
+	if rel.Seeded {
+		w = append(w, "seeded noise: the release is reproducible and NOT differentially private")
+	}
+	if rel.DomainsFromData {
+		w = append(w, "domains read from the data: the set of cells released depends on who is in the table; NOT differentially private")
+	}
+	if rel.SensitivityClaimed {
+		w = append(w, fmt.Sprintf("the sensitivity %d was given by the caller and knowdp cannot check it: the guarantee holds only if it is at least the true generic sensitivity", rel.Sensitivity))
+	}
+	if rel.ReleasedExactly {
+		w = append(w, "the released counts are the TRUE counts: the cuboid is determined by the exact cuboids ("+rel.SensitivityRule+"), so no noise is added")
+	}
+	return w
 }
 
 // Release draws a differentially private release of spec.Cuboid.
@@ -104,20 +172,17 @@ func (c *Cube) Release(ctx context.Context, spec ReleaseSpec, r *noise.Rand) (*R
 		Neighbours:  neighbours(s, exact),
 		NonNegative: spec.NonNegative,
 		Seeded:      r.Seeded(),
+		// The spec, not the schema, says where the domains came from: a
+		// library caller that infers them must say so.
+		DomainsFromData: spec.DomainsFromData,
 	}
-	if spec.Sensitivity > 0 {
-		rel.Sensitivity = spec.Sensitivity
-		rel.SensitivityRule = "given explicitly by the caller"
-	} else {
-		sens, err := GenericSensitivity(s, exact, spec.Cuboid)
-		if err != nil {
-			return nil, fmt.Errorf("release: %w", err)
-		}
-		rel.Sensitivity, rel.SensitivityRule = sens.Value, sens.Rule
+	if err := rel.setSensitivity(exact, spec.Sensitivity); err != nil {
+		return nil, fmt.Errorf("release: %w", err)
 	}
 	rel.Invariants = c.Invariants(exact)
 	rel.Counts = c.Project(spec.Cuboid)
 	if rel.Sensitivity == 0 {
+		rel.ReleasedExactly = true
 		return rel, nil // determined by the invariants: public already
 	}
 	lap, err := noise.NewLaplace(float64(rel.Sensitivity), eps)
@@ -145,6 +210,31 @@ func (c *Cube) Release(ctx context.Context, spec ReleaseSpec, r *noise.Rand) (*R
 		return nil, fmt.Errorf("release: %w", err)
 	}
 	return rel, nil
+}
+
+// setSensitivity sets the sensitivity the noise is calibrated to: the
+// generic sensitivity, or the caller's value where it is not below it or
+// where knowdp cannot compute it. It depends on the schema and the cuboids
+// only, never on the counts.
+func (rel *Release) setSensitivity(exact []Cuboid, given int) error {
+	sens, err := GenericSensitivity(rel.Schema, exact, rel.Cuboid)
+	switch {
+	case given == 0 && err != nil:
+		return err
+	case given == 0:
+		rel.Sensitivity, rel.SensitivityRule = sens.Value, sens.Rule
+	case errors.Is(err, ErrNoClosedForm):
+		rel.Sensitivity, rel.SensitivityGiven, rel.SensitivityClaimed = given, true, true
+		rel.SensitivityRule = "given by the caller (no closed form known): " + err.Error()
+	case err != nil:
+		return err
+	case given < sens.Value:
+		return fmt.Errorf("sensitivity %d is below the generic sensitivity %d that knowdp computes (%s); the noise would not be private", given, sens.Value, sens.Rule)
+	default:
+		rel.Sensitivity, rel.SensitivityGiven = given, true
+		rel.SensitivityRule = fmt.Sprintf("given by the caller: %d, at least the generic sensitivity %d (%s)", given, sens.Value, sens.Rule)
+	}
+	return nil
 }
 
 func dedupe(cs []Cuboid) []Cuboid {
@@ -292,7 +382,13 @@ type Metadata struct {
 	NonNegative     bool       `json:"nonneg"`
 	NonNegResidual  float64    `json:"nonneg_residual,omitempty"`
 	Seeded          bool       `json:"seeded"`
-	Private         bool       `json:"private"`
+	DomainsFromData bool       `json:"domains_from_data"`
+	// Private is false for seeded runs and domains read from the data;
+	// when true, Guarantee says whether it rests on the caller's claim.
+	Private         bool     `json:"private"`
+	Guarantee       string   `json:"guarantee"`
+	ReleasedExactly bool     `json:"released_exactly"`
+	Warnings        []string `json:"warnings"`
 }
 
 // Metadata returns the release's privacy story.
@@ -310,7 +406,11 @@ func (rel *Release) Metadata() Metadata {
 		NonNegative:     rel.NonNegative,
 		NonNegResidual:  rel.NonNegativeResidual,
 		Seeded:          rel.Seeded,
-		Private:         !rel.Seeded,
+		DomainsFromData: rel.DomainsFromData,
+		Private:         rel.Private(),
+		Guarantee:       rel.Guarantee(),
+		ReleasedExactly: rel.ReleasedExactly,
+		Warnings:        nonNil(rel.Warnings()),
 	}
 	if rel.NonNegative {
 		m.Mechanism += " subject to non-negativity (Dykstra's alternating projections)"

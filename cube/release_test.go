@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,8 +81,12 @@ func TestReleasePublicCuboidIsExact(t *testing.T) {
 			t.Fatalf("public cuboid released with noise: %v vs %v", rel.Counts, want)
 		}
 	}
-	if rel.Sensitivity != 0 || rel.Scale != 0 || !strings.Contains(rel.Metadata().Mechanism, "determined") {
-		t.Errorf("metadata of a public cuboid: %+v", rel.Metadata())
+	m := rel.Metadata()
+	if rel.Sensitivity != 0 || rel.Scale != 0 || !strings.Contains(m.Mechanism, "determined") {
+		t.Errorf("metadata of a public cuboid: %+v", m)
+	}
+	if !m.ReleasedExactly || len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0], "TRUE counts") {
+		t.Errorf("a release of true counts is not flagged: %+v", m)
 	}
 }
 
@@ -273,4 +280,186 @@ func TestReleaseNonNegativeNeverFailsOnData(t *testing.T) {
 			t.Fatalf("invariant broken: %v vs %v", got, want)
 		}
 	}
+}
+
+// TestReleaseSensitivityOverride pins the rule for ReleaseSpec.Sensitivity:
+// below the computed generic sensitivity it is refused (naming the value),
+// at or above it is used with an unconditional guarantee, and where no
+// closed form is known it is accepted as the caller's claim, marked
+// conditional.
+func TestReleaseSensitivityOverride(t *testing.T) {
+	small := testSchema(t, 3, 4, 2)
+	exact2 := []Cuboid{cuboidOf([]int{0}), cuboidOf([]int{1, 2})} // Lemma 4.2(ii): 2 min(3, 8) = 6
+	big := testSchema(t, 3, 3, 3)
+	exact3 := []Cuboid{cuboidOf([]int{0}), cuboidOf([]int{1}), cuboidOf([]int{2})} // 27 cells: no closed form
+	if _, err := GenericSensitivity(big, exact3, Base(3)); !errors.Is(err, ErrNoClosedForm) {
+		t.Fatalf("test premise: want ErrNoClosedForm, got %v", err)
+	}
+	for _, tc := range []struct {
+		name      string
+		s         *Schema
+		exact     []Cuboid
+		given     int
+		wantErr   string
+		wantSens  int
+		guarantee string
+		rule      string
+	}{
+		{"computed", small, exact2, 0, "", 6, GuaranteeUnconditional, "Lemma 4.2(ii)"},
+		{"below computed", small, exact2, 5, "below the generic sensitivity 6", 0, "", ""},
+		{"one below", small, exact2, 1, "generic sensitivity 6", 0, "", ""},
+		{"equal", small, exact2, 6, "", 6, GuaranteeUnconditional, "at least the generic sensitivity 6"},
+		{"above", small, exact2, 9, "", 9, GuaranteeUnconditional, "given by the caller: 9"},
+		{"no closed form, claimed", big, exact3, 1, "", 1, GuaranteeConditional, "given by the caller (no closed form known): "},
+		{"no closed form, none given", big, exact3, 0, "no closed form", 0, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Cube{Schema: tc.s, Counts: make([]float64, tc.s.Cells())}
+			rel, err := c.Release(context.Background(), ReleaseSpec{Epsilon: eps(t, 1), Exact: tc.exact, Cuboid: Base(3), Sensitivity: tc.given}, noise.NewRand())
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := rel.Metadata()
+			if rel.Sensitivity != tc.wantSens || m.Guarantee != tc.guarantee || !strings.Contains(m.SensitivityRule, tc.rule) || !m.Private {
+				t.Errorf("sensitivity %d, metadata %+v; want %d, %s, rule with %q", rel.Sensitivity, m, tc.wantSens, tc.guarantee, tc.rule)
+			}
+			if math.Abs(rel.Scale-float64(tc.wantSens)) > 1e-5*rel.Scale {
+				t.Errorf("scale %v, want %d at eps 1", rel.Scale, tc.wantSens)
+			}
+			conditional := tc.guarantee == GuaranteeConditional
+			if warned := strings.Contains(strings.Join(m.Warnings, ";"), "cannot check"); warned != conditional {
+				t.Errorf("warnings %q for guarantee %s", m.Warnings, m.Guarantee)
+			}
+		})
+	}
+}
+
+// TestReleaseNotPrivateMarks checks that seeded noise and domains read from
+// the data make "private" false, with guarantee "none" and a warning each.
+func TestReleaseNotPrivateMarks(t *testing.T) {
+	s := testSchema(t, 2, 3)
+	c := &Cube{Schema: s, Counts: make([]float64, s.Cells())}
+	for _, tc := range []struct {
+		name     string
+		fromData bool
+		r        *noise.Rand
+		private  bool
+		warnings int
+	}{
+		{"secure, declared", false, noise.NewRand(), true, 0},
+		{"seeded", false, noise.NewSeeded(1), false, 1},
+		{"domains from data", true, noise.NewRand(), false, 1},
+		{"both", true, noise.NewSeeded(1), false, 2},
+	} {
+		rel, err := c.Release(context.Background(), ReleaseSpec{Epsilon: eps(t, 1), Cuboid: Base(2), DomainsFromData: tc.fromData}, tc.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := rel.Metadata()
+		want := GuaranteeUnconditional
+		if !tc.private {
+			want = GuaranteeNone
+		}
+		if m.Private != tc.private || m.Guarantee != want || m.DomainsFromData != tc.fromData || len(m.Warnings) != tc.warnings {
+			t.Errorf("%s: metadata %+v", tc.name, m)
+		}
+		b, _ := json.Marshal(m)
+		if !strings.Contains(string(b), fmt.Sprintf(`"private":%v`, tc.private)) || !strings.Contains(string(b), `"domains_from_data":`) {
+			t.Errorf("%s: JSON %s", tc.name, b)
+		}
+	}
+}
+
+func TestCheckMemory(t *testing.T) {
+	write := func(t *testing.T, root, name, text string) {
+		t.Helper()
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const meminfo = "MemTotal:       24683620 kB\nMemFree:        23022672 kB\nMemAvailable:    1048576 kB\n" // 1 GiB
+	for _, tc := range []struct {
+		name          string
+		meminfo       string
+		max, current  string
+		need          int64
+		wantErr       bool
+		wantAvailable string
+	}{
+		{"fits meminfo", meminfo, "", "", 1 << 29, false, ""},
+		{"exceeds meminfo", meminfo, "", "", 3 << 29, true, "1.0 GiB available"},
+		{"cgroup tighter", meminfo, "536870912\n", "268435456\n", 1 << 29, true, "256.0 MiB available"},
+		{"cgroup unlimited", meminfo, "max\n", "1000\n", 1 << 29, false, ""},
+		{"cgroup over its limit", meminfo, "1000", "2000", 1, true, "0 B available"},
+		{"nothing readable", "", "", "", 1 << 62, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			if tc.meminfo != "" {
+				write(t, root, "proc/meminfo", tc.meminfo)
+			}
+			if tc.max != "" {
+				write(t, root, "sys/fs/cgroup/memory.max", tc.max)
+				write(t, root, "sys/fs/cgroup/memory.current", tc.current)
+			}
+			err := checkMemory(root, tc.need)
+			if (err != nil) != tc.wantErr || (err != nil && (!errors.Is(err, ErrMemory) || !strings.Contains(err.Error(), tc.wantAvailable))) {
+				t.Fatalf("need %d: error %v, want error %v with %q", tc.need, err, tc.wantErr, tc.wantAvailable)
+			}
+		})
+	}
+	s := testSchema(t, 10, 10, 10)
+	if got, want := ReleaseMemory(s, Base(3), false), int64(8*(1000+3*1000)); got != want {
+		t.Errorf("ReleaseMemory base = %d, want %d", got, want)
+	}
+	if got, want := ReleaseMemory(s, cuboidOf([]int{0}), true), int64(8*(1000+6*10)); got != want {
+		t.Errorf("ReleaseMemory nonneg {0} = %d, want %d", got, want)
+	}
+}
+
+// A sensitivity given by the caller is checked where knowdp can compute the
+// generic sensitivity, and marks the guarantee conditional where it cannot.
+func ExampleCube_Release_sensitivity() {
+	ctx := context.Background()
+	e, _ := privacy.NewEpsilon(1)
+	s, _ := NewSchema([]Dimension{
+		{Name: "sex", Values: []string{"F", "M"}},
+		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
+		{Name: "region", Values: []string{"N", "S", "E", "W"}},
+	})
+	c, _ := New(s, DefaultCellLimit)
+	sexAge, _ := s.CuboidOf("sex", "age")
+	region, _ := s.CuboidOf("region")
+	age, _ := s.CuboidOf("age")
+	sex, _ := s.CuboidOf("sex")
+
+	// Two exact cuboids: knowdp computes 2*min(size(sex,age), size(region)).
+	_, err := c.Release(ctx, ReleaseSpec{Epsilon: e, Exact: []Cuboid{sexAge, region}, Cuboid: Base(3), Sensitivity: 1}, noise.NewRand())
+	fmt.Println(err)
+	// Three one-dimensional exact cuboids on 24 cells are brute-forced, on
+	// 3 x 3 x 3 they have no closed form: the caller's value is a claim.
+	s3, _ := NewSchema([]Dimension{{Name: "a", Values: []string{"1", "2", "3"}}, {Name: "b", Values: []string{"1", "2", "3"}}, {Name: "c", Values: []string{"1", "2", "3"}}})
+	c3, _ := New(s3, DefaultCellLimit)
+	a, _ := s3.CuboidOf("a")
+	b, _ := s3.CuboidOf("b")
+	cc, _ := s3.CuboidOf("c")
+	rel, _ := c3.Release(ctx, ReleaseSpec{Epsilon: e, Exact: []Cuboid{a, b, cc}, Cuboid: Base(3), Sensitivity: 10}, noise.NewRand())
+	fmt.Println(rel.Guarantee(), rel.Private())
+	// A cuboid computable from an exact one is released exactly.
+	rel, _ = c.Release(ctx, ReleaseSpec{Epsilon: e, Exact: []Cuboid{sexAge}, Cuboid: age | sex}, noise.NewRand())
+	fmt.Println(rel.ReleasedExactly, rel.Guarantee())
+	// Output:
+	// release: sensitivity 1 is below the generic sensitivity 8 that knowdp computes (Lemma 4.2(ii): exact cuboids {sex,age} and {region}, 2*min(6, 4)); the noise would not be private
+	// conditional true
+	// true unconditional
 }

@@ -10,6 +10,7 @@
 package cube
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,8 +102,10 @@ func LoadSchema(path string) (*Schema, error) {
 }
 
 // ParseSchema decodes a schema from JSON (see LoadSchema). Unknown fields
-// are an error, so a misspelt key is not silently ignored.
+// are an error, so a misspelt key is not silently ignored. A leading UTF-8
+// byte order mark, which some editors write, is skipped.
 func ParseSchema(b []byte) (*Schema, error) {
+	b = bytes.TrimPrefix(b, []byte("\uFEFF"))
 	var doc struct {
 		Dimensions []Dimension `json:"dimensions"`
 	}

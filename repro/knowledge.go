@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"image/color"
-	"io"
 	"math"
 	"path/filepath"
 	"strings"
@@ -302,22 +301,16 @@ func savePanels(dir, name string, plots [][]*plot.Plot, w, h vg.Length) error {
 			}
 		}
 	}
-	img := vgimg.New(w, h)
+	for _, row := range plots {
+		for _, p := range row {
+			FitAxes(p)
+		}
+	}
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(PlotDPI))
 	draws(img)
 	svg := vgsvg.New(w, h)
 	draws(svg)
-	for _, out := range []struct {
-		ext string
-		wt  io.WriterTo
-	}{{"png", vgimg.PngCanvas{Canvas: img}}, {"svg", svg}} {
-		if err := fileio.WriteAtomic(filepath.Join(dir, name+"."+out.ext), func(w io.Writer) error {
-			_, err := out.wt.WriteTo(w)
-			return err
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writePlotFiles(dir, name, img, svg)
 }
 
 // fig1: a statistical query with alpha_u = 2, alpha_d = 1/2 (eps = ln 4) on

@@ -10,11 +10,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/knowdp/knowdp/internal/fileio"
 )
@@ -58,23 +62,59 @@ func WriteCSV(dir, name string, header []string, rows [][]string) error {
 	})
 }
 
+// PlotDPI is the resolution of the PNG plots: twice the usual 96, so that a
+// 6 x 4 inch plot is 1152 x 768 pixels and reads well on today's screens.
+const PlotDPI = 192
+
 // SavePlot writes p as dir/name.png and dir/name.svg, atomically, at the
-// given size (for example 6*vg.Inch by 4*vg.Inch).
+// given size (for example 6*vg.Inch by 4*vg.Inch; the PNG at PlotDPI),
+// after FitAxes.
 func SavePlot(p *plot.Plot, dir, name string, w, h vg.Length) error {
-	for _, ext := range []string{"png", "svg"} {
-		wt, err := p.WriterTo(w, h, ext)
-		if err != nil {
-			return fmt.Errorf("plot %s: %w", name, err)
-		}
-		path := filepath.Join(dir, name+"."+ext)
-		if err := fileio.WriteAtomic(path, func(out io.Writer) error {
-			_, err := wt.WriteTo(out)
+	FitAxes(p)
+	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(PlotDPI))
+	p.Draw(draw.New(img))
+	svg := vgsvg.New(w, h)
+	p.Draw(draw.New(svg))
+	return writePlotFiles(dir, name, img, svg)
+}
+
+// writePlotFiles writes the PNG and SVG renderings of a plot.
+func writePlotFiles(dir, name string, img *vgimg.Canvas, svg *vgsvg.Canvas) error {
+	for _, out := range []struct {
+		ext string
+		wt  io.WriterTo
+	}{{"png", vgimg.PngCanvas{Canvas: img}}, {"svg", svg}} {
+		if err := fileio.WriteAtomic(filepath.Join(dir, name+"."+out.ext), func(w io.Writer) error {
+			_, err := out.wt.WriteTo(w)
 			return err
 		}); err != nil {
-			return err
+			return fmt.Errorf("plot %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// plotMargin is the share of the y range left free above the data (and
+// below it, unless the axis starts at 0), so that no curve runs along the
+// frame.
+const plotMargin = 0.05
+
+// FitAxes pads the y axis by plotMargin of its range: gonum's automatic
+// range ends exactly at the data, which puts the highest curve on the top
+// frame. An axis starting at 0 keeps its 0 (counts, probabilities, shares);
+// one starting above 0 is not padded below it.
+func FitAxes(p *plot.Plot) {
+	lo, hi := p.Y.Min, p.Y.Max
+	span := hi - lo
+	if _, linear := p.Y.Scale.(plot.LinearScale); !linear || !(span > 0) || math.IsInf(span, 0) {
+		return // a log scale is not padded additively
+	}
+	p.Y.Max = hi + plotMargin*span
+	if lo > 0 {
+		p.Y.Min = max(0, lo-plotMargin*span)
+	} else if lo < 0 {
+		p.Y.Min = lo - plotMargin*span
+	}
 }
 
 // F formats a float for CSV output with full precision and no exponent

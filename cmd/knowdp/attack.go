@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/knowdp/knowdp/audit"
+	"github.com/knowdp/knowdp/internal/fileio"
 )
 
 func attackCommand() *command {
@@ -25,17 +29,18 @@ func runAttack(ctx context.Context, e *env, args []string) error {
 		names = append(names, a.Name)
 	}
 	fs := newFlagSet(e, "attack", "attack [flags] <"+strings.Join(append(names, "all"), "|")+">")
-	out := fs.String("out", "attack-out", "output directory (created if missing)")
+	out := fs.String("out", "attack-out", "output `DIR` (created if missing); a knowdp-run.json there says how the files were made")
 	quick := fs.Bool("quick", false, "reduced settings that run in seconds (as in CI)")
 	var seed seedFlag
 	fs.Var(&seed, "seed", seedUsage)
 	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: knowdp attack [flags] <%s>\n\nAttacks:\n", strings.Join(append(names, "all"), "|"))
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: knowdp attack [flags] <%s>\n\nAttacks:\n", strings.Join(append(names, "all"), "|"))
 		for _, a := range attacks {
-			fmt.Fprintf(e.stderr, "  %-10s %s\n", a.Name, a.Summary)
+			fmt.Fprintf(w, "  %-10s %s\n", a.Name, a.Summary)
 		}
-		fmt.Fprintln(e.stderr, "\nFlags:")
-		fs.PrintDefaults()
+		fmt.Fprintln(w, "\nFlags:")
+		printFlags(fs)
 	}
 	which, err := parseNamedFlags(fs, args)
 	if err != nil {
@@ -48,13 +53,16 @@ func runAttack(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if len(run) == 0 {
-		fmt.Fprintf(e.stderr, "unknown attack %q; choose one of %s or all\n", which, strings.Join(names, ", "))
-		return errUsage
+		return usageErr(fs, "unknown attack %q; choose one of %s or all", which, strings.Join(names, ", "))
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := prepareOutDir(fs, *out); err != nil {
 		return err
 	}
 	r := seed.rand(e)
+	if err := writeRunManifest(*out, runManifest{Command: "attack " + which, Seeded: r.Seeded(),
+		Note: "attack demonstrations on bundled or synthetic data: the files are experiment results, not differentially private releases"}); err != nil {
+		return err
+	}
 	for i, a := range run {
 		if i > 0 {
 			fmt.Fprintln(e.stdout)
@@ -93,4 +101,38 @@ func wrap(w io.Writer, text string, width int) {
 		line += len(word)
 	}
 	fmt.Fprintln(w)
+}
+
+// runManifest is knowdp-run.json, written into the output directory of the
+// commands that write a directory of files (attack, repro): what made them
+// and that they are not private.
+type runManifest struct {
+	Command string `json:"command"`
+	Seeded  bool   `json:"seeded"`
+	// Private is always false: these files are experiments, not releases.
+	Private bool   `json:"private"`
+	Note    string `json:"note"`
+}
+
+// manifestName is the file name of a runManifest.
+const manifestName = "knowdp-run.json"
+
+func writeRunManifest(dir string, m runManifest) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return fileio.WriteFileAtomic(filepath.Join(dir, manifestName), append(b, '\n'))
+}
+
+// prepareOutDir refuses "-" and a path that is a file, and creates the
+// output directory.
+func prepareOutDir(fs *flag.FlagSet, dir string) error {
+	if dir == "-" || dir == "" {
+		return usageErr(fs, "--out %q: give a directory name", dir)
+	}
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		return usageErr(fs, "--out %s: is a file, not a directory", dir)
+	}
+	return os.MkdirAll(dir, 0o755)
 }

@@ -18,6 +18,9 @@ func TestAttackCommand(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
 	}
+	if b, err := os.ReadFile(filepath.Join(dir, manifestName)); err != nil || !strings.Contains(string(b), `"seeded": true`) || !strings.Contains(string(b), `"private": false`) {
+		t.Errorf("%s: %s %v", manifestName, b, err)
+	}
 	for _, name := range []string{"km.csv", "km.png", "km.svg"} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", name, err)
@@ -35,8 +38,11 @@ func TestAttackCommandErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
-	code, _, stderr := runCLI(t, "attack", "--help")
-	if code != 0 || !strings.Contains(stderr, "averaging") {
-		t.Errorf("--help: exit %d, %s", code, stderr)
+	code, stdout, _ := runCLI(t, "attack", "--help")
+	if code != 0 || !strings.Contains(stdout, "averaging") || !strings.Contains(stdout, "--out DIR") {
+		t.Errorf("--help: exit %d, %s", code, stdout)
+	}
+	if code, _, stderr := runCLI(t, "attack", "km", "--out", "-"); code != 2 || !strings.Contains(stderr, "give a directory name") {
+		t.Errorf("--out -: exit %d, %s", code, stderr)
 	}
 }

@@ -27,7 +27,7 @@ const (
 )
 
 func runAudit(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "audit", "audit [--samples N] [--alpha A] [--eps E] [--quick] [--seed N]")
+	fs := newFlagSet(e, "audit", "audit [--samples N] [--alpha X] [--eps X] [--quick] [--seed N]")
 	samples := fs.Int("samples", auditSamples, "outputs drawn on each of the two inputs by the sampling audit (at least 100)")
 	quick := fs.Bool("quick", false, fmt.Sprintf("reduced settings for CI: %d samples (overrides --samples)", auditQuickSamples))
 	alpha := fs.Float64("alpha", 0.05, "a sampled lower bound exceeds the true loss with probability at most alpha")
@@ -41,14 +41,14 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 		*samples = auditQuickSamples
 	}
 	if *samples < 100 {
-		return fmt.Errorf("--samples must be at least 100, got %d", *samples)
+		return usageErr(fs, "--samples must be at least 100, got %d", *samples)
 	}
 	if !(*alpha > 0 && *alpha < 0.5) {
-		return fmt.Errorf("--alpha must be in (0, 0.5), got %v", *alpha)
+		return usageErr(fs, "--alpha must be in (0, 0.5), got %v", *alpha)
 	}
 	eps, err := privacy.NewEpsilon(*epsFlag)
 	if err != nil {
-		return fmt.Errorf("--eps: %w", err)
+		return usageErr(fs, "--eps: %v", err)
 	}
 	cases, err := audit.Cases(ctx, eps)
 	if err != nil {

@@ -35,7 +35,7 @@ func TestAuditCommandErrors(t *testing.T) {
 		{"audit", "--eps", "-1"},
 	} {
 		code, _, stderr := runCLI(t, args...)
-		if code != 1 || stderr == "" {
+		if code != 2 || !strings.HasPrefix(stderr, "knowdp audit: --") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 		}
 	}

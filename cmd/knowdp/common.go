@@ -37,7 +37,7 @@ func (s *seedFlag) Set(v string) error {
 	return nil
 }
 
-const seedUsage = "seed for reproducible runs; the output is then NOT differentially private"
+const seedUsage = "seed `N` for reproducible runs; the output is then NOT differentially private"
 
 // rand returns the generator the flag asks for and, for a seeded one, warns
 // on stderr that the output is not private.

@@ -35,9 +35,9 @@ var demoScenarios = []demoScenario{
 var demoCuboids = []string{"year", "colour,sex", "colour,released", "agegroup", "checks", "year,colour,released"}
 
 func runDemo(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "demo", "demo [--epsilon E] [--runs N] [--seed N]")
-	epsilon := fs.Float64("epsilon", 1, "privacy loss of each release")
-	runs := fs.Int("runs", 20, "releases averaged for each error figure")
+	fs := newFlagSet(e, "demo", "demo [--epsilon X] [--runs N] [--seed N]")
+	epsilon := fs.Float64("epsilon", 1, "privacy loss eps > 0 of each release")
+	runs := fs.Int("runs", 200, "releases averaged for each error figure (>= 2, for the standard errors)")
 	var seed seedFlag
 	fs.Var(&seed, "seed", seedUsage)
 	if err := parseFlags(fs, args); err != nil {
@@ -45,10 +45,10 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	}
 	eps, err := privacy.NewEpsilon(*epsilon)
 	if err != nil {
-		return fmt.Errorf("--epsilon: %w", err)
+		return usageErr(fs, "--epsilon: %v", err)
 	}
-	if *runs < 1 {
-		return usageErr(fs, "--runs must be at least 1")
+	if *runs < 2 {
+		return usageErr(fs, "--runs must be at least 2, got %d", *runs)
 	}
 	tab, s, err := data.Arrests()
 	if err != nil {
@@ -61,7 +61,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	r := seed.rand(e)
 	w := e.stdout
 	fmt.Fprintf(w, "knowdp demo: Toronto arrests for marijuana possession, %s people (carData 3.0-5, GPL; see data/README.md)\n", cube.FormatCount(c.Total()))
-	fmt.Fprintf(w, "base cuboid %s: %d cells\nepsilon %g per release; errors are root-mean-square per cell over %d releases\n",
+	fmt.Fprintf(w, "base cuboid %s: %d cells\nepsilon %g per release; errors are root-mean-square per cell over %d releases, ± one standard error\n",
 		s.Format(cube.Base(s.NumDims())), s.Cells(), eps.Float64(), *runs)
 	if r.Seeded() {
 		fmt.Fprintln(w, "SEEDED RUN: reproducible and NOT differentially private")
@@ -108,7 +108,9 @@ func demoScenarioRun(ctx context.Context, e *env, c *cube.Cube, sc demoScenario,
 		}
 		truth := c.Project(cb)
 		spec := cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cb}
-		var sq [3]float64 // noisy, consistent, naive
+		// Per method (noisy, consistent, naive): the sum of the runs' mean
+		// squared errors per cell, and of their squares.
+		var sq, sq2 [3]float64
 		for range runs {
 			if rel, err = c.Release(ctx, spec, r); err != nil {
 				return err
@@ -133,19 +135,25 @@ func demoScenarioRun(ctx context.Context, e *env, c *cube.Cube, sc demoScenario,
 				return err
 			}
 			for m, x := range [3][]float64{raw, rel.Counts, nv} {
+				var mse float64
 				for k := range x {
 					d := x[k] - truth[k]
-					sq[m] += d * d
+					mse += d * d
 				}
+				mse /= float64(len(x))
+				sq[m] += mse
+				sq2[m] += mse * mse
 			}
 		}
-		cells := float64(len(truth) * runs)
 		label := s.Format(cb)
 		if name == "" {
 			label = "base"
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%.2f\t%.2f\t%.2f\t\n", label, len(truth), rel.Sensitivity,
-			math.Sqrt(sq[0]/cells), math.Sqrt(sq[1]/cells), math.Sqrt(sq[2]/cells))
+		var col [3]string
+		for m := range col {
+			col[m] = rmsWithError(sq[m], sq2[m], runs)
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%s\t%s\t\n", label, len(truth), rel.Sensitivity, col[0], col[1], col[2])
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -153,4 +161,19 @@ func demoScenarioRun(ctx context.Context, e *env, c *cube.Cube, sc demoScenario,
 	fmt.Fprintf(w, "  neighbours: %s\n", rel.Neighbours)
 	fmt.Fprintf(w, "  base cuboid: S = %d by %s\n", rel.Sensitivity, rel.SensitivityRule)
 	return nil
+}
+
+// rmsWithError formats the root of the mean of runs per-run mean squared
+// errors (sum and sum of squares given) with its standard error, by the
+// delta method: SE(sqrt(m)) = SE(m) / (2 sqrt(m)).
+func rmsWithError(sum, sumSq float64, runs int) string {
+	n := float64(runs)
+	mean := sum / n
+	if mean == 0 {
+		return "0"
+	}
+	variance := max(sumSq/n-mean*mean, 0) * n / (n - 1)
+	rms := math.Sqrt(mean)
+	se := math.Sqrt(variance/n) / (2 * rms)
+	return fmt.Sprintf("%.2f±%.2f", rms, se)
 }

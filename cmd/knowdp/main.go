@@ -19,6 +19,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -68,20 +71,38 @@ func main() {
 }
 
 // run executes the command named by args[0] and returns the exit code:
-// 0 on success, 2 for a usage error, 1 for any other failure.
+// 0 on success (and for --help), 2 for a usage error (a missing, unknown or
+// invalid flag or argument), 1 for any other failure.
 func run(ctx context.Context, e *env, args []string) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(e.stdout)
-		if len(args) == 0 {
-			return 2
+	if len(args) == 0 {
+		usage(e.stderr)
+		return 2
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) == 1 {
+			usage(e.stdout)
+			return 0
 		}
+		// "knowdp help CMD [SUB]" is "knowdp CMD [SUB] --help".
+		return run(ctx, e, append(append([]string(nil), args[1:]...), "--help"))
+	case "version", "-version", "--version":
+		printVersion(e.stdout)
 		return 0
 	}
 	for _, c := range commands() {
 		if c.name != args[0] {
 			continue
 		}
-		err := c.run(ctx, e, args[1:])
+		ce := e
+		if helpRequested(args[1:]) {
+			// Help is what the user asked for: it goes to stdout, whoever
+			// prints it.
+			cp := *e
+			cp.stderr = e.stdout
+			ce = &cp
+		}
+		err := c.run(ctx, ce, args[1:])
 		switch {
 		case err == nil:
 			return 0
@@ -99,44 +120,145 @@ func run(ctx context.Context, e *env, args []string) int {
 	return 2
 }
 
+// helpRequested reports whether args ask for help: -h, -help or --help
+// before any "--". (A flag value spelt --help counts too; that is the
+// price of help working wherever it is typed.)
+func helpRequested(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "knowdp: differential privacy that accounts for public knowledge")
 	fmt.Fprintln(w, "\nUsage: knowdp <command> [flags]\n\nCommands:")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'knowdp <command> --help' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'knowdp help <command>' (or 'knowdp <command> --help') for a command's flags,")
+	fmt.Fprintln(w, "'knowdp --version' for the version.")
 }
 
-// errUsage marks an error already reported to the user together with the
-// command's usage; run exits with status 2 without printing it again.
+// printVersion prints the module version and the VCS revision the binary
+// was built from, as recorded by the Go toolchain.
+func printVersion(w io.Writer) {
+	version, rev, when, dirty := "(unknown)", "not recorded (built without VCS information: go run, or -buildvcs=false)", "", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				when = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	fmt.Fprintf(w, "knowdp %s\n", version)
+	fmt.Fprintf(w, "revision %s", rev)
+	if when != "" {
+		fmt.Fprintf(w, " (%s)", when)
+	}
+	if dirty {
+		fmt.Fprint(w, " with uncommitted changes")
+	}
+	fmt.Fprintf(w, "\n%s\n", runtime.Version())
+}
+
+// errUsage marks an error already reported to the user; run exits with
+// status 2 without printing it again.
 var errUsage = errors.New("usage error")
 
-// newFlagSet returns a flag set that reports errors and --help to stderr
-// with the command's usage line, and does not exit the process.
+// newFlagSet returns a flag set whose usage (printed by --help) is the
+// command's usage line and its flags in the --flag VALUE style, and that
+// does not exit the process.
 func newFlagSet(e *env, name, usageLine string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: knowdp %s\n\nFlags:\n", usageLine)
-		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "Usage: knowdp %s\n\nFlags:\n", usageLine)
+		printFlags(fs)
 	}
 	return fs
 }
 
-// parseFlags parses args and converts a parse failure into errUsage (the
-// flag package has already printed the problem and the usage).
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+// printFlags lists the flags of fs as "--name VALUE" lines with their
+// usage, in the style of flag.PrintDefaults but with two dashes. The value
+// name is the back-quoted word of the usage text if any (flag.UnquoteUsage),
+// else N for integers, X for floats, STRING for strings.
+func printFlags(fs *flag.FlagSet) {
+	w := fs.Output()
+	fs.VisitAll(func(f *flag.Flag) {
+		name, text := flag.UnquoteUsage(f)
+		switch name {
+		case "int", "uint", "int64", "uint64":
+			name = "N"
+		case "float":
+			name = "X"
+		case "string", "value":
+			name = strings.ToUpper(name)
+		case "duration":
+			name = "DURATION"
 		}
-		return errUsage
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(text, "\n", "\n    \t"))
+		if d := f.DefValue; d != "" && d != "0" && d != "false" {
+			if name == "STRING" {
+				d = strconv.Quote(d)
+			}
+			fmt.Fprintf(w, " (default %s)", d)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// parseFlags parses args. --help anywhere prints the usage and returns
+// flag.ErrHelp; a parse failure or a stray argument is reported as a usage
+// error (see usageErr).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := parse(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected argument %q\n", fs.Arg(0))
+		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// parse parses args with the flag package's own messages rewritten to the
+// --flag style and reported as usage errors.
+func parse(fs *flag.FlagSet, args []string) error {
+	if helpRequested(args) {
 		fs.Usage()
-		return errUsage
+		return flag.ErrHelp
+	}
+	full, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = full
+	fs.SetOutput(out)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
+			return err
+		}
+		msg := err.Error()
+		for _, p := range []string{"flag -", "defined: -", "argument: -"} {
+			msg = strings.Replace(msg, p, p+"-", 1)
+		}
+		return usageErr(fs, "%s", msg)
 	}
 	return nil
 }
@@ -148,17 +270,35 @@ func parseNamedFlags(fs *flag.FlagSet, args []string) (string, error) {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return "", err
-		}
-		return "", errUsage
+	if err := parse(fs, args); err != nil {
+		return "", err
 	}
-	if name == "" && fs.NArg() == 1 {
+	switch {
+	case name == "" && fs.NArg() == 1:
 		name = fs.Arg(0)
-	} else if fs.NArg() > 0 || name == "" {
-		fs.Usage()
-		return "", errUsage
+	case name == "" && fs.NArg() == 0:
+		return "", usageErr(fs, "missing argument: what to run")
+	case fs.NArg() > 0:
+		return "", usageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
 	return name, nil
+}
+
+// usageErr reports a usage problem (a missing or invalid flag or argument)
+// in the one wording every command uses, "knowdp CMD: problem", points to
+// the command's help, and returns errUsage (exit status 2).
+func usageErr(fs *flag.FlagSet, format string, a ...any) error {
+	fmt.Fprintf(fs.Output(), "knowdp %s: %s\nRun 'knowdp help %s' for usage.\n", fs.Name(), fmt.Sprintf(format, a...), fs.Name())
+	return errUsage
+}
+
+// requireFlags reports the first of the named flags left empty as a usage
+// error ("missing required flag --NAME"). Pairs are name, value.
+func requireFlags(fs *flag.FlagSet, pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] == "" {
+			return usageErr(fs, "missing required flag --%s", pairs[i])
+		}
+	}
+	return nil
 }

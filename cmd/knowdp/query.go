@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"unicode"
@@ -60,56 +63,116 @@ schema's domain, in its order):
 
 func runQuery(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] != "prior" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprintln(e.stderr, "Usage: knowdp query prior [flags]")
-			fmt.Fprint(e.stderr, querySyntax)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprintln(e.stdout, "Usage: knowdp query prior [flags]   (flags: 'knowdp help query prior')")
+			fmt.Fprint(e.stdout, querySyntax)
 			return flag.ErrHelp
 		}
-		fmt.Fprintln(e.stderr, "Usage: knowdp query prior [flags]   (run 'knowdp query prior --help')")
+		fmt.Fprintln(e.stderr, "knowdp query: missing subcommand: 'knowdp query prior' is the one there is\nRun 'knowdp help query prior' for usage.")
 		return errUsage
 	}
 	return runQueryPrior(ctx, e, args[1:])
 }
 
+// queryResult is the --json output of query prior.
+type queryResult struct {
+	// Answers are the formatted answers and Points their coordinates at
+	// full precision; one per --samples.
+	Answers  []string      `json:"answers"`
+	Points   []prior.Point `json:"points"`
+	Query    string        `json:"query"`
+	Kind     string        `json:"kind"`
+	Epsilon  float64       `json:"epsilon"`
+	Delta    float64       `json:"delta"`
+	AlphaU   float64       `json:"alpha_u"`
+	AlphaD   float64       `json:"alpha_d"`
+	Distance string        `json:"distance"`
+	Samples  int           `json:"samples"`
+	Seeded   bool          `json:"seeded"`
+	// Private is true only for one unseeded answer: several answers to
+	// the same query compose (their losses add up).
+	Private bool `json:"private"`
+}
+
+// loadQuerySchema reads --schema. A schema with no dimensions is allowed
+// here (a purely numeric query has no categorical columns) and gives nil.
+func loadQuerySchema(path string) (*cube.Schema, error) {
+	if err := checkInput("--schema", path); err != nil {
+		return nil, err
+	}
+	s, err := cube.LoadSchema(path)
+	if err == nil {
+		return s, nil
+	}
+	b, rerr := os.ReadFile(path)
+	if rerr != nil {
+		return nil, err
+	}
+	var doc struct {
+		Dimensions []json.RawMessage `json:"dimensions"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(bytes.TrimPrefix(b, []byte("\uFEFF"))))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&doc) == nil && doc.Dimensions != nil && len(doc.Dimensions) == 0 {
+		return nil, nil
+	}
+	return nil, err
+}
+
+// lookupDim is s.Lookup for a schema that may be nil (no dimensions).
+func lookupDim(s *cube.Schema, col string) (int, bool) {
+	if s == nil {
+		return 0, false
+	}
+	return s.Lookup(col)
+}
+
 func runQueryPrior(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "query prior", "query prior --data F.csv --schema S.json --query Q --prior P.json --epsilon E [--delta D] [--alpha-u A] [--distance l1|l2|linf] [--weights W,...] [--seed N]")
+	fs := newFlagSet(e, "query prior", "query prior --data FILE --schema FILE --query Q --prior FILE --epsilon X [--delta X] [--alpha-u X] [--distance l1|l2|linf] [--weights W,...] [--samples N] [--seed N] [--json]")
 	usage := fs.Usage
-	fs.Usage = func() { usage(); fmt.Fprint(e.stderr, querySyntax) }
-	dataPath := fs.String("data", "", "fact table: CSV with a header row (required)")
-	schemaPath := fs.String("schema", "", `schema JSON {"dimensions":[{"name":..,"values":[..]}]} declaring the domains of the categorical columns (required)`)
-	queryText := fs.String("query", "", "the query; see below (required)")
-	priorPath := fs.String("prior", "", "the prior knowledge about the answer, JSON; see below (required)")
+	fs.Usage = func() { usage(); fmt.Fprint(fs.Output(), querySyntax) }
+	dataPath := fs.String("data", "", "fact table: CSV `FILE` with a header row (required)")
+	schemaPath := fs.String("schema", "", "schema JSON `FILE` "+`{"dimensions":[{"name":..,"values":[..]}]} declaring the domains of the categorical columns (required; {"dimensions":[]} if there are none)`)
+	queryText := fs.String("query", "", "the `QUERY`; see below (required)")
+	priorPath := fs.String("prior", "", "the prior knowledge about the answer, JSON `FILE`; see below (required)")
 	epsilon := fs.Float64("epsilon", 0, "privacy loss eps > 0 (required)")
 	delta := fs.Float64("delta", 0, "delta of the (eps, delta) variant; 0 for eps-differential privacy")
 	alphaU := fs.Float64("alpha-u", 0, "statistical queries: the factor alpha_u in [1, e^eps] near the true value (default e^(eps/2); alpha_d = alpha_u e^-eps)")
 	distName := fs.String("distance", "", "distance for a prior with several components: l1, l2 or linf (one component: Table 1's distance)")
-	weightList := fs.String("weights", "", "with --distance: comma-separated weights of the components")
+	weightList := fs.String("weights", "", "with --distance: comma-separated `WEIGHTS` of the components")
+	samples := fs.Int("samples", 1, "answers to draw (>= 1); more than one is for experiments and NOT private at --epsilon (the losses add up)")
+	asJSON := fs.Bool("json", false, "print the result as JSON (answers at full precision)")
 	var seed seedFlag
 	fs.Var(&seed, "seed", seedUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	for _, req := range []struct{ name, val string }{{"data", *dataPath}, {"schema", *schemaPath}, {"query", *queryText}, {"prior", *priorPath}} {
-		if req.val == "" {
-			fmt.Fprintf(e.stderr, "--%s is required\n", req.name)
-			fs.Usage()
-			return errUsage
-		}
+	if err := requireFlags(fs, "data", *dataPath, "schema", *schemaPath, "query", *queryText, "prior", *priorPath); err != nil {
+		return err
+	}
+	if *samples < 1 {
+		return usageErr(fs, "--samples must be at least 1, got %d", *samples)
 	}
 	eps, err := privacy.NewEpsilon(*epsilon)
 	if err != nil {
-		return fmt.Errorf("--epsilon: %w", err)
+		return usageErr(fs, "--epsilon: %v", err)
 	}
 	del, err := privacy.NewDelta(*delta)
 	if err != nil {
-		return fmt.Errorf("--delta: %w", err)
+		return usageErr(fs, "--delta: %v", err)
 	}
 	q, err := parsePriorQuery(*queryText)
 	if err != nil {
 		return fmt.Errorf("--query: %w", err)
 	}
-	schema, err := cube.LoadSchema(*schemaPath)
+	schema, err := loadQuerySchema(*schemaPath)
 	if err != nil {
+		return err
+	}
+	if err := checkInput("--prior", *priorPath); err != nil {
+		return err
+	}
+	if err := checkInput("--data", *dataPath); err != nil {
 		return err
 	}
 	if err := q.checkDomains(schema); err != nil {
@@ -117,7 +180,7 @@ func runQueryPrior(ctx context.Context, e *env, args []string) error {
 	}
 	var domains [][]string
 	for _, c := range q.cols {
-		if i, ok := schema.Lookup(c); ok && q.kind == prior.Individual {
+		if i, ok := lookupDim(schema, c); ok && q.kind == prior.Individual {
 			domains = append(domains, schema.Dim(i).Values)
 		} else {
 			domains = append(domains, nil)
@@ -160,12 +223,27 @@ func runQueryPrior(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	r := seed.rand(e)
-	x, err := m.Respond(r, truth)
-	if err != nil {
-		return err
+	res := queryResult{Query: q.text, Kind: fmt.Sprint(q.kind), Epsilon: eps.Float64(), Delta: del.Float64(), AlphaU: m.AlphaU(), AlphaD: m.AlphaD(),
+		Distance: fmt.Sprint(m.Distance()), Samples: *samples, Seeded: r.Seeded(), Private: !r.Seeded() && *samples == 1}
+	for range *samples {
+		x, err := m.Respond(r, truth)
+		if err != nil {
+			return err
+		}
+		res.Answers, res.Points = append(res.Answers, pr.Format(x)), append(res.Points, x)
+	}
+	if *samples > 1 {
+		fmt.Fprintf(e.stderr, "WARNING: --samples %d draws %d answers to the same query; together they are NOT private at --epsilon (the losses add up)\n", *samples, *samples)
+	}
+	if *asJSON {
+		return writeJSON(e.stdout, res)
 	}
 	w := e.stdout
-	fmt.Fprintf(w, "answer: %s\n", pr.Format(x))
+	if *samples == 1 {
+		fmt.Fprintf(w, "answer: %s\n", res.Answers[0])
+	} else {
+		fmt.Fprintf(w, "answers (%d samples): %s\n", *samples, strings.Join(res.Answers, " "))
+	}
 	fmt.Fprintf(w, "query: %s (%v)\n", q.text, q.kind)
 	fmt.Fprintln(w, "mechanism: prior-knowledge refinement (Soria-Comas and Domingo-Ferrer, Algorithm 1)")
 	fmt.Fprintf(w, "epsilon: %.6g\n", eps.Float64())
@@ -181,6 +259,9 @@ func runQueryPrior(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(w, "seeded: yes (--seed %s): this answer is NOT differentially private\n", seed.String())
 	} else {
 		fmt.Fprintln(w, "seeded: no (secure randomness)")
+	}
+	if *samples > 1 {
+		fmt.Fprintf(w, "private: no: %d answers to one query are not private at epsilon %g\n", *samples, eps.Float64())
 	}
 	return nil
 }
@@ -339,7 +420,7 @@ func parsePriorQuery(s string) (*priorQuery, error) {
 // against their declared domains (public information).
 func (q *priorQuery) checkDomains(s *cube.Schema) error {
 	for _, c := range q.where {
-		if i, ok := s.Lookup(c.col); ok {
+		if i, ok := lookupDim(s, c.col); ok {
 			if _, ok := s.ValueIndex(i, c.val); !ok {
 				return fmt.Errorf("%q is not in the domain of %s (%s)", c.val, c.col, strings.Join(s.Dim(i).Values, ", "))
 			}
@@ -362,7 +443,7 @@ func (q *priorQuery) checkPrior(comps []prior.Component, s *cube.Schema, path st
 		if q.kind == prior.Individual && c.Name != "" && c.Name != col {
 			return fmt.Errorf("%s: component %d is named %q but the query asks for %q", path, i+1, c.Name, col)
 		}
-		if d, ok := s.Lookup(col); ok && c.Level == prior.Numeric {
+		if d, ok := lookupDim(s, col); ok && c.Level == prior.Numeric {
 			for _, v := range s.Dim(d).Values {
 				if _, err := strconv.ParseFloat(v, 64); err != nil {
 					return fmt.Errorf("%s: %s is treated as numeric, but its domain has the value %q; use an ordinal or nominal prior", path, col, v)
@@ -394,7 +475,7 @@ func (q *priorQuery) evaluate(ctx context.Context, path string, s *cube.Schema, 
 		if err != nil {
 			return 0, err
 		}
-		d, ok := s.Lookup(col)
+		d, ok := lookupDim(s, col)
 		if !ok {
 			d = -1
 		}

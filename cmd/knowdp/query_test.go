@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"math"
@@ -190,9 +191,11 @@ func TestQueryPriorErrors(t *testing.T) {
 		want string
 	}{
 		{"no subcommand", []string{"query"}, 2, "knowdp query prior"},
-		{"missing data", []string{"query", "prior", "--schema", schema, "--query", "count", "--prior", pr("boolean.json"), "--epsilon", "1"}, 2, "--data is required"},
-		{"bad epsilon", append(queryArgs("count", "boolean.json"), "--epsilon", "-1"), 1, "--epsilon: epsilon must be > 0"},
-		{"bad delta", append(queryArgs("count", "boolean.json"), "--epsilon", "1", "--delta", "1"), 1, "--delta"},
+		{"missing data", []string{"query", "prior", "--schema", schema, "--query", "count", "--prior", pr("boolean.json"), "--epsilon", "1"}, 2, "knowdp query prior: missing required flag --data"},
+		{"bad epsilon", append(queryArgs("count", "boolean.json"), "--epsilon", "-1"), 2, "--epsilon: epsilon must be > 0"},
+		{"bad delta", append(queryArgs("count", "boolean.json"), "--epsilon", "1", "--delta", "1"), 2, "--delta"},
+		{"bad samples", append(queryArgs("count", "boolean.json"), "--epsilon", "1", "--samples", "0"), 2, "--samples must be at least 1, got 0"},
+		{"missing data file", []string{"query", "prior", "--data", filepath.Join(tmp, "none.csv"), "--schema", schema, "--query", "count", "--prior", pr("boolean.json"), "--epsilon", "1"}, 1, "--data: open "},
 		{"syntax", append(queryArgs("mean age", "boolean.json"), "--epsilon", "1"), 1, `--query: expected "(" at position 6`},
 		{"unknown op", append(queryArgs("median(age)", "boolean.json"), "--epsilon", "1"), 1, `unknown query "median"`},
 		{"value needs where", append(queryArgs("value(age)", "age.json"), "--epsilon", "1"), 1, "value needs a where clause"},
@@ -251,12 +254,50 @@ func TestQueryPriorErrorsIgnoreTruth(t *testing.T) {
 }
 
 func TestQueryPriorHelp(t *testing.T) {
-	_, stderr, code := runQueryCLI(t, "query", "prior", "--help")
-	if code != 0 || !strings.Contains(stderr, "value(COL[, COL...]) where KEY=V") || !strings.Contains(stderr, "--epsilon") {
-		t.Errorf("exit %d, help %q", code, stderr)
+	stdout, _, code := runQueryCLI(t, "query", "prior", "--help")
+	if code != 0 || !strings.Contains(stdout, "value(COL[, COL...]) where KEY=V") || !strings.Contains(stdout, "--epsilon X") {
+		t.Errorf("exit %d, help %q", code, stdout)
 	}
-	_, stderr, code = runQueryCLI(t, "query", "--help")
-	if code != 0 || !strings.Contains(stderr, "Priors (--prior, JSON") {
-		t.Errorf("exit %d, help %q", code, stderr)
+	stdout, _, code = runQueryCLI(t, "query", "--help")
+	if code != 0 || !strings.Contains(stdout, "Priors (--prior, JSON") {
+		t.Errorf("exit %d, help %q", code, stdout)
+	}
+}
+
+// TestQueryPriorNumericNoSchema checks that a purely numeric query runs
+// with a schema of no dimensions, and --samples: N answers, private only
+// for one unseeded answer.
+func TestQueryPriorNumericNoSchema(t *testing.T) {
+	schema := filepath.Join(t.TempDir(), "empty.json")
+	if err := os.WriteFile(schema, []byte(`{"dimensions":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := func(extra ...string) []string {
+		return append([]string{"query", "prior", "--data", filepath.Join(queryTestdata, "people.csv"), "--schema", schema,
+			"--query", "mean(age)", "--prior", filepath.Join(queryTestdata, "age.json"), "--epsilon", "1", "--json"}, extra...)
+	}
+	for _, tc := range []struct {
+		extra   []string
+		n       int
+		private bool
+	}{
+		{nil, 1, true},
+		{[]string{"--samples", "7"}, 7, false},
+		{[]string{"--seed", "3"}, 1, false},
+	} {
+		stdout, stderr, code := runQueryCLI(t, args(tc.extra...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.extra, code, stderr)
+		}
+		var res queryResult
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+			t.Fatalf("%v\n%s", err, stdout)
+		}
+		if len(res.Answers) != tc.n || len(res.Points) != tc.n || res.Samples != tc.n || res.Private != tc.private {
+			t.Errorf("%v: %+v", tc.extra, res)
+		}
+		if tc.n > 1 && !strings.Contains(stderr, "NOT private") {
+			t.Errorf("%v: no warning for several samples: %q", tc.extra, stderr)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -60,35 +59,38 @@ func runRefine(ctx context.Context, e *env, args []string) error {
 		return runRefineRho(ctx, e, args[1:])
 	}
 	fs := newFlagSet(e, "refine", "")
-	answers := fs.String("answers", "", "noisy answers: CSV with a header, one answer per row (required)")
-	nameCol := fs.String("name", "name", "column of --answers holding the answer names")
-	valueCol := fs.String("value", "value", "column of --answers holding the noisy values")
-	specPath := fs.String("constraints", "", "constraints JSON, format below (required)")
-	out := fs.String("out", "", "output CSV of refined answers, columns as --name and --value (required)")
+	answers := fs.String("answers", "", "noisy answers: CSV `FILE` with a header, one answer per row (required)")
+	nameCol := fs.String("name", "name", "`COLUMN` of --answers holding the answer names")
+	valueCol := fs.String("value", "value", "`COLUMN` of --answers holding the noisy values")
+	specPath := fs.String("constraints", "", "constraints JSON `FILE`, format below (required)")
+	out := fs.String("out", "", "output CSV `FILE` of refined answers, columns as --name and --value (required); a JSON sidecar of the same name says what was refined and its privacy")
+	asJSON := fs.Bool("json", false, "print the summary and the refined answers as JSON (full precision)")
 	fs.Usage = func() {
-		fmt.Fprint(e.stderr, `Usage: knowdp refine --answers noisy.csv --constraints constraints.json --out refined.csv [flags]
+		fmt.Fprint(fs.Output(), `Usage: knowdp refine --answers FILE --constraints FILE --out FILE [flags]
        knowdp refine rho [flags]   (privacy loss of a refinement: 'knowdp refine rho --help')
 
 Writes the least-squares refinement of the noisy answers: the answers closest to them
-that satisfy every constraint.
+that satisfy every constraint. Values are written rounded to 12 significant digits.
 
 Flags:
 `)
-		fs.PrintDefaults()
-		fmt.Fprint(e.stderr, "\n"+refineSpecHelp)
+		printFlags(fs)
+		fmt.Fprint(fs.Output(), "\n"+refineSpecHelp)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	switch {
-	case *answers == "":
-		return refineUsageErr(fs, "--answers is required")
-	case *specPath == "":
-		return refineUsageErr(fs, "--constraints is required")
-	case *out == "":
-		return refineUsageErr(fs, "--out is required")
+	if err := requireFlags(fs, "answers", *answers, "constraints", *specPath, "out", *out); err != nil {
+		return err
 	}
-	names, values, err := refineReadAnswers(*answers, *nameCol, *valueCol)
+	sidecar := sidecarPath(*out)
+	if err := fileio.CheckOutputs(
+		[]fileio.Named{{Flag: "--answers", Path: *answers}, {Flag: "--constraints", Path: *specPath}},
+		[]fileio.Named{{Flag: "--out", Path: *out}, {Flag: "sidecar", Path: sidecar}},
+	); err != nil {
+		return usageErr(fs, "%v", err)
+	}
+	names, values, err := refineReadAnswers("--answers", *answers, *nameCol, *valueCol)
 	if err != nil {
 		return err
 	}
@@ -104,48 +106,134 @@ Flags:
 	if err := r.Refine(ctx, refined, values); err != nil {
 		return err
 	}
-	if err := fileio.WriteAtomic(*out, func(w io.Writer) error {
+	res := refineResult{Answers: *answers, Constraints: *specPath, Out: *out, Sidecar: sidecar, Method: r.Method(),
+		Order: len(k.Order), Ranges: k.Lower != nil || k.Upper != nil, PostProcessing: r.PostProcessing()}
+	for _, eq := range k.Equalities {
+		res.Equalities = append(res.Equalities, refineEquality{Name: eq.Label, Public: eq.Public})
+		if !eq.Public {
+			res.DataDependent = append(res.DataDependent, eq.Label)
+		}
+	}
+	if res.PostProcessing {
+		res.Guarantee = "inherited"
+		res.Privacy = "post-processing: every constraint is public, so the refined answers are exactly as private as the noisy answers (same eps)"
+	} else {
+		f := false
+		res.Private, res.Guarantee = &f, "none"
+		res.Privacy = fmt.Sprintf("equalities %s depend on the data: the refined answers are NOT covered by the eps of the noisy answers; 'knowdp refine rho' computes their privacy loss and the noise scale that keeps eps", quoteList(res.DataDependent))
+	}
+	meta, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	writeCSV := func(w io.Writer) error {
 		cw := csv.NewWriter(w)
 		if err := cw.Write([]string{*nameCol, *valueCol}); err != nil {
 			return err
 		}
 		for i, name := range names {
-			if err := cw.Write([]string{name, strconv.FormatFloat(refined[i], 'g', -1, 64)}); err != nil {
+			if err := cw.Write([]string{name, formatValue(refined[i])}); err != nil {
 				return err
 			}
 		}
 		cw.Flush()
 		return cw.Error()
-	}); err != nil {
+	}
+	if err := fileio.WritePairAtomic(
+		fileio.File{Path: *out, Write: writeCSV},
+		fileio.File{Path: sidecar, Write: func(w io.Writer) error { _, err := w.Write(append(meta, '\n')); return err }},
+	); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "refined %d answers (%s) -> %s\n", len(names), r.Method(), *out)
-	if r.PostProcessing() {
+	if *asJSON {
+		res.Refined = map[string]float64{}
+		for i, n := range names {
+			res.Refined[n] = refined[i]
+		}
+		return writeJSON(e.stdout, res)
+	}
+	fmt.Fprintf(e.stdout, "refined %d answers (%s) -> %s and %s\n", len(names), r.Method(), *out, sidecar)
+	if res.PostProcessing {
 		fmt.Fprintln(e.stdout, "privacy: every constraint is public, so this is post-processing: the refined answers keep the eps of the noisy answers")
 		return nil
 	}
-	var dd []string
-	for _, eq := range k.Equalities {
-		if !eq.Public {
-			dd = append(dd, fmt.Sprintf("%q", eq.Label))
-		}
-	}
-	fmt.Fprintf(e.stdout, "privacy: WARNING: equalities %s depend on the data; the refined answers are NOT covered by the eps of the noisy answers. Run 'knowdp refine rho' to compute their privacy loss and the noise scale that keeps eps.\n", strings.Join(dd, ", "))
+	fmt.Fprintf(e.stdout, "privacy: WARNING: equalities %s depend on the data; the refined answers are NOT covered by the eps of the noisy answers. Run 'knowdp refine rho' to compute their privacy loss and the noise scale that keeps eps.\n", quoteList(res.DataDependent))
 	return nil
 }
 
-// refineUsageErr reports a usage problem with the command's usage.
-func refineUsageErr(fs *flag.FlagSet, msg string) error {
-	fmt.Fprintln(fs.Output(), msg)
-	fs.Usage()
-	return errUsage
+// refineResult is the sidecar of knowdp refine and its --json output.
+type refineResult struct {
+	Answers        string           `json:"answers"`
+	Constraints    string           `json:"constraints"`
+	Out            string           `json:"out"`
+	Sidecar        string           `json:"sidecar"`
+	Method         string           `json:"method"`
+	Equalities     []refineEquality `json:"equalities"`
+	Order          int              `json:"order_chains"`
+	Ranges         bool             `json:"ranges"`
+	DataDependent  []string         `json:"data_dependent"`
+	PostProcessing bool             `json:"post_processing"`
+	// Private is null when the refinement is post-processing (the answers
+	// are as private as the noisy answers, which knowdp did not produce)
+	// and false when a data-dependent equality voids that.
+	Private   *bool              `json:"private"`
+	Guarantee string             `json:"guarantee"`
+	Privacy   string             `json:"privacy"`
+	Refined   map[string]float64 `json:"refined,omitempty"`
+}
+
+type refineEquality struct {
+	Name   string `json:"name"`
+	Public bool   `json:"public"`
+}
+
+// formatValue formats a computed value rounded to 12 significant digits,
+// so that floating-point artefacts of the solve (21.787499999999998) do
+// not reach the output, in plain notation where that is reasonable.
+func formatValue(v float64) string {
+	r, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 12, 64), 64)
+	if err != nil {
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	if r == 0 {
+		return "0"
+	}
+	if a := math.Abs(r); a >= 1e-6 && a < 1e21 {
+		return strconv.FormatFloat(r, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(r, 'g', -1, 64)
+}
+
+func quoteList(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	q := make([]string, len(s))
+	for i, x := range s {
+		q[i] = strconv.Quote(x)
+	}
+	return strings.Join(q, ", ")
+}
+
+// openInput opens a file named by a flag, so that a missing or unreadable
+// file is reported with the flag and the file, and closes it.
+func checkInput(flagName, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flagName, err)
+	}
+	return f.Close()
 }
 
 // maxRefineAnswers bounds the answers file.
 const maxRefineAnswers = 1 << 27
 
-// refineReadAnswers reads names and finite values from a CSV file.
-func refineReadAnswers(path, nameCol, valueCol string) ([]string, []float64, error) {
+// refineReadAnswers reads names and finite values from a CSV file named by
+// flag flagName.
+func refineReadAnswers(flagName, path, nameCol, valueCol string) ([]string, []float64, error) {
+	if err := checkInput(flagName, path); err != nil {
+		return nil, nil, err
+	}
 	c, err := source.OpenCSV(path)
 	if err != nil {
 		return nil, nil, err
@@ -197,7 +285,7 @@ func refineReadAnswers(path, nameCol, valueCol string) ([]string, []float64, err
 func refineReadKnowledge(path string, names []string) (refine.Knowledge, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return refine.Knowledge{}, err
+		return refine.Knowledge{}, fmt.Errorf("--constraints: %w", err)
 	}
 	defer f.Close()
 	spec, err := refine.DecodeSpec(f)
@@ -223,52 +311,65 @@ type refineRhoResult struct {
 	Sensitivity     *float64 `json:"sensitivity"` // null when Distinguishable
 	Distinguishable bool     `json:"distinguishable"`
 	WorstNeighbour  string   `json:"worst_neighbour"`
-	Sigma           float64  `json:"sigma"`
-	Rho             *float64 `json:"rho"` // null when Distinguishable
+	// Sigma is the Laplace scale rho is reported at: --sigma, or by default
+	// the plain Laplace scale raw_sensitivity/eps (SigmaSource says which).
+	Sigma       float64 `json:"sigma"`
+	SigmaSource string  `json:"sigma_source"`
+	// Rho is the privacy loss at Sigma; null, with RhoInfinite true, when
+	// the release reveals a data-dependent constant (the command then exits
+	// with status 1).
+	Rho             *float64 `json:"rho"`
+	RhoInfinite     bool     `json:"rho_infinite"`
 	Epsilon         float64  `json:"epsilon"`
 	CalibratedScale *float64 `json:"calibrated_scale"` // null when no scale works
 	CalibratedGrid  *float64 `json:"calibrated_grid,omitempty"`
 	CalibrationNote string   `json:"calibration_note,omitempty"`
 }
 
+// errRhoInfinite is returned (after the result is printed) when no noise
+// scale makes the refinement private.
+var errRhoInfinite = errors.New("rho is infinite: the released refined answers reveal a data-dependent constant exactly; release fewer answers (try --release worst) or use public constraints only")
+
 func runRefineRho(_ context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "refine rho", "refine rho --queries W.csv --constraints constraints.json --epsilon E [--sigma S] [--release all|worst|A,B,..] [--neighbours add-remove|substitute] [--json]")
-	queriesPath := fs.String("queries", "", "query matrix CSV (required): a header 'name,<universe element>,...' and one row per answer, its name then its coefficient on each universe element (the answer is the sum of coefficient × count)")
-	specPath := fs.String("constraints", "", "constraints JSON with equalities only (required; same format as 'knowdp refine')")
-	epsilon := fs.Float64("epsilon", 0, "target eps for the calibrated scale (required)")
-	sigma := fs.Float64("sigma", 0, "Laplace scale of the noise on the raw answers at which to report rho (default: the calibrated scale)")
-	releaseFlag := fs.String("release", "all", "refined answers released: all, worst (Definition 5: the worst subset that does not reveal a constant; at most 12 answers), or a comma-separated list of names")
+	fs := newFlagSet(e, "refine rho", "refine rho --queries FILE --constraints FILE --epsilon X [--sigma X] [--release all|worst|A,B,..] [--neighbours add-remove|substitute] [--json]")
+	queriesPath := fs.String("queries", "", "query matrix CSV `FILE` (required): a header 'name,<universe element>,...' and one row per answer, its name then its coefficient on each universe element (the answer is the sum of coefficient × count)")
+	specPath := fs.String("constraints", "", "constraints JSON `FILE` with equalities only (required; same format as 'knowdp refine')")
+	epsilon := fs.Float64("epsilon", 0, "eps of the noisy answers: sets the default --sigma and the target of the calibrated scale (required)")
+	sigma := fs.Float64("sigma", 0, "Laplace scale of the noise on the raw answers at which to report rho (default: the plain scale raw sensitivity/eps)")
+	releaseFlag := fs.String("release", "all", "refined answers released: all, worst (Definition 5: the worst subset that does not reveal a constant; at most 12 answers), or a comma-separated list of `NAMES`")
 	neighbours := fs.String("neighbours", "add-remove", "neighbouring databases: add-remove (one record added or removed) or substitute (one record replaced)")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
+	asJSON := fs.Bool("json", false, "print the result as JSON (full precision)")
 	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: knowdp refine rho --queries W.csv --constraints constraints.json --epsilon E [flags]\n\n")
-		fmt.Fprint(e.stderr, `Computes the privacy loss rho of releasing the least-squares refinement of noisy
+		fmt.Fprintf(fs.Output(), "Usage: knowdp refine rho --queries FILE --constraints FILE --epsilon X [flags]\n\n")
+		fmt.Fprint(fs.Output(), `Computes the privacy loss rho of releasing the least-squares refinement of noisy
 answers (Laplace noise of scale sigma on each) under the equalities of the constraints
 file, over all neighbouring databases of the query matrix's universe, names the worst
 neighbours, and calibrates the Laplace scale that makes the release eps-DP. Each
 equality's constant is b·mu on each database, so it moves with the data unless the
 constraint holds by definition; equalities marked "public" are checked not to move.
+It reports rho at --sigma (default: the plain Laplace scale raw sensitivity/eps, the
+noise the answers would have at eps) and the scale that keeps eps. It exits with
+status 1 when rho is infinite at every scale.
 
 Flags:
 `)
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := requireFlags(fs, "queries", *queriesPath, "constraints", *specPath); err != nil {
+		return err
+	}
 	switch {
-	case *queriesPath == "":
-		return refineUsageErr(fs, "--queries is required")
-	case *specPath == "":
-		return refineUsageErr(fs, "--constraints is required")
 	case *epsilon == 0:
-		return refineUsageErr(fs, "--epsilon is required")
+		return usageErr(fs, "missing required flag --epsilon")
 	case math.IsNaN(*sigma) || math.IsInf(*sigma, 0) || *sigma < 0:
-		return refineUsageErr(fs, fmt.Sprintf("--sigma must be a positive number, got %v", *sigma))
+		return usageErr(fs, "--sigma must be a positive number, got %v", *sigma)
 	}
 	eps, err := privacy.NewEpsilon(*epsilon)
 	if err != nil {
-		return fmt.Errorf("--epsilon: %w", err)
+		return usageErr(fs, "--epsilon: %v", err)
 	}
 	var rel refine.Relation
 	switch *neighbours {
@@ -277,7 +378,7 @@ Flags:
 	case "substitute":
 		rel = refine.Substitute
 	default:
-		return refineUsageErr(fs, fmt.Sprintf("--neighbours must be add-remove or substitute, got %q", *neighbours))
+		return usageErr(fs, "--neighbours must be add-remove or substitute, got %q", *neighbours)
 	}
 	names, universe, q, err := refineReadQueryMatrix(*queriesPath)
 	if err != nil {
@@ -362,38 +463,30 @@ Flags:
 		scale, grid := lap.Scale(), lap.Grid()
 		res.CalibratedScale, res.CalibratedGrid = &scale, &grid
 	}
-	res.Sigma = *sigma
+	res.Sigma, res.SigmaSource = *sigma, "given (--sigma)"
 	if res.Sigma == 0 {
-		if res.CalibratedScale == nil {
-			res.Sigma = loss.Raw / eps.Float64() // the plain Laplace scale
-		} else {
-			res.Sigma = *res.CalibratedScale
-		}
+		res.Sigma, res.SigmaSource = loss.Raw/eps.Float64(), "default: the plain Laplace scale raw_sensitivity/eps"
 	}
 	if !loss.Distinguishable {
 		rho := loss.Sensitivity / res.Sigma
 		res.Rho = &rho
 	}
+	res.RhoInfinite = loss.Distinguishable
 	if *asJSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		if err := writeJSON(e.stdout, res); err != nil {
+			return err
+		}
+	} else {
+		refinePrintRho(e.stdout, res)
 	}
-	refinePrintRho(e.stdout, res)
+	if res.RhoInfinite {
+		return errRhoInfinite
+	}
 	return nil
 }
 
 func refinePrintRho(w io.Writer, r refineRhoResult) {
-	quoted := func(s []string) string {
-		if len(s) == 0 {
-			return "none"
-		}
-		q := make([]string, len(s))
-		for i, x := range s {
-			q[i] = fmt.Sprintf("%q", x)
-		}
-		return strings.Join(q, ", ")
-	}
+	quoted := quoteList
 	fmt.Fprintf(w, "refinement:            least squares of %d answers under %d equalities (data-dependent: %s)\n", r.Answers, len(r.Constraints), quoted(r.DataDependent))
 	fmt.Fprintf(w, "neighbours:            %s over %d universe elements\n", r.Neighbours, r.Universe)
 	fmt.Fprintf(w, "released:              %s\n", quoted(r.Release))
@@ -403,7 +496,7 @@ func refinePrintRho(w io.Writer, r refineRhoResult) {
 		fmt.Fprintf(w, "rho:                   +Inf at any Laplace scale\n")
 	} else {
 		fmt.Fprintf(w, "effective sensitivity: %.6g (worst neighbours: %s)\n", *r.Sensitivity, r.WorstNeighbour)
-		fmt.Fprintf(w, "rho:                   %.6g at Laplace scale %.6g\n", *r.Rho, r.Sigma)
+		fmt.Fprintf(w, "rho:                   %.6g at Laplace scale %.6g (%s)\n", *r.Rho, r.Sigma, r.SigmaSource)
 	}
 	if r.CalibratedScale != nil {
 		fmt.Fprintf(w, "calibrated:            Laplace scale %.9g (grid %g) makes the release %g-DP\n", *r.CalibratedScale, *r.CalibratedGrid, r.Epsilon)
@@ -418,6 +511,9 @@ const refineMaxUniverse = 1 << 16
 // refineReadQueryMatrix reads a query matrix: a header "name,<universe...>" and one
 // row per answer.
 func refineReadQueryMatrix(path string) (names, universe []string, q *mat.Dense, err error) {
+	if err := checkInput("--queries", path); err != nil {
+		return nil, nil, nil, err
+	}
 	c, err := source.OpenCSV(path)
 	if err != nil {
 		return nil, nil, nil, err

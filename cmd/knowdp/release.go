@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,78 +30,104 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, " ") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
+// releaseFlags are the flags of knowdp release, as parsed.
+type releaseFlags struct {
+	data, schema, dims, cuboid, out string
+	infer, nonneg, json             bool
+	exact                           stringList
+	epsilon, tol                    float64
+	sensitivity, cellLimit          int
+	seed                            seedFlag
+}
+
+// sidecarPath is where the privacy story of an output CSV goes: the same
+// name with .json.
+func sidecarPath(out string) string {
+	return strings.TrimSuffix(out, filepath.Ext(out)) + ".json"
+}
+
 func runRelease(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "release", "release --data F.csv --schema S.json --epsilon E [--exact dims]... [--cuboid dims] [--nonneg] [--seed N] --out release.csv")
-	dataPath := fs.String("data", "", "fact table: CSV with a header row and a column per schema dimension (required)")
-	schemaPath := fs.String("schema", "", `schema JSON {"dimensions":[{"name":..,"values":[..]}]} declaring every domain (required unless --infer-domains)`)
-	infer := fs.Bool("infer-domains", false, "take each dimension's domain from the data (the columns named by --dims); NOT private, for exploration only")
-	inferDims := fs.String("dims", "", "with --infer-domains: comma-separated dimension columns")
-	var exact stringList
-	fs.Var(&exact, "exact", "comma-separated dimensions of a cuboid published exactly (an invariant); repeatable; \"\" is the grand total")
-	epsilon := fs.Float64("epsilon", 0, "privacy loss eps > 0 with respect to the neighbours the invariants induce (required)")
-	cuboid := fs.String("cuboid", "", "comma-separated dimensions of the cuboid to release (default: the base cuboid)")
-	sens := fs.Int("sensitivity", 0, "override the generic sensitivity (needed where no closed form exists; a value below the true one voids the guarantee)")
-	nonneg := fs.Bool("nonneg", false, "least-squares consistent release with no negative counts")
-	tol := fs.Float64("tol", 1e-6, "tolerance of --nonneg")
-	limit := fs.Int("cell-limit", cube.DefaultCellLimit, "refuse domains with more cells than this")
-	out := fs.String("out", "", "output CSV (required); the privacy story goes to the same name with .json")
-	var seed seedFlag
-	fs.Var(&seed, "seed", seedUsage)
+	// Flags.
+	fs := newFlagSet(e, "release", "release --data FILE --schema FILE --epsilon X [--exact DIMS]... [--cuboid DIMS] [--nonneg] [--seed N] --out FILE")
+	var f releaseFlags
+	fs.StringVar(&f.data, "data", "", "fact table: CSV `FILE` with a header row and a column per schema dimension (required)")
+	fs.StringVar(&f.schema, "schema", "", `schema JSON `+"`FILE`"+` {"dimensions":[{"name":..,"values":[..]}]} declaring every domain (required unless --infer-domains)`)
+	fs.BoolVar(&f.infer, "infer-domains", false, "take each dimension's domain from the data (the columns named by --dims); NOT private, for exploration only")
+	fs.StringVar(&f.dims, "dims", "", "with --infer-domains: comma-separated dimension `COLUMNS`")
+	fs.Var(&f.exact, "exact", "comma-separated `DIMS` of a cuboid published exactly (an invariant); repeatable; \"\" is the grand total")
+	fs.Float64Var(&f.epsilon, "epsilon", 0, "privacy loss eps > 0 with respect to the neighbours the invariants induce (required)")
+	fs.StringVar(&f.cuboid, "cuboid", "", "comma-separated `DIMS` of the cuboid to release (default: the base cuboid)")
+	fs.IntVar(&f.sensitivity, "sensitivity", 0, "calibrate the noise to this generic sensitivity: refused below the value knowdp computes; where it has no closed form, the guarantee is conditional on this claim")
+	fs.BoolVar(&f.nonneg, "nonneg", false, "least-squares consistent release with no negative counts")
+	fs.Float64Var(&f.tol, "tol", 1e-6, "tolerance of --nonneg (> 0)")
+	fs.IntVar(&f.cellLimit, "cell-limit", cube.DefaultCellLimit, "refuse domains with more cells than this (>= 1); memory is checked as well")
+	fs.StringVar(&f.out, "out", "", "output CSV `FILE` (required); the privacy story goes to the same name with .json")
+	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (the sidecar's fields, full precision)")
+	fs.Var(&f.seed, "seed", seedUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	switch {
-	case *dataPath == "":
-		return usageErr(fs, "--data is required")
-	case *schemaPath == "" && !*infer:
-		return usageErr(fs, "--schema is required (or --infer-domains with --dims, which is not private)")
-	case *schemaPath != "" && *infer:
-		return usageErr(fs, "--schema and --infer-domains exclude each other")
-	case *out == "":
-		return usageErr(fs, "--out is required")
-	}
-	eps, err := privacy.NewEpsilon(*epsilon)
-	if err != nil {
-		return fmt.Errorf("--epsilon: %w", err)
-	}
-
-	var s *cube.Schema
-	if *infer {
-		if *inferDims == "" {
-			return usageErr(fs, "--infer-domains needs --dims")
-		}
-		fmt.Fprintln(e.stderr, "WARNING: --infer-domains takes the domains from the data; the release is NOT differentially private")
-		if s, err = cube.InferSchema(ctx, *dataPath, splitList(*inferDims), e.log); err != nil {
-			return err
-		}
-	} else if s, err = cube.LoadSchema(*schemaPath); err != nil {
+	if err := f.check(fs); err != nil {
 		return err
 	}
-	spec := cube.ReleaseSpec{Epsilon: eps, Sensitivity: *sens, NonNegative: *nonneg, Tol: *tol}
+	eps, err := privacy.NewEpsilon(f.epsilon)
+	if err != nil {
+		return usageErr(fs, "--epsilon: %v", err)
+	}
+	sidecar := sidecarPath(f.out)
+	if err := fileio.CheckOutputs(
+		[]fileio.Named{{Flag: "--data", Path: f.data}, {Flag: "--schema", Path: f.schema}},
+		[]fileio.Named{{Flag: "--out", Path: f.out}, {Flag: "sidecar", Path: sidecar}},
+	); err != nil {
+		return usageErr(fs, "%v", err)
+	}
+
+	// The spec: schema, cuboids and what knowdp is asked to do.
+	for _, in := range []struct{ flag, path string }{{"--data", f.data}, {"--schema", f.schema}} {
+		if in.path != "" {
+			if err := checkInput(in.flag, in.path); err != nil {
+				return err
+			}
+		}
+	}
+	var s *cube.Schema
+	if f.infer {
+		fmt.Fprintln(e.stderr, "WARNING: --infer-domains takes the domains from the data; the release is NOT differentially private")
+		if s, err = cube.InferSchema(ctx, f.data, splitList(f.dims), e.log); err != nil {
+			return err
+		}
+	} else if s, err = cube.LoadSchema(f.schema); err != nil {
+		return err
+	}
+	spec := cube.ReleaseSpec{Epsilon: eps, Sensitivity: f.sensitivity, NonNegative: f.nonneg, Tol: f.tol, DomainsFromData: f.infer}
 	spec.Cuboid = cube.Base(s.NumDims())
-	if *cuboid != "" {
-		if spec.Cuboid, err = s.ParseCuboid(*cuboid); err != nil {
+	if f.cuboid != "" {
+		if spec.Cuboid, err = s.ParseCuboid(f.cuboid); err != nil {
 			return fmt.Errorf("--cuboid: %w", err)
 		}
 	}
-	for _, x := range exact {
+	for _, x := range f.exact {
 		c, err := s.ParseCuboid(x)
 		if err != nil {
 			return fmt.Errorf("--exact %q: %w", x, err)
 		}
 		spec.Exact = append(spec.Exact, c)
 	}
-	if err := s.CheckCells(*limit); err != nil {
-		return err
+	if err := s.CheckCells(f.cellLimit); err != nil {
+		return fmt.Errorf("--cell-limit: %w", err)
+	}
+	if err := cube.CheckMemory(cube.ReleaseMemory(s, spec.Cuboid, f.nonneg)); err != nil {
+		return fmt.Errorf("--cell-limit %d admits this domain of %d cells, but releasing it would run out of memory (%w); coarsen the schema", f.cellLimit, s.Cells(), err)
 	}
 
+	// The release.
 	var size int64
-	if st, err := os.Stat(*dataPath); err == nil {
+	if st, err := os.Stat(f.data); err == nil {
 		size = st.Size()
 	}
-	prog := newProgress(e, "reading "+filepath.Base(*dataPath), size)
+	prog := newProgress(e, "reading "+filepath.Base(f.data), size)
 	var last int64
-	c, err := cube.FromCSV(ctx, *dataPath, s, cube.Options{CellLimit: *limit, Progress: func(n int64) {
+	c, err := cube.FromCSV(ctx, f.data, s, cube.Options{CellLimit: f.cellLimit, Progress: func(n int64) {
 		prog.Add(n - last)
 		last = n
 	}})
@@ -108,28 +135,79 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	rel, err := c.Release(ctx, spec, seed.rand(e))
+	rel, err := c.Release(ctx, spec, f.seed.rand(e))
 	if err != nil {
 		return err
 	}
-	meta, err := json.MarshalIndent(rel.Metadata(), "", "  ")
+
+	// Writing: the CSV and its sidecar, both or neither.
+	meta := rel.Metadata()
+	metaJSON, err := json.MarshalIndent(meta, "", "  ")
 	if err != nil {
 		return err
 	}
-	sidecar := strings.TrimSuffix(*out, filepath.Ext(*out)) + ".json"
-	if err := fileio.WriteAtomic(*out, rel.WriteCSV); err != nil {
+	if err := fileio.WritePairAtomic(
+		fileio.File{Path: f.out, Write: rel.WriteCSV},
+		fileio.File{Path: sidecar, Write: func(w io.Writer) error { _, err := w.Write(append(metaJSON, '\n')); return err }},
+	); err != nil {
 		return err
 	}
-	if err := fileio.WriteFileAtomic(sidecar, append(meta, '\n')); err != nil {
-		return err
+	if rel.ReleasedExactly || rel.SensitivityClaimed {
+		for _, w := range rel.Warnings() {
+			if !strings.HasPrefix(w, "seeded") && !strings.HasPrefix(w, "domains") {
+				fmt.Fprintln(e.stderr, "WARNING: "+w)
+			}
+		}
 	}
-	printRelease(e.stdout, rel, *out, sidecar)
+	if f.json {
+		return writeJSON(e.stdout, releaseSummary{Out: f.out, Sidecar: sidecar, Cells: len(rel.Counts), Metadata: meta})
+	}
+	printRelease(e.stdout, rel, f.out, sidecar)
 	return nil
+}
+
+// check validates the flags that need no file.
+func (f *releaseFlags) check(fs *flag.FlagSet) error {
+	if err := requireFlags(fs, "data", f.data, "out", f.out); err != nil {
+		return err
+	}
+	switch {
+	case f.schema == "" && !f.infer:
+		return usageErr(fs, "missing required flag --schema (or --infer-domains with --dims, which is not private)")
+	case f.schema != "" && f.infer:
+		return usageErr(fs, "--schema and --infer-domains exclude each other")
+	case f.infer && f.dims == "":
+		return usageErr(fs, "missing required flag --dims (--infer-domains needs it)")
+	case f.sensitivity < 0:
+		return usageErr(fs, "--sensitivity must be positive (or 0 for the computed value), got %d", f.sensitivity)
+	case !(f.tol > 0) || math.IsInf(f.tol, 0):
+		return usageErr(fs, "--tol must be a positive number, got %v", f.tol)
+	case f.cellLimit < 1:
+		return usageErr(fs, "--cell-limit must be at least 1, got %d", f.cellLimit)
+	}
+	return nil
+}
+
+// releaseSummary is what release --json prints.
+type releaseSummary struct {
+	Out      string        `json:"out"`
+	Sidecar  string        `json:"sidecar"`
+	Cells    int           `json:"cells"`
+	Metadata cube.Metadata `json:"privacy"`
+}
+
+// writeJSON prints v as indented JSON (floats in full precision).
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func printRelease(w io.Writer, rel *cube.Release, out, sidecar string) {
 	s := rel.Schema
-	fmt.Fprintf(w, "released cuboid %s: %d cells from %s rows\n", s.Format(rel.Cuboid), len(rel.Counts), cube.FormatCount(sum(rel.Counts)))
+	// The number of rows read is not printed: it is the true total, which
+	// is private unless an exact cuboid publishes it.
+	fmt.Fprintf(w, "released cuboid %s: %d cells\n", s.Format(rel.Cuboid), len(rel.Counts))
 	if len(rel.Invariants) > 0 {
 		var ex []string
 		for _, v := range rel.Invariants {
@@ -139,22 +217,17 @@ func printRelease(w io.Writer, rel *cube.Release, out, sidecar string) {
 	}
 	fmt.Fprintf(w, "epsilon %g w.r.t. %s\n", rel.Epsilon, rel.Neighbours)
 	if rel.Sensitivity == 0 {
-		fmt.Fprintf(w, "no noise: the cuboid is determined by the exact cuboids (%s)\n", rel.SensitivityRule)
+		fmt.Fprintf(w, "no noise: the cuboid is determined by the exact cuboids (%s); its counts are the TRUE counts\n", rel.SensitivityRule)
 	} else {
 		fmt.Fprintf(w, "generic sensitivity %d (%s); Laplace scale %.6g per cell\n", rel.Sensitivity, rel.SensitivityRule, rel.Scale)
 	}
-	if rel.Seeded {
-		fmt.Fprintln(w, "SEEDED RUN: reproducible and NOT differentially private")
+	switch rel.Guarantee() {
+	case cube.GuaranteeNone:
+		fmt.Fprintln(w, "guarantee: none: this release is NOT differentially private (seeded, or domains read from the data)")
+	case cube.GuaranteeConditional:
+		fmt.Fprintln(w, "guarantee: conditional on the --sensitivity you gave being at least the true generic sensitivity")
 	}
 	fmt.Fprintf(w, "wrote %s and %s\n", out, sidecar)
-}
-
-func sum(x []float64) float64 {
-	var t float64
-	for _, v := range x {
-		t += v
-	}
-	return t
 }
 
 func splitList(s string) []string {
@@ -165,12 +238,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// usageErr reports a usage problem with the command's usage and returns
-// errUsage.
-func usageErr(fs *flag.FlagSet, msg string) error {
-	fmt.Fprintln(fs.Output(), msg)
-	fs.Usage()
-	return errUsage
 }

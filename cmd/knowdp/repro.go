@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/knowdp/knowdp/repro"
@@ -23,9 +22,9 @@ func runRepro(ctx context.Context, e *env, args []string) error {
 		names = append(names, x.Name)
 	}
 	fs := newFlagSet(e, "repro", "repro [flags] <"+strings.Join(append(names, "all"), "|")+">")
-	out := fs.String("out", "repro-out", "output directory (created if missing)")
+	out := fs.String("out", "repro-out", "output `DIR` (created if missing); a knowdp-run.json there says how the files were made")
 	quick := fs.Bool("quick", false, "reduced sample sizes (as in CI)")
-	seed := fs.Uint64("seed", 1, "seed of the random generator (repro outputs are never private)")
+	seed := fs.Uint64("seed", 1, "seed of the random generator (repro outputs are always seeded and never private)")
 	which, err := parseNamedFlags(fs, args)
 	if err != nil {
 		return err
@@ -37,10 +36,13 @@ func runRepro(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if len(run) == 0 {
-		fmt.Fprintf(e.stderr, "unknown experiment %q; choose one of %s or all\n", which, strings.Join(names, ", "))
-		return errUsage
+		return usageErr(fs, "unknown experiment %q; choose one of %s or all", which, strings.Join(names, ", "))
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := prepareOutDir(fs, *out); err != nil {
+		return err
+	}
+	if err := writeRunManifest(*out, runManifest{Command: fmt.Sprintf("repro %s --seed %d", which, *seed), Seeded: true,
+		Note: "reproductions of the papers' tables and figures with a seeded generator: not differentially private"}); err != nil {
 		return err
 	}
 	for _, x := range run {

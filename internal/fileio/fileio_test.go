@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -37,5 +38,118 @@ func TestWriteAtomic(t *testing.T) {
 	}
 	if err := WriteFileAtomic(filepath.Join(dir, "missing", "x"), nil); err == nil {
 		t.Error("write into a missing directory succeeded")
+	}
+}
+
+func writeString(s string) func(io.Writer) error {
+	return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
+}
+
+func TestWritePairAtomic(t *testing.T) {
+	dir := t.TempDir()
+	csv, side := filepath.Join(dir, "r.csv"), filepath.Join(dir, "r.json")
+	if err := WritePairAtomic(File{csv, writeString("c1")}, File{side, writeString("j1")}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "<" + err.Error() + ">"
+		}
+		return string(b)
+	}
+	if read(csv) != "c1" || read(side) != "j1" {
+		t.Fatalf("pair written as %q, %q", read(csv), read(side))
+	}
+	for _, tc := range []struct {
+		name    string
+		sidecar string
+		setup   func(t *testing.T, sidecar string)
+		wantCSV string // what r.csv holds after the failed write
+	}{
+		// The sidecar's directory does not exist: no temporary file.
+		{"missing directory", filepath.Join(dir, "missing", "r.json"), func(*testing.T, string) {}, "c1"},
+		// The sidecar's name is a non-empty directory: both temporary files
+		// are written, the CSV is renamed into place, then the sidecar's
+		// rename fails and the CSV must be put back.
+		{"second rename fails", filepath.Join(dir, "dirside"), func(t *testing.T, p string) {
+			if err := os.MkdirAll(filepath.Join(p, "x"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, "c1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.setup(t, tc.sidecar)
+			err := WritePairAtomic(File{csv, writeString("c2")}, File{tc.sidecar, writeString("j2")})
+			if err == nil {
+				t.Fatal("write succeeded")
+			}
+			if got := read(csv); got != tc.wantCSV {
+				t.Errorf("CSV is %q after a failed sidecar write, want %q", got, tc.wantCSV)
+			}
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				if e.Name()[0] == '.' {
+					t.Errorf("temporary file %s left behind", e.Name())
+				}
+			}
+		})
+	}
+	// A new CSV (none before) is removed when its sidecar cannot be placed.
+	fresh := filepath.Join(dir, "fresh.csv")
+	if err := WritePairAtomic(File{fresh, writeString("c")}, File{filepath.Join(dir, "dirside"), writeString("j")}); err == nil {
+		t.Fatal("write succeeded")
+	}
+	if _, err := os.Stat(fresh); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("CSV left behind without its sidecar: %v", err)
+	}
+}
+
+func TestCheckOutputs(t *testing.T) {
+	dir := t.TempDir()
+	p := func(name string) string { return filepath.Join(dir, name) }
+	for _, name := range []string{"data.csv", "s.schema.json"} {
+		if err := os.WriteFile(p(name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(p("real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink(p("data.csv"), p("link.csv")))
+	must(os.Symlink(p("real"), p("linkdir")))
+	must(os.Link(p("data.csv"), p("hard.csv")))
+	must(os.WriteFile(p("real/in.csv"), []byte("x"), 0o644))
+	inputs := []Named{{"--data", p("data.csv")}, {"--schema", p("s.schema.json")}, {"--other", p("real/in.csv")}, {"--unset", ""}}
+	for _, tc := range []struct {
+		name    string
+		outputs []Named
+		want    string // "" for no error
+	}{
+		{"fresh", []Named{{"--out", p("out.csv")}, {"sidecar", p("out.json")}}, ""},
+		{"same as data", []Named{{"--out", p("data.csv")}}, "--out " + p("data.csv") + " is the same file as --data"},
+		{"relative spelling", []Named{{"--out", dir + "/./real/../data.csv"}}, "same file as --data"},
+		{"sidecar is the schema", []Named{{"--out", p("s.schema.csv")}, {"sidecar", p("s.schema.json")}}, "sidecar"},
+		{"symlink to data", []Named{{"--out", p("link.csv")}}, "same file as --data"},
+		{"hard link to data", []Named{{"--out", p("hard.csv")}}, "same file as --data"},
+		{"new file through symlinked dir", []Named{{"--out", p("linkdir/in.csv")}}, "same file as --other"},
+		{"outputs collide", []Named{{"--out", p("a.json")}, {"sidecar", p("a.json")}}, "sidecar " + p("a.json") + " is the same file as --out"},
+		{"stdout", []Named{{"--out", "-"}}, "standard output"},
+		{"directory", []Named{{"--out", p("real")}}, "is a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckOutputs(inputs, tc.outputs)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
 	}
 }
