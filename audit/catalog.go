@@ -318,7 +318,15 @@ func cubeCase(ctx context.Context, eps float64, sensitivity int) (Case, error) {
 	if err != nil {
 		return Case{}, err
 	}
-	spec := cube.ReleaseSpec{Epsilon: e, Exact: exact, Cuboid: base, Sensitivity: sensitivity}
+	spec := cube.ReleaseSpec{Epsilon: e, Exact: exact, Cuboid: base}
+	if sensitivity > 0 {
+		// The control ignores the invariants, as a naive release calibrated
+		// to sensitivity would (cube.Release refuses a sensitivity below the
+		// one it computes). The statistic below is the same with or without
+		// consistency: diff keeps every invariant, so it is orthogonal to
+		// the least-squares correction.
+		spec = cube.ReleaseSpec{Epsilon: e, Cuboid: base, Sensitivity: sensitivity}
+	}
 	// The noise a release adds, rebuilt to compute its probabilities; the
 	// exact audit checks that it is the release's.
 	probe, err := before.Release(ctx, spec, noise.NewSeeded(0))

@@ -200,14 +200,17 @@ type dxQueryResult struct {
 
 // dxLaplaceResult is the --json output of dx laplace.
 type dxLaplaceResult struct {
-	Metric   string          `json:"metric"`
-	Note     string          `json:"note,omitempty"`
-	Elements int             `json:"elements"`
-	Records  int64           `json:"records"`
-	Strategy string          `json:"strategy"`
-	Epsilon  float64         `json:"baseline_epsilon"`
-	Baseline float64         `json:"baseline_scale"`
-	Queries  []dxQueryResult `json:"queries"`
+	Metric   string `json:"metric"`
+	Note     string `json:"note,omitempty"`
+	Elements int    `json:"elements"`
+	Records  int64  `json:"records"`
+	Strategy string `json:"strategy"`
+	// AllocationNote says why the strategy used differs from the one asked
+	// for (the optimal allocation fell back to the best of strategies 1-3).
+	AllocationNote string          `json:"allocation_note,omitempty"`
+	Epsilon        float64         `json:"baseline_epsilon"`
+	Baseline       float64         `json:"baseline_scale"`
+	Queries        []dxQueryResult `json:"queries"`
 	// GeoMeanImprovement is over the queries that need noise; null if none.
 	GeoMeanImprovement *float64 `json:"geomean_improvement"`
 	dxSeeded
@@ -240,8 +243,9 @@ func runDXLaplace(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	scales := lm.Scales()
-	res := dxLaplaceResult{Metric: in.spec, Note: in.note, Elements: in.u.Len(), Records: in.n, Strategy: strat.String(),
-		Epsilon: eps, Baseline: base, dxSeeded: in.story(r)}
+	alloc := lm.Allocation()
+	res := dxLaplaceResult{Metric: in.spec, Note: in.note, Elements: in.u.Len(), Records: in.n, Strategy: alloc.Strategy.String(),
+		AllocationNote: alloc.Note, Epsilon: eps, Baseline: base, dxSeeded: in.story(r)}
 	var logSum float64
 	var noisy int
 	for l, name := range in.names {
@@ -265,7 +269,10 @@ func runDXLaplace(ctx context.Context, e *env, args []string) error {
 	if in.note != "" {
 		fmt.Fprintf(e.stdout, "note: %s\n", in.note)
 	}
-	fmt.Fprintf(e.stdout, "strategy %s; eps-DP baseline: eps = min distance = %s, scale %s\n", strat, fmtG(eps), fmtG(base))
+	if alloc.Note != "" {
+		fmt.Fprintf(e.stdout, "note: %s\n", alloc.Note)
+	}
+	fmt.Fprintf(e.stdout, "strategy %s; eps-DP baseline: eps = min distance = %s, scale %s\n", alloc.Strategy, fmtG(eps), fmtG(base))
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "query\tanswer\tscale\tbaseline_scale\timprovement\t")
 	for _, q := range res.Queries {
