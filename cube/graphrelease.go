@@ -392,6 +392,11 @@ type GraphMetadata struct {
 	Residual        float64        `json:"consistency_residual"`
 	Seeded          bool           `json:"seeded"`
 	Private         bool           `json:"private"`
+	// Guarantee is GuaranteeUnconditional, or GuaranteeNone for a seeded
+	// run; ReleasedExactly is true when the known degrees determine the
+	// graph, so the released values are the true edges.
+	Guarantee       string `json:"guarantee"`
+	ReleasedExactly bool   `json:"released_exactly"`
 }
 
 // Metadata returns the release's privacy story.
@@ -410,6 +415,11 @@ func (g *GraphRelease) Metadata() GraphMetadata {
 		Residual:        g.Residual,
 		Seeded:          g.Seeded,
 		Private:         !g.Seeded,
+		Guarantee:       GuaranteeUnconditional,
+		ReleasedExactly: g.Sensitivity == 0,
+	}
+	if g.Seeded {
+		m.Guarantee = GuaranteeNone
 	}
 	if len(g.KnownOut)+len(g.KnownIn) == 0 {
 		m.Neighbours = "add or remove one edge"

@@ -48,6 +48,7 @@ func commands() []*command {
 	return []*command{
 		demoCommand(),
 		releaseCommand(),
+		releaseGraphCommand(),
 		reproCommand(),
 		queryCommand(),
 		dxCommand(),
