@@ -817,21 +817,21 @@ func (t Table) WriteCSV(w io.Writer, s *Schema) error {
 // WorkloadMetadata is the privacy story of a workload release, as written
 // to release.json.
 type WorkloadMetadata struct {
-	Mechanism    string              `json:"mechanism"`
-	Composition  string              `json:"composition"`
-	Epsilon      float64             `json:"epsilon"`
-	Budget       float64             `json:"epsilon_budget"`
-	Neighbours   string              `json:"neighbours"`
-	Split        string              `json:"split"`
-	Guarantee    string              `json:"guarantee"`
-	Estimate     string              `json:"estimate"`
-	MOE          string              `json:"moe90"`
-	Measurements []MeasurementInfo   `json:"measurements"`
-	Tables       []TableMetadata     `json:"tables"`
-	Exact        [][]string          `json:"exact"`
-	Seeded       bool                `json:"seeded"`
-	FromData     bool                `json:"domains_from_data"`
-	Private      bool                `json:"private"`
+	Mechanism    string            `json:"mechanism"`
+	Composition  string            `json:"composition"`
+	Epsilon      float64           `json:"epsilon"`
+	Budget       float64           `json:"epsilon_budget"`
+	Neighbours   string            `json:"neighbours"`
+	Split        string            `json:"split"`
+	Guarantee    string            `json:"guarantee"`
+	Estimate     string            `json:"estimate"`
+	MOE          string            `json:"moe90"`
+	Measurements []MeasurementInfo `json:"measurements"`
+	Tables       []TableMetadata   `json:"tables"`
+	Exact        [][]string        `json:"exact"`
+	Seeded       bool              `json:"seeded"`
+	FromData     bool              `json:"domains_from_data"`
+	Private      bool              `json:"private"`
 }
 
 // MeasurementInfo describes one noisy measurement of a workload release.
