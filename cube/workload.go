@@ -590,22 +590,49 @@ func (p *workloadPlan) optimalFractions() []float64 {
 	if f < fbest {
 		best = x
 	}
-	// A measurement the optimum all but drops is dropped when others cover
-	// its residuals; its share goes to the rest.
+	// The optimum may lie on the boundary, which exponentiated gradient
+	// only approaches: try dropping each measurement whose residuals others
+	// cover, smallest share first, and keep the drop if it does not raise
+	// the objective.
 	out := slices.Clone(best)
-	for i := range out {
-		if out[i] < 1e-9 && p.coveredWithout(i, out) {
-			out[i] = 0
+	f = o.value(out)
+	order := make([]int, k)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return cmpFloat(out[i], out[j]) })
+	for _, i := range order {
+		if out[i] == 0 || !p.coveredWithout(i, out) {
+			continue
+		}
+		try := slices.Clone(out)
+		try[i] = 0
+		normalise(try)
+		if ft := o.value(try); ft <= f {
+			out, f = try, ft
 		}
 	}
+	return out
+}
+
+func normalise(x []float64) {
 	var sum float64
-	for _, v := range out {
+	for _, v := range x {
 		sum += v
 	}
-	for i := range out {
-		out[i] /= sum
+	for i := range x {
+		x[i] /= sum
 	}
-	return out
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // ReleaseWorkload draws a differentially private release of the spec's
@@ -896,4 +923,98 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 		m.Exact = append(m.Exact, nonNil(s.Names(v.Cuboid)))
 	}
 	return m
+}
+
+// Strategy is a way to release a workload, for comparing their errors.
+type Strategy int
+
+const (
+	// StrategySeparate releases each cuboid on its own with an equal share
+	// of the budget, made consistent with the invariants but not with the
+	// other cuboids (what one Release per cuboid does).
+	StrategySeparate Strategy = iota
+	// StrategyBase measures the base cuboid with the whole budget, makes it
+	// consistent with the invariants and aggregates it.
+	StrategyBase
+	// StrategyEqual is ReleaseWorkload with SplitEqual.
+	StrategyEqual
+	// StrategyOptimal is ReleaseWorkload with SplitOptimal.
+	StrategyOptimal
+)
+
+// String names the strategy.
+func (st Strategy) String() string {
+	switch st {
+	case StrategySeparate:
+		return "separate releases, equal shares"
+	case StrategyBase:
+		return "noisy base cuboid, aggregated"
+	case StrategyEqual:
+		return "equal split + least squares"
+	case StrategyOptimal:
+		return "optimal split + least squares"
+	}
+	return fmt.Sprintf("Strategy(%d)", int(st))
+}
+
+// ExpectedRMSE returns, for each of spec's cuboids, the root mean squared
+// error of its cells under a strategy that spends spec.Epsilon in total
+// (spec.Split is ignored). Every strategy is unbiased, so this is the
+// square root of the per-cell variance, computed from the mechanism alone
+// (no data): the numbers a release would have on any table over the schema.
+func ExpectedRMSE(s *Schema, spec WorkloadSpec, st Strategy) ([]float64, error) {
+	var p *workloadPlan
+	var err error
+	switch st {
+	case StrategyEqual, StrategyOptimal:
+		spec.Split = SplitOptimal
+		if st == StrategyEqual {
+			spec.Split = SplitEqual
+		}
+		p, err = planWorkload(s, spec)
+	case StrategyBase:
+		base := spec
+		base.Cuboids, base.Weights = []Cuboid{Base(s.NumDims())}, nil
+		if p, err = planWorkload(s, base); err == nil {
+			// The base cuboid's plan has every residual: a table's error is
+			// the base estimate's, aggregated.
+			p.tables = nil
+			for _, c := range spec.Cuboids {
+				if err := checkCuboid(s, c, "workload: cuboid"); err != nil {
+					return nil, err
+				}
+				p.tables = append(p.tables, Table{Cuboid: c, Variance: p.cellVariance(c)})
+			}
+		}
+	case StrategySeparate:
+		if p, err = planWorkload(s, spec); err != nil {
+			return nil, err
+		}
+		share, err := privacy.NewEpsilon(spec.Epsilon.Float64() / float64(max(len(p.meas), 1)))
+		if err != nil {
+			return nil, fmt.Errorf("workload: %w", err)
+		}
+		for i, t := range p.tables {
+			if t.Public {
+				continue
+			}
+			one := spec
+			one.Cuboids, one.Weights, one.Epsilon = []Cuboid{t.Cuboid}, nil, share
+			q, err := planWorkload(s, one)
+			if err != nil {
+				return nil, err
+			}
+			p.tables[i].Variance = q.tables[0].Variance
+		}
+	default:
+		return nil, fmt.Errorf("workload: unknown strategy %v", st)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(p.tables))
+	for i, t := range p.tables {
+		out[i] = math.Sqrt(t.Variance)
+	}
+	return out, nil
 }

@@ -358,6 +358,11 @@ func TestOptimalSplit(t *testing.T) {
 		if len(p.meas) < 2 {
 			continue
 		}
+		for _, tb := range p.tables {
+			if math.IsInf(tb.Variance, 0) || math.IsNaN(tb.Variance) || (!tb.Public && !(tb.Variance > 0)) {
+				t.Errorf("table %s: variance %v (measured %v)", wc.s.Format(tb.Cuboid), tb.Variance, tb.Measured)
+			}
+		}
 		o := p.objective()
 		equal := make([]float64, len(o.c))
 		for i := range equal {
@@ -371,6 +376,9 @@ func TestOptimalSplit(t *testing.T) {
 		g := make([]float64, len(o.c))
 		o.gradient(opt, g)
 		for k := range g {
+			if opt[k] == 0 {
+				continue // dropped: on the boundary
+			}
 			h := 1e-4 * opt[k]
 			up, dn := slices.Clone(opt), slices.Clone(opt)
 			up[k] += h
@@ -449,9 +457,9 @@ func TestWorkloadSharesAndMetadata(t *testing.T) {
 	sex, _ := s.CuboidOf("sex")
 	sexCity, _ := s.CuboidOf("sex", "city")
 	cityAge, _ := s.CuboidOf("city", "age")
-	age, _ := s.CuboidOf("age")
+	sexAge, _ := s.CuboidOf("sex", "age")
 	for _, split := range []Split{SplitOptimal, SplitEqual} {
-		spec := WorkloadSpec{Epsilon: eps(t, 0.7), Exact: []Cuboid{sex}, Cuboids: []Cuboid{sexCity, cityAge, age, sex, 0}, Split: split}
+		spec := WorkloadSpec{Epsilon: eps(t, 0.7), Exact: []Cuboid{sex}, Cuboids: []Cuboid{sexCity, cityAge, sexAge, sex, 0}, Split: split}
 		a, err := c.ReleaseWorkload(context.Background(), spec, noise.NewSeeded(5))
 		if err != nil {
 			t.Fatal(err)
@@ -673,4 +681,155 @@ func TestTableFileName(t *testing.T) {
 		t.Errorf("ParseSplit(best): %v", err)
 	}
 	_ = fmt.Sprint()
+}
+
+// arrestsWorkload is issue 12's comparison: every two-way cuboid of the
+// arrests data with the invariants {year} and {colour,sex}.
+func arrestsWorkload(t testing.TB) (*Schema, WorkloadSpec) {
+	t.Helper()
+	s, err := LoadSchema("../data/arrests.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	year, _ := s.CuboidOf("year")
+	colourSex, _ := s.CuboidOf("colour", "sex")
+	spec := WorkloadSpec{Epsilon: eps(t, 1), Exact: []Cuboid{year, colourSex}}
+	for i := range s.NumDims() {
+		for j := i + 1; j < s.NumDims(); j++ {
+			spec.Cuboids = append(spec.Cuboids, 1<<i|1<<j)
+		}
+	}
+	return s, spec
+}
+
+// TestArrestsStrategies compares the expected RMSE of the four strategies
+// of issue 12 and checks what must hold: least squares with the same
+// shares is never worse than separate releases on any cuboid (it is the
+// best linear unbiased estimate), the optimal split minimises the total
+// variance, and a seeded simulation of the optimal release on the real
+// data matches the computed errors.
+func TestArrestsStrategies(t *testing.T) {
+	s, spec := arrestsWorkload(t)
+	rmse := map[Strategy][]float64{}
+	for _, st := range []Strategy{StrategySeparate, StrategyBase, StrategyEqual, StrategyOptimal} {
+		v, err := ExpectedRMSE(s, spec, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rmse[st] = v
+	}
+	total := map[Strategy]float64{}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-22s %8s %8s %8s %8s\n", "cuboid", "separate", "base", "equal", "optimal")
+	for i, c := range spec.Cuboids {
+		fmt.Fprintf(&b, "%-22s %8.3f %8.3f %8.3f %8.3f\n", s.Format(c), rmse[StrategySeparate][i], rmse[StrategyBase][i], rmse[StrategyEqual][i], rmse[StrategyOptimal][i])
+		for st, v := range rmse {
+			total[st] += float64(s.CuboidSize(c)) * v[i] * v[i]
+		}
+		if rmse[StrategyEqual][i] > rmse[StrategySeparate][i]*(1+1e-9) {
+			t.Errorf("%s: least squares %v worse than separate %v", s.Format(c), rmse[StrategyEqual][i], rmse[StrategySeparate][i])
+		}
+	}
+	fmt.Fprintf(&b, "%-22s %8.1f %8.1f %8.1f %8.1f\n", "total variance", total[StrategySeparate], total[StrategyBase], total[StrategyEqual], total[StrategyOptimal])
+	t.Logf("expected RMSE per cell, eps = 1, invariants {year}, {colour,sex}:\n%s", b.String())
+	for _, st := range []Strategy{StrategySeparate, StrategyBase, StrategyEqual} {
+		if total[StrategyOptimal] > total[st] {
+			t.Errorf("optimal total variance %v above %v's %v", total[StrategyOptimal], st, total[st])
+		}
+	}
+	// Simulation on the data: the mean squared error of all cells over
+	// seeded releases against the computed variance.
+	c, err := FromCSV(context.Background(), "../data/arrests.csv", s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	needs, err := spec.Needs(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact := map[Cuboid][]float64{}
+	for _, n := range needs {
+		exact[n] = c.Project(n)
+	}
+	r := noise.NewSeeded(41)
+	var sq, want float64
+	const reps = 60
+	for range reps {
+		rel, err := ReleaseWorkload(context.Background(), s, exact, spec, noise.NewSeeded(r.Uint64()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, tb := range rel.Tables {
+			truth := c.Project(tb.Cuboid)
+			for k, v := range tb.Counts {
+				sq += (v - truth[k]) * (v - truth[k])
+			}
+			want += float64(len(truth)) * rmse[StrategyOptimal][i] * rmse[StrategyOptimal][i]
+		}
+	}
+	if ratio := sq / want; math.Abs(ratio-1) > 0.05 {
+		t.Errorf("simulated mean squared error / computed = %v", ratio)
+	}
+}
+
+// benchWorkload is issue 12's benchmark: a schema of 10^7 base cells (seven
+// dimensions of ten values), the exact cuboids {d0,d1,d2} and {d2,d3}, and
+// 20 requested cuboids: ten two-way and ten three-way.
+func benchWorkload(b *testing.B) (*Schema, WorkloadSpec) {
+	s := testSchema(b, 10, 10, 10, 10, 10, 10, 10)
+	spec := WorkloadSpec{Epsilon: eps(b, 1), Exact: []Cuboid{cuboidOf([]int{0, 1, 2}), cuboidOf([]int{2, 3})}}
+	for i := range 5 {
+		for j := i + 1; j < 5; j++ {
+			spec.Cuboids = append(spec.Cuboids, 1<<i|1<<j)
+		}
+	}
+	for i := range 5 {
+		spec.Cuboids = append(spec.Cuboids, 1<<i|1<<(i+1)|1<<(i+2))
+	}
+	for i := range 5 {
+		spec.Cuboids = append(spec.Cuboids, 1<<i|1<<(i+2)|1<<6)
+	}
+	return s, spec
+}
+
+// BenchmarkWorkload times a workload release: "plan" is the data-free part
+// (sensitivities, optimal split, margins of error); "marginals" the whole
+// release from the exact counts of the needed cuboids; "cube" adds their
+// projection from the dense base cube.
+func BenchmarkWorkload(b *testing.B) {
+	s, spec := benchWorkload(b)
+	b.Run("plan", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := planWorkload(s, spec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	r := noise.NewSeeded(1)
+	c := &Cube{Schema: s, Counts: make([]float64, s.Cells())}
+	for i := range c.Counts {
+		c.Counts[i] = float64(r.Uint64N(4))
+	}
+	needs, err := spec.Needs(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	exact := map[Cuboid][]float64{}
+	for _, n := range needs {
+		exact[n] = c.Project(n)
+	}
+	b.Run("marginals", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := ReleaseWorkload(context.Background(), s, exact, spec, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cube", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := c.ReleaseWorkload(context.Background(), spec, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

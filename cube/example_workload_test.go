@@ -1,0 +1,73 @@
+package cube_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
+)
+
+// Release three tables under one budget from the exact counts of the
+// cuboids they need (no base cube), with the age totals public: the tables
+// agree with each other and with the age totals, and each carries its
+// margin of error. The optimal split gives {sex} no share of its own: the
+// {sex,age} measurement already covers it, and the budget does more there.
+func ExampleReleaseWorkload() {
+	s, _ := cube.NewSchema([]cube.Dimension{
+		{Name: "sex", Values: []string{"F", "M"}},
+		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
+		{Name: "region", Values: []string{"N", "S"}},
+	})
+	sex, _ := s.CuboidOf("sex")
+	age, _ := s.CuboidOf("age")
+	sexAge, _ := s.CuboidOf("sex", "age")
+	ageRegion, _ := s.CuboidOf("age", "region")
+	eps, _ := privacy.NewEpsilon(1)
+	spec := cube.WorkloadSpec{
+		Epsilon: eps,
+		Exact:   []cube.Cuboid{age},
+		Cuboids: []cube.Cuboid{sexAge, ageRegion, sex},
+	}
+	// The counts a database would return for each needed cuboid.
+	counts := map[cube.Cuboid][]float64{
+		age:       {22, 75, 12},
+		sexAge:    {10, 40, 7, 12, 35, 5},
+		ageRegion: {12, 10, 30, 45, 8, 4},
+		sex:       {57, 52},
+	}
+	needs, _ := spec.Needs(s)
+	for _, c := range needs {
+		fmt.Println("needs", s.Format(c))
+	}
+	rel, err := cube.ReleaseWorkload(context.Background(), s, counts, spec, noise.NewSeeded(1)) // seeded: NOT private
+	if err != nil {
+		panic(err)
+	}
+	for _, t := range rel.Tables {
+		fmt.Printf("%s: measured %v, epsilon %.3f, moe90 %.2f\n", cube.TableFileName(s, t.Cuboid), t.Measured, t.Share, t.MOE90)
+	}
+	fmt.Printf("total epsilon %.3f\n", rel.Epsilon)
+	// The tables agree: the sex totals of {sex,age} are the {sex} table.
+	t0, t2 := rel.Tables[0].Counts, rel.Tables[2].Counts
+	fmt.Println(cube.FormatCount(t0[0]+t0[1]+t0[2]-t2[0]), cube.FormatCount(t0[3]+t0[4]+t0[5]-t2[1]))
+	_ = rel.Tables[1].WriteCSV(os.Stdout, s)
+	// Output:
+	// needs {age}
+	// needs {sex,age}
+	// needs {age,region}
+	// sex-age.csv: measured true, epsilon 0.586, moe90 5.59
+	// age-region.csv: measured true, epsilon 0.414, moe90 7.90
+	// sex.csv: measured false, epsilon 0.000, moe90 9.70
+	// total epsilon 1.000
+	// 0 0
+	// age,region,count,moe90
+	// 0-17,N,16.304974,7.895987
+	// 0-17,S,5.695026,7.895987
+	// 18-64,N,29.447941,7.895987
+	// 18-64,S,45.552059,7.895987
+	// 65+,N,4.781002,7.895987
+	// 65+,S,7.218998,7.895987
+}
