@@ -569,10 +569,10 @@ func TestWorkloadRejectsBadInput(t *testing.T) {
 		exact map[Cuboid][]float64
 		want  string
 	}{
-		"missing":    {map[Cuboid][]float64{1: c.Project(1)}, "exact counts of cuboid {d0,d1} are missing"},
-		"short":      {map[Cuboid][]float64{1: c.Project(1), 3: {1, 2}}, "cuboid {d0,d1} has 6 cells, got 2 counts"},
-		"negative":   {map[Cuboid][]float64{1: {-1, 2}, 3: c.Project(3)}, "count -1 must be finite and non-negative"},
-		"no exact":   {map[Cuboid][]float64{3: c.Project(3)}, "exact counts of cuboid {d0} are missing"},
+		"missing":       {map[Cuboid][]float64{1: c.Project(1)}, "exact counts of cuboid {d0,d1} are missing"},
+		"short":         {map[Cuboid][]float64{1: c.Project(1), 3: {1, 2}}, "cuboid {d0,d1} has 6 cells, got 2 counts"},
+		"negative":      {map[Cuboid][]float64{1: {-1, 2}, 3: c.Project(3)}, "count -1 must be finite and non-negative"},
+		"no exact":      {map[Cuboid][]float64{3: c.Project(3)}, "exact counts of cuboid {d0} are missing"},
 		"extra ignored": {map[Cuboid][]float64{1: {1, 2}, 3: c.Project(3), 2: {1, 1, 0}}, ""},
 	} {
 		_, err := ReleaseWorkload(context.Background(), s, tc.exact, spec, noise.NewSeeded(1))
