@@ -255,7 +255,7 @@ func planWorkload(s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
 		switch {
 		case errors.Is(err, ErrNoClosedForm) && spec.Sensitivity > 0:
 			t.Sensitivity = spec.Sensitivity
-			t.SensitivityRule = "given by the caller; no closed form is known (" + err.Error() + "), so the guarantee is conditional on it"
+			t.SensitivityRule = "given by the caller: no generic sensitivity is known for these exact cuboids, so the guarantee is conditional on it"
 			p.conditional = true
 		case err != nil:
 			return nil, fmt.Errorf("workload: cuboid %s: %w", s.Format(c), err)
@@ -880,6 +880,8 @@ type TableMetadata struct {
 	Measured bool     `json:"measured"`
 	MOE90    float64  `json:"moe90"`
 	Variance float64  `json:"variance"`
+	// Note says why a table is public or has no measurement of its own.
+	Note string `json:"note,omitempty"`
 }
 
 // Metadata returns the release's privacy story.
@@ -908,10 +910,17 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 		m.Guarantee = "conditional: a sensitivity given by the caller, where none could be computed, must be right"
 	}
 	for _, t := range w.Tables {
-		m.Tables = append(m.Tables, TableMetadata{
+		tm := TableMetadata{
 			Cuboid: nonNil(s.Names(t.Cuboid)), File: TableFileName(s, t.Cuboid), Weight: t.Weight,
 			Public: t.Public, Measured: t.Measured, MOE90: t.MOE90, Variance: t.Variance,
-		})
+		}
+		switch {
+		case t.Public:
+			tm.Note = t.SensitivityRule
+		case !t.Measured:
+			tm.Note = "no share of its own (the optimal split): estimated from the measurements of the cuboids that contain it"
+		}
+		m.Tables = append(m.Tables, tm)
 		if t.Measured {
 			m.Measurements = append(m.Measurements, MeasurementInfo{
 				Cuboid: nonNil(s.Names(t.Cuboid)), Share: t.Share, Sensitivity: t.Sensitivity,

@@ -502,7 +502,7 @@ func TestWorkloadSharesAndMetadata(t *testing.T) {
 			t.Errorf("budget %v, spec %v", m.Budget, spec.Epsilon)
 		}
 		for _, key := range []string{`"split":"` + split.String() + `"`, `"composition":"sequential composition`,
-			`"exact":[["sex"]]`, `"seeded":true`, `"private":false`, `"file":"sex-city.csv"`, `"file":"total.csv"`, `"guarantee":"proved"`} {
+			`"exact":[["sex"]]`, `"seeded":true`, `"private":false`, `"file":"sex-city.csv"`, `"file":"total.csv"`, `"guarantee":"proved"`, `"note":"public: {sex} is computable`} {
 			if !strings.Contains(string(js), key) {
 				t.Errorf("metadata lacks %s:\n%s", key, js)
 			}
