@@ -1,5 +1,7 @@
 package cube
 
+import "slices"
+
 // The residual basis of marginals on a product domain (ResidualPlanner,
 // Xiao et al. 2023; HDMM, McKenna et al. 2018). For a set A of dimensions,
 // the residual r_A of a table is its A-marginal centred along every
@@ -29,10 +31,13 @@ func extSize(sizes []int) int {
 }
 
 // extend returns the extended array of x, an array with the given sizes in
-// row-major order: along each dimension, * <- sum and v <- x_v - mean.
+// row-major order: along each dimension, * <- sum and v <- x_v - mean. It
+// works in place in one array of the extended size.
 func extend(sizes []int, x []float64) []float64 {
-	cur := append([]float64(nil), x...)
-	shape := append([]int(nil), sizes...)
+	buf := make([]float64, extSize(sizes))
+	copy(buf, x)
+	shape := slices.Clone(sizes)
+	sum := make([]float64, 0)
 	for k, n := range sizes {
 		outer, inner := 1, 1
 		for _, s := range shape[:k] {
@@ -41,39 +46,46 @@ func extend(sizes []int, x []float64) []float64 {
 		for _, s := range shape[k+1:] {
 			inner *= s
 		}
-		out := make([]float64, outer*(n+1)*inner)
+		sum = slices.Grow(sum[:0], inner)[:inner]
 		inv := 1 / float64(n)
-		for o := range outer {
-			src := cur[o*n*inner : (o+1)*n*inner]
-			dst := out[o*(n+1)*inner : (o+1)*(n+1)*inner]
-			sum := dst[:inner]
+		// The output block of each outer index starts at or after its input
+		// block and the values move up by at least inner per value, so
+		// going backwards over blocks and values reads every input before
+		// it is overwritten.
+		for o := outer - 1; o >= 0; o-- {
+			src := o * n * inner
+			dst := o * (n + 1) * inner
+			clear(sum)
 			for v := range n {
-				for i, val := range src[v*inner : (v+1)*inner] {
+				for i, val := range buf[src+v*inner : src+(v+1)*inner] {
 					sum[i] += val
 				}
 			}
-			for v := range n {
-				d := dst[(v+1)*inner : (v+2)*inner]
-				for i, val := range src[v*inner : (v+1)*inner] {
-					d[i] = val - sum[i]*inv
+			for v := n - 1; v >= 0; v-- {
+				in := buf[src+v*inner : src+(v+1)*inner]
+				out := buf[dst+(v+1)*inner : dst+(v+2)*inner]
+				for i := inner - 1; i >= 0; i-- {
+					out[i] = in[i] - sum[i]*inv
 				}
 			}
+			copy(buf[dst:dst+inner], sum)
 		}
-		cur = out
 		shape[k] = n + 1
 	}
-	return cur
+	return buf
 }
 
 // contract maps an extended array back to counts: along each dimension,
 // y_v = x_* / n + x_v. Applied to residuals r_A stored in their blocks, it
-// returns Σ_A (|A|/|C|) r_A(c_A) in every cell c.
+// returns Σ_A (|A|/|C|) r_A(c_A) in every cell c. It overwrites x and
+// returns a prefix of it.
 func contract(sizes []int, x []float64) []float64 {
-	cur := x
 	shape := make([]int, len(sizes))
 	for i, n := range sizes {
 		shape[i] = n + 1
 	}
+	star := make([]float64, 0)
+	size := len(x)
 	for k, n := range sizes {
 		outer, inner := 1, 1
 		for _, s := range shape[:k] {
@@ -82,26 +94,26 @@ func contract(sizes []int, x []float64) []float64 {
 		for _, s := range shape[k+1:] {
 			inner *= s
 		}
-		out := make([]float64, outer*n*inner)
+		star = slices.Grow(star[:0], inner)[:inner]
 		inv := 1 / float64(n)
+		// Outputs move down: going forwards, every input is read before it
+		// is overwritten, except the * block, which is saved first.
 		for o := range outer {
-			src := cur[o*(n+1)*inner : (o+1)*(n+1)*inner]
-			dst := out[o*n*inner : (o+1)*n*inner]
-			star := src[:inner]
+			src := o * (n + 1) * inner
+			dst := o * n * inner
+			copy(star, x[src:src+inner])
 			for v := range n {
-				d := dst[v*inner : (v+1)*inner]
-				for i, val := range src[(v+1)*inner : (v+2)*inner] {
-					d[i] = star[i]*inv + val
+				in := x[src+(v+1)*inner : src+(v+2)*inner]
+				out := x[dst+v*inner : dst+(v+1)*inner]
+				for i := range out {
+					out[i] = star[i]*inv + in[i]
 				}
 			}
 		}
-		cur = out
 		shape[k] = n
+		size = outer * n * inner
 	}
-	if len(sizes) == 0 {
-		return append([]float64(nil), x...)
-	}
-	return cur
+	return x[:size]
 }
 
 // extStrides returns the stride of each dimension of c in c's extended

@@ -728,7 +728,8 @@ func (p *workloadPlan) estimate(tables []Table, inv []Invariant, noisy [][]float
 				transfer(p.sizes, m.c, measExt[k], c, dst, w)
 			}
 		}
-		tables[i].Counts = contract(subSizes(p.sizes, c), dst)
+		// A copy, so that the larger extended array is not kept alive.
+		tables[i].Counts = slices.Clone(contract(subSizes(p.sizes, c), dst))
 	}
 }
 

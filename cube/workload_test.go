@@ -832,4 +832,24 @@ func BenchmarkWorkload(b *testing.B) {
 			}
 		}
 	})
+	// The base cuboid itself as the 20th table: 10^7 noisy cells, and
+	// every other table's estimate draws on them.
+	withBase := spec
+	withBase.Cuboids = append(slices.Clone(spec.Cuboids[:19]), Base(s.NumDims()))
+	needs, err = withBase.Needs(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range needs {
+		if exact[n] == nil {
+			exact[n] = c.Project(n)
+		}
+	}
+	b.Run("marginals+base", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := ReleaseWorkload(context.Background(), s, exact, withBase, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
