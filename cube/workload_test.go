@@ -853,3 +853,43 @@ func BenchmarkWorkload(b *testing.B) {
 		}
 	})
 }
+
+// A workload over a schema of 10^12 base cells needs only the counts of
+// its cuboids and invariants: no step touches the base domain.
+func TestWorkloadWithoutBaseCube(t *testing.T) {
+	sizes := make([]int, 12)
+	for i := range sizes {
+		sizes[i] = 10
+	}
+	s := testSchema(t, sizes...)
+	spec := WorkloadSpec{Epsilon: eps(t, 1), Exact: []Cuboid{cuboidOf([]int{0, 1, 2})}, Cuboids: []Cuboid{cuboidOf([]int{2, 3}), cuboidOf([]int{3, 4}), cuboidOf([]int{1})}}
+	needs, err := spec.Needs(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Cuboid{cuboidOf([]int{0, 1, 2}), cuboidOf([]int{2, 3}), cuboidOf([]int{3, 4})}; !slices.Equal(needs, want) {
+		t.Fatalf("needs %v, want %v", needs, want)
+	}
+	// Consistent counts: a uniform table of 10^12 cells with one row in
+	// every 10^9 cells.
+	exact := map[Cuboid][]float64{}
+	for _, n := range needs {
+		x := make([]float64, s.CuboidSize(n))
+		for i := range x {
+			x[i] = float64(1000 / len(x))
+		}
+		exact[n] = x
+	}
+	rel, err := ReleaseWorkload(context.Background(), s, exact, spec, noise.NewSeeded(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rel.Tables[2].Counts; len(got) != 10 || got[3] != 100 || !rel.Tables[2].Public {
+		t.Errorf("public {d1}: %v", got)
+	}
+	for _, tb := range rel.Tables[:2] {
+		if !tb.Measured || len(tb.Counts) != 100 || tb.Sensitivity != 2 {
+			t.Errorf("%s: measured %v, %d cells, sensitivity %d", s.Format(tb.Cuboid), tb.Measured, len(tb.Counts), tb.Sensitivity)
+		}
+	}
+}
