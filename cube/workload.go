@@ -97,6 +97,11 @@ type WorkloadSpec struct {
 	// DomainsFromData records that the schema's domains were read from the
 	// data: the release is then not private, whatever the noise.
 	DomainsFromData bool
+	// Measure, if set, lists the cuboids to add noise to instead of the
+	// requested ones (a measurement strategy: the base cuboid, a few large
+	// cuboids...). Every requested cuboid must then be computable from them
+	// and the invariants; ExpectedRMSE compares strategies before release.
+	Measure []Cuboid
 }
 
 // Table is one released cuboid of a workload.
@@ -126,11 +131,24 @@ type Table struct {
 	Public bool
 }
 
+// Measurement is one noisy cuboid of a workload release.
+type Measurement struct {
+	Cuboid Cuboid
+	// Share is its part of the budget; Sensitivity (from SensitivityRule)
+	// and Share give the Laplace scale Scale, on grid Grid.
+	Share           float64
+	Sensitivity     int
+	SensitivityRule string
+	Scale, Grid     float64
+}
+
 // WorkloadRelease is a set of tables released together, with its privacy
 // story.
 type WorkloadRelease struct {
 	Schema *Schema
 	Tables []Table
+	// Measurements are the noisy cuboids the tables are estimated from.
+	Measurements []Measurement
 	// Invariants are the exact cuboids, published as they are.
 	Invariants []Invariant
 	// Epsilon is the privacy loss of the whole release: the sum of the
@@ -165,9 +183,9 @@ const (
 
 // measurement is one noisy cuboid of the plan.
 type measurement struct {
-	table int
 	c     Cuboid
 	sens  int
+	rule  string
 	share privacy.Epsilon
 	lap   noise.Laplace
 	v     float64 // per-cell noise variance
@@ -251,44 +269,49 @@ func planWorkload(s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
 			}
 		}
 		t := Table{Cuboid: c, Weight: w}
-		sens, err := GenericSensitivity(s, p.exact, c)
-		switch {
-		case errors.Is(err, ErrNoClosedForm) && spec.Sensitivity > 0:
-			t.Sensitivity = spec.Sensitivity
-			t.SensitivityRule = "given by the caller: no generic sensitivity is known for these exact cuboids, so the guarantee is conditional on it"
-			p.conditional = true
-		case err != nil:
-			return nil, fmt.Errorf("workload: cuboid %s: %w", s.Format(c), err)
-		case sens.Value == 0:
-			t.Public = true
-			t.SensitivityRule = sens.Rule
-		case spec.Sensitivity > 0 && spec.Sensitivity < sens.Value:
-			return nil, fmt.Errorf("workload: sensitivity %d is below the generic sensitivity %d of cuboid %s (%s)",
-				spec.Sensitivity, sens.Value, s.Format(c), sens.Rule)
-		case spec.Sensitivity > 0:
-			t.Sensitivity = spec.Sensitivity
-			t.SensitivityRule = fmt.Sprintf("given by the caller, at least the generic sensitivity %d (%s)", sens.Value, sens.Rule)
-		default:
-			t.Sensitivity, t.SensitivityRule = sens.Value, sens.Rule
+		sens, err := p.sensitivity(c, spec.Sensitivity)
+		if err != nil {
+			return nil, err
 		}
-		if !t.Public {
-			p.meas = append(p.meas, measurement{table: i, c: c, sens: t.Sensitivity})
+		t.Sensitivity, t.SensitivityRule, t.Public = sens.Value, sens.Rule, sens.Value == 0
+		if !t.Public && spec.Measure == nil {
+			p.meas = append(p.meas, measurement{c: c, sens: sens.Value, rule: sens.Rule})
 		}
 		p.tables = append(p.tables, t)
+	}
+	for i, c := range spec.Measure {
+		if err := checkCuboid(s, c, fmt.Sprintf("workload: measured cuboid %d", i+1)); err != nil {
+			return nil, err
+		}
+		for j, d := range spec.Measure[:i] {
+			if c == d {
+				return nil, fmt.Errorf("workload: cuboid %s is measured twice (measured cuboids %d and %d)", s.Format(c), j+1, i+1)
+			}
+		}
+		sens, err := p.sensitivity(c, spec.Sensitivity)
+		if err != nil {
+			return nil, err
+		}
+		if sens.Value == 0 {
+			return nil, fmt.Errorf("workload: measured cuboid %s is determined by the exact cuboids (%s): noise on it would be wasted", s.Format(c), sens.Rule)
+		}
+		p.meas = append(p.meas, measurement{c: c, sens: sens.Value, rule: sens.Rule})
 	}
 	if len(p.meas) > 0 && !(spec.Epsilon.Float64() > 0) {
 		return nil, errors.New("workload: epsilon must be set (> 0)")
 	}
 	p.classify()
 	for _, t := range p.tables {
-		if !t.Public {
-			continue
-		}
-		// GenericSensitivity is 0 exactly when an invariant determines the
-		// cuboid, which is when every residual of it is fixed.
 		for a := range p.subsets(t.Cuboid) {
-			if p.res[a].status == resFree {
+			r := p.res[a]
+			switch {
+			case r.status != resFree:
+			case t.Public:
+				// GenericSensitivity is 0 exactly when an invariant
+				// determines the cuboid: when every residual of it is fixed.
 				return nil, fmt.Errorf("workload: cuboid %s has generic sensitivity 0 but is not determined by the exact cuboids", s.Format(t.Cuboid))
+			case len(r.covers) == 0:
+				return nil, fmt.Errorf("workload: cuboid %s cannot be estimated: no measured cuboid contains %s and no exact cuboid fixes it", s.Format(t.Cuboid), s.Format(a))
 			}
 		}
 	}
@@ -297,6 +320,28 @@ func planWorkload(s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	}
 	p.finishErrors()
 	return p, nil
+}
+
+// sensitivity returns the sensitivity a measurement of c is calibrated to:
+// the generic sensitivity (0 for a public cuboid), or the caller's override
+// where it is at least that, or where none is known (the release is then
+// conditional).
+func (p *workloadPlan) sensitivity(c Cuboid, override int) (Sensitivity, error) {
+	s := p.s
+	sens, err := GenericSensitivity(s, p.exact, c)
+	switch {
+	case errors.Is(err, ErrNoClosedForm) && override > 0:
+		p.conditional = true
+		return Sensitivity{override, "given by the caller: no generic sensitivity is known for these exact cuboids, so the guarantee is conditional on it"}, nil
+	case err != nil:
+		return Sensitivity{}, fmt.Errorf("workload: cuboid %s: %w", s.Format(c), err)
+	case sens.Value == 0 || override == 0:
+		return sens, nil
+	case override < sens.Value:
+		return Sensitivity{}, fmt.Errorf("workload: sensitivity %d is below the generic sensitivity %d of cuboid %s (%s)",
+			override, sens.Value, s.Format(c), sens.Rule)
+	}
+	return Sensitivity{override, fmt.Sprintf("given by the caller, at least the generic sensitivity %d (%s)", sens.Value, sens.Rule)}, nil
 }
 
 // subsets yields the subsets of c without dimensions of size 1 (whose
@@ -414,9 +459,22 @@ func (p *workloadPlan) setCoverage() {
 				r.w += 1 / (m.v * float64(p.s.CuboidSize(m.c)))
 			}
 		}
-		t := &p.tables[m.table]
-		t.Measured, t.Share, t.Scale, t.Grid = true, m.share.Float64(), m.lap.Scale(), m.lap.Grid()
+		for i := range p.tables {
+			if t := &p.tables[i]; t.Cuboid == m.c {
+				t.Measured, t.Share, t.Scale, t.Grid = true, m.share.Float64(), m.lap.Scale(), m.lap.Grid()
+				t.Sensitivity, t.SensitivityRule = m.sens, m.rule
+			}
+		}
 	}
+}
+
+// measurements returns the plan's measurements for the release.
+func (p *workloadPlan) measurements() []Measurement {
+	out := make([]Measurement, len(p.meas))
+	for k, m := range p.meas {
+		out[k] = Measurement{Cuboid: m.c, Share: m.share.Float64(), Sensitivity: m.sens, SensitivityRule: m.rule, Scale: m.lap.Scale(), Grid: m.lap.Grid()}
+	}
+	return out
 }
 
 // coveredWithout reports whether every free residual of measurement k is
@@ -424,8 +482,8 @@ func (p *workloadPlan) setCoverage() {
 func (p *workloadPlan) coveredWithout(k int, frac []float64) bool {
 	for a := range p.subsets(p.meas[k].c) {
 		r := p.res[a]
-		if r.status != resFree {
-			continue
+		if r.status != resFree || r.a == 0 {
+			continue // fixed, or no table needs it
 		}
 		ok := false
 		for _, j := range r.covers {
@@ -554,6 +612,9 @@ func (p *workloadPlan) optimalFractions() []float64 {
 	for i := range equal {
 		equal[i] = 1 / float64(k)
 	}
+	if len(o.a) == 0 {
+		return equal // every table is public: nothing to optimise
+	}
 	x := o.closedForm()
 	best, fbest := x, o.value(x)
 	if f := o.value(equal); f < fbest {
@@ -674,6 +735,7 @@ func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64,
 	rel := &WorkloadRelease{
 		Schema:          s,
 		Tables:          slices.Clone(p.tables),
+		Measurements:    p.measurements(),
 		Invariants:      inv,
 		Budget:          p.budget.Float64(),
 		Split:           p.split,
@@ -919,15 +981,15 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 		case t.Public:
 			tm.Note = t.SensitivityRule
 		case !t.Measured:
-			tm.Note = "no share of its own (the optimal split): estimated from the measurements of the cuboids that contain it"
+			tm.Note = "not measured itself: estimated from the measurements of the cuboids that contain it"
 		}
 		m.Tables = append(m.Tables, tm)
-		if t.Measured {
-			m.Measurements = append(m.Measurements, MeasurementInfo{
-				Cuboid: nonNil(s.Names(t.Cuboid)), Share: t.Share, Sensitivity: t.Sensitivity,
-				SensitivityRule: t.SensitivityRule, Scale: t.Scale, Grid: t.Grid,
-			})
-		}
+	}
+	for _, x := range w.Measurements {
+		m.Measurements = append(m.Measurements, MeasurementInfo{
+			Cuboid: nonNil(s.Names(x.Cuboid)), Share: x.Share, Sensitivity: x.Sensitivity,
+			SensitivityRule: x.SensitivityRule, Scale: x.Scale, Grid: x.Grid,
+		})
 	}
 	for _, v := range w.Invariants {
 		m.Exact = append(m.Exact, nonNil(s.Names(v.Cuboid)))
@@ -977,26 +1039,20 @@ func ExpectedRMSE(s *Schema, spec WorkloadSpec, st Strategy) ([]float64, error) 
 	var err error
 	switch st {
 	case StrategyEqual, StrategyOptimal:
+		spec.Measure = nil
 		spec.Split = SplitOptimal
 		if st == StrategyEqual {
 			spec.Split = SplitEqual
 		}
 		p, err = planWorkload(s, spec)
 	case StrategyBase:
-		base := spec
-		base.Cuboids, base.Weights = []Cuboid{Base(s.NumDims())}, nil
-		if p, err = planWorkload(s, base); err == nil {
-			// The base cuboid's plan has every residual: a table's error is
-			// the base estimate's, aggregated.
-			p.tables = nil
-			for _, c := range spec.Cuboids {
-				if err := checkCuboid(s, c, "workload: cuboid"); err != nil {
-					return nil, err
-				}
-				p.tables = append(p.tables, Table{Cuboid: c, Variance: p.cellVariance(c)})
-			}
+		spec.Measure = nil
+		if sens, err := GenericSensitivity(s, spec.Exact, Base(s.NumDims())); err != nil || sens.Value > 0 {
+			spec.Measure = []Cuboid{Base(s.NumDims())}
 		}
+		p, err = planWorkload(s, spec)
 	case StrategySeparate:
+		spec.Measure = nil
 		if p, err = planWorkload(s, spec); err != nil {
 			return nil, err
 		}

@@ -55,11 +55,29 @@ func randomWorkload(t *testing.T, r *noise.Rand) workloadCase {
 			spec.Weights = append(spec.Weights, 0.5+float64(r.Uint64N(4)))
 		}
 	}
-	if _, err := planWorkload(s, spec); errors.Is(err, ErrNoClosedForm) {
-		spec.Sensitivity = 50
+	if r.Uint64N(2) == 0 {
+		// A measurement strategy of its own: random cuboids that are not
+		// public, and the base cuboid if they leave a requested table
+		// unestimable.
+		for range 1 + r.Uint64N(3) {
+			cb := randomCuboid(r, dims)
+			if sens, err := GenericSensitivity(s, spec.Exact, cb); (err == nil && sens.Value == 0) || slices.Contains(spec.Measure, cb) {
+				continue
+			}
+			spec.Measure = append(spec.Measure, cb)
+		}
+	}
+	for range 3 {
+		_, err := planWorkload(s, spec)
+		switch {
+		case errors.Is(err, ErrNoClosedForm):
+			spec.Sensitivity = 50
+		case err != nil && strings.Contains(err.Error(), "cannot be estimated"):
+			spec.Measure = append(spec.Measure, Base(dims))
+		}
 	}
 	exact := map[Cuboid][]float64{}
-	for _, e := range append(slices.Clone(spec.Exact), spec.Cuboids...) {
+	for _, e := range append(append(slices.Clone(spec.Exact), spec.Cuboids...), spec.Measure...) {
 		exact[e] = c.Project(e)
 	}
 	return workloadCase{s: s, base: c.Counts, spec: spec, exact: exact}
@@ -178,7 +196,12 @@ func denseWLS(t *testing.T, s *Schema, p *workloadPlan, inv []Invariant) (l *mat
 // cubes with 1-4 invariants and 1-6 requested cuboids.
 func TestWorkloadMatchesDenseSolver(t *testing.T) {
 	r := noise.NewSeeded(11)
-	tested := 0
+	tested, strategies := 0, 0
+	defer func() {
+		if strategies < 5 {
+			t.Errorf("only %d of %d workloads had a measurement strategy of their own", strategies, tested)
+		}
+	}()
 	for tested < 30 {
 		wc := randomWorkload(t, r)
 		s := wc.s
@@ -190,6 +213,9 @@ func TestWorkloadMatchesDenseSolver(t *testing.T) {
 			continue
 		}
 		tested++
+		if wc.spec.Measure != nil {
+			strategies++
+		}
 		inv := make([]Invariant, len(p.exact))
 		for i, e := range p.exact {
 			inv[i] = Invariant{Cuboid: e, Counts: wc.exact[e]}
@@ -552,6 +578,10 @@ func TestWorkloadRejectsBadInput(t *testing.T) {
 			"sensitivity 3 is below the generic sensitivity 4 of cuboid {d0,d1}"},
 		{"no closed form", big, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []Cuboid{15}, Exact: []Cuboid{3, 6, 12}}, "cuboid {d0,d1,d2,d3}: exact cuboids"},
 		{"bad split", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []Cuboid{1}, Split: 7}, "unknown split"},
+		{"measured twice", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []Cuboid{1}, Measure: []Cuboid{3, 7, 3}}, "{d0,d1} is measured twice (measured cuboids 1 and 3)"},
+		{"measured outside", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []Cuboid{1}, Measure: []Cuboid{1 << 6}}, "measured cuboid 1 names dimension 6"},
+		{"measured public", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []Cuboid{3}, Exact: []Cuboid{1}, Measure: []Cuboid{3, 1}}, "measured cuboid {d0} is determined by the exact cuboids"},
+		{"not estimable", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []Cuboid{3}, Exact: []Cuboid{1}, Measure: []Cuboid{6}}, "cuboid {d0,d1} cannot be estimated: no measured cuboid contains {d0,d1}"},
 	} {
 		_, err := planWorkload(tc.s, tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
