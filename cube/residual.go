@@ -31,11 +31,17 @@ func extSize(sizes []int) int {
 }
 
 // extend returns the extended array of x, an array with the given sizes in
-// row-major order: along each dimension, * <- sum and v <- x_v - mean. It
-// works in place in one array of the extended size.
+// row-major order: along each dimension, * <- sum and v <- x_v - mean.
 func extend(sizes []int, x []float64) []float64 {
 	buf := make([]float64, extSize(sizes))
 	copy(buf, x)
+	extendInPlace(sizes, buf)
+	return buf
+}
+
+// extendInPlace replaces the array at the start of buf, which has the
+// extended size, by its extended array.
+func extendInPlace(sizes []int, buf []float64) {
 	shape := slices.Clone(sizes)
 	sum := make([]float64, 0)
 	for k, n := range sizes {
@@ -72,7 +78,6 @@ func extend(sizes []int, x []float64) []float64 {
 		}
 		shape[k] = n + 1
 	}
-	return buf
 }
 
 // contract maps an extended array back to counts: along each dimension,

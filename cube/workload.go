@@ -748,7 +748,9 @@ func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64,
 	noisy := make([][]float64, len(p.meas))
 	for k, m := range p.meas {
 		rk := r.Split()
-		noisy[k] = slices.Clone(exact[m.c])
+		// Room for the extended array, which estimate builds in place.
+		noisy[k] = make([]float64, len(exact[m.c]), extSize(subSizes(p.sizes, m.c)))
+		copy(noisy[k], exact[m.c])
 		if err := addNoise(ctx, m.lap, rk, noisy[k]); err != nil {
 			return nil, fmt.Errorf("workload: cuboid %s: %w", s.Format(m.c), err)
 		}
@@ -763,7 +765,8 @@ func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64,
 }
 
 // estimate fills the counts of every table from the invariants and the
-// noisy measurements.
+// noisy measurements. A noisy array with the capacity of its extended array
+// is overwritten by it.
 func (p *workloadPlan) estimate(tables []Table, inv []Invariant, noisy [][]float64) {
 	invExt := make([][]float64, len(inv))
 	measExt := make([][]float64, len(noisy))
@@ -785,7 +788,13 @@ func (p *workloadPlan) estimate(tables []Table, inv []Invariant, noisy [][]float
 		for k, m := range p.meas {
 			if w, nz := p.weights(c, m.c, -1, k); nz {
 				if measExt[k] == nil {
-					measExt[k] = extend(subSizes(p.sizes, m.c), noisy[k])
+					sizes := subSizes(p.sizes, m.c)
+					if n := extSize(sizes); cap(noisy[k]) >= n {
+						measExt[k] = noisy[k][:n]
+						extendInPlace(sizes, measExt[k])
+					} else {
+						measExt[k] = extend(sizes, noisy[k])
+					}
 				}
 				transfer(p.sizes, m.c, measExt[k], c, dst, w)
 			}
