@@ -221,8 +221,10 @@ func quantile90(terms []lawTerm) float64 {
 
 // MOE90 returns the margin of error of every cell of the release: the true
 // count lies within a released count ± MOE90 with probability 90% under the
-// mechanism (see moe.go's file comment for the method). It is 0 for a
-// public cuboid. A non-negative release is not a linear function of the
+// mechanism. It is exact for a cuboid no invariant touches (one grid Laplace
+// variable per cell) and otherwise inverts the characteristic function of
+// the cell's error; it uses the mechanism only, never the data. It is 0 for
+// a public cuboid. A non-negative release is not a linear function of the
 // noise and has none: MOE90 then fails.
 func (rel *Release) MOE90() (float64, error) {
 	if rel.Sensitivity == 0 {

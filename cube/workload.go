@@ -110,8 +110,8 @@ type Table struct {
 	// Counts are the released counts, row-major over Cuboid's dimensions.
 	Counts []float64
 	// MOE90 is the margin of error of every cell: the true count lies
-	// within Counts[i] ± MOE90 with probability 90% under the mechanism
-	// (moe.go). It is 0 for a public table.
+	// within Counts[i] ± MOE90 with probability 90% under the mechanism,
+	// computed from the noise alone. It is 0 for a public table.
 	MOE90 float64
 	// Variance is the variance of the error of every cell.
 	Variance float64
@@ -120,8 +120,9 @@ type Table struct {
 	// Measured is true when noise was added to this cuboid, with Share of
 	// the budget, calibrated to Sensitivity (from SensitivityRule), at
 	// Laplace scale Scale on grid Grid. A table that is not measured is
-	// public (Sensitivity 0) or estimated from the other measurements
-	// alone (the optimal split gave it no share).
+	// public (Sensitivity 0) or estimated from the measurements of larger
+	// cuboids alone (the optimal split gave it no share, or Measure did
+	// not list it); Sensitivity is then its generic sensitivity.
 	Measured        bool
 	Share           float64
 	Sensitivity     int
