@@ -434,7 +434,12 @@ func (p *workloadPlan) chooseShares() error {
 			}
 			return fmt.Errorf("workload: epsilon %v is too small to share among %d measurements", p.budget.Float64(), len(p.meas))
 		}
-		m.share = privacy.Epsilon(float64(steps) * privacy.EpsilonStep)
+		// steps * 2^-40 is exact, so NewEpsilon keeps it as it is.
+		share, err := privacy.NewEpsilon(float64(steps) * privacy.EpsilonStep)
+		if err != nil {
+			return fmt.Errorf("workload: share of cuboid %s: %w", p.s.Format(m.c), err)
+		}
+		m.share = share
 		lap, err := noise.NewLaplace(float64(m.sens), m.share.Float64())
 		if err != nil {
 			return fmt.Errorf("workload: cuboid %s: %w", p.s.Format(m.c), err)
