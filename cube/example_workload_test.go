@@ -125,3 +125,22 @@ func ExampleExpectedRMSE() {
 	// equal split + least squares      3.61 3.48 3.54
 	// optimal split + least squares    4.06 3.03 3.59
 }
+
+// A workload file lists the cuboids to release, with optional weights.
+func ExampleParseWorkload() {
+	s, _ := cube.NewSchema([]cube.Dimension{
+		{Name: "sex", Values: []string{"F", "M"}},
+		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
+	})
+	cuboids, weights, err := cube.ParseWorkload(s, []byte(`[["sex","age"], {"cuboid": ["age"], "weight": 3}, []]`))
+	if err != nil {
+		panic(err)
+	}
+	for i, c := range cuboids {
+		fmt.Println(s.Format(c), weights[i], cube.TableFileName(s, c))
+	}
+	// Output:
+	// {sex,age} 1 sex-age.csv
+	// {age} 3 age.csv
+	// {} 1 total.csv
+}

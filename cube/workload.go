@@ -29,7 +29,9 @@ package cube
 // Residuals over a dimension of size 1 are zero and play no part.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -1098,4 +1100,53 @@ func ExpectedRMSE(s *Schema, spec WorkloadSpec, st Strategy) ([]float64, error) 
 		out[i] = math.Sqrt(t.Variance)
 	}
 	return out, nil
+}
+
+// ParseWorkload decodes a workload file: a JSON list whose entries are
+// either a list of dimension names, such as ["sex","age"] ([] is the grand
+// total), or an object {"cuboid": ["sex","age"], "weight": 2} (weight
+// optional, default 1). Errors name the entry.
+func ParseWorkload(s *Schema, b []byte) (cuboids []Cuboid, weights []float64, err error) {
+	var entries []json.RawMessage
+	if err := json.Unmarshal(b, &entries); err != nil {
+		return nil, nil, fmt.Errorf("workload: want a JSON list of cuboids: %w", err)
+	}
+	if len(entries) == 0 {
+		return nil, nil, errors.New("workload: the list of cuboids is empty")
+	}
+	for i, raw := range entries {
+		var names []string
+		weight := 1.0
+		if string(bytes.TrimSpace(raw)) == "null" {
+			return nil, nil, fmt.Errorf("workload entry %d: null is not a cuboid (the grand total is [])", i+1)
+		}
+		if err := json.Unmarshal(raw, &names); err != nil {
+			var obj struct {
+				Cuboid *[]string `json:"cuboid"`
+				Weight *float64  `json:"weight"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&obj); err != nil {
+				return nil, nil, fmt.Errorf("workload entry %d: want a list of dimension names or {\"cuboid\": [...], \"weight\": w}: %w", i+1, err)
+			}
+			if obj.Cuboid == nil {
+				return nil, nil, fmt.Errorf("workload entry %d: no \"cuboid\"", i+1)
+			}
+			names = *obj.Cuboid
+			if obj.Weight != nil {
+				weight = *obj.Weight
+			}
+		}
+		c, err := s.CuboidOf(names...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("workload entry %d: %w", i+1, err)
+		}
+		if !(weight > 0) || math.IsInf(weight, 0) {
+			return nil, nil, fmt.Errorf("workload entry %d (%s): weight must be finite and > 0, got %v", i+1, s.Format(c), weight)
+		}
+		cuboids = append(cuboids, c)
+		weights = append(weights, weight)
+	}
+	return cuboids, weights, nil
 }

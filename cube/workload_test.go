@@ -923,3 +923,31 @@ func TestWorkloadWithoutBaseCube(t *testing.T) {
 		}
 	}
 }
+
+func TestParseWorkload(t *testing.T) {
+	s, err := NewSchema([]Dimension{{Name: "sex", Values: []string{"F", "M"}}, {Name: "age", Values: []string{"young", "old"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, ws, err := ParseWorkload(s, []byte(`[["sex","age"], {"cuboid": ["age"], "weight": 2.5}, [], {"cuboid": ["sex"]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cs, []Cuboid{3, 2, 0, 1}) || !slices.Equal(ws, []float64{1, 2.5, 1, 1}) {
+		t.Errorf("cuboids %v weights %v", cs, ws)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`{"cuboid": ["sex"]}`, "want a JSON list of cuboids"},
+		{`[]`, "list of cuboids is empty"},
+		{`[["sex"], ["agee"]]`, `workload entry 2: unknown dimension "agee" (the schema has sex, age)`},
+		{`[{"cuboid": ["sex"], "weight": 0}]`, "workload entry 1 ({sex}): weight must be finite and > 0, got 0"},
+		{`[{"cuboid": ["sex"], "wieght": 2}]`, `workload entry 1: want a list of dimension names or {"cuboid": [...], "weight": w}: json: unknown field "wieght"`},
+		{`[{"weight": 2}]`, `workload entry 1: no "cuboid"`},
+		{`[["sex"], null]`, "workload entry 2: null is not a cuboid"},
+		{`["sex"]`, "workload entry 1: want a list of dimension names"},
+	} {
+		if _, _, err := ParseWorkload(s, []byte(tc.in)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.in, err, tc.want)
+		}
+	}
+}
