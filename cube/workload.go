@@ -714,7 +714,7 @@ func cmpFloat(a, b float64) int {
 // spec.Epsilon, so by sequential composition the release is
 // spec.Epsilon-differentially private with respect to the worst-case
 // induced neighbours. Every table is then derived from one weighted
-// least-squares estimate subject to the invariants (file comment), which is
+// least-squares estimate subject to the invariants (derived in docs/release.md), which is
 // post-processing. Noise for each measurement comes from r.Split() taken in
 // the measurements' order, so a seeded release is reproducible.
 func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64, spec WorkloadSpec, r *noise.Rand) (*WorkloadRelease, error) {
@@ -1048,7 +1048,7 @@ func (st Strategy) String() string {
 
 // ExpectedRMSE returns, for each of spec's cuboids, the root mean squared
 // error of its cells under a strategy that spends spec.Epsilon in total
-// (spec.Split is ignored). Every strategy is unbiased, so this is the
+// (spec.Split and spec.Measure are set by the strategy). Every strategy is unbiased, so this is the
 // square root of the per-cell variance, computed from the mechanism alone
 // (no data): the numbers a release would have on any table over the schema.
 func ExpectedRMSE(s *Schema, spec WorkloadSpec, st Strategy) ([]float64, error) {
