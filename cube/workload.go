@@ -714,9 +714,10 @@ func cmpFloat(a, b float64) int {
 // spec.Epsilon, so by sequential composition the release is
 // spec.Epsilon-differentially private with respect to the worst-case
 // induced neighbours. Every table is then derived from one weighted
-// least-squares estimate subject to the invariants (derived in docs/release.md), which is
-// post-processing. Noise for each measurement comes from r.Split() taken in
-// the measurements' order, so a seeded release is reproducible.
+// least-squares estimate subject to the invariants (derived in
+// docs/release.md), which is post-processing. Noise for each measurement
+// comes from r.Split() taken in the measurements' order, so a seeded
+// release is reproducible.
 func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64, spec WorkloadSpec, r *noise.Rand) (*WorkloadRelease, error) {
 	p, err := planWorkload(s, spec)
 	if err != nil {
