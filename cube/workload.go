@@ -1,0 +1,1153 @@
+package cube
+
+// A workload release: several cuboids released together under one budget,
+// from one weighted least-squares estimate of the base table subject to the
+// invariants, so that every released table agrees with every other and with
+// the invariants exactly.
+//
+// Model. Measurement j adds grid Laplace noise of per-cell variance v_j to
+// every cell of cuboid C_j, giving z_j. The estimate minimises
+//
+//	Σ_j (1/v_j) ||M_j y - z_j||²  subject to  M_E y = e for every invariant E
+//
+// over base tables y. With P_A the projection onto the A-residual subspace
+// (residual.go), M_C^T M_C = deg(C) Σ_{A⊆C} P_A, so both the objective and
+// the constraints split over residuals: the invariants fix exactly the
+// residuals A ⊆ E (the down-closure of the invariants), and each other
+// residual is the weighted mean of what the measurements covering it say:
+//
+//	r_A = Σ_{j: A⊆C_j} β_{A,j} centre_A(marginal_A z_j),
+//	β_{A,j} = (1/(v_j |C_j|)) / W_A,  W_A = Σ_{k: A⊆C_k} 1/(v_k |C_k|),
+//
+// (deg(C_j) = N/|C_j|, so the weight of measurement j in the normal
+// equations, deg(C_j)/v_j, is proportional to 1/(v_j |C_j|)). A table C is
+// then ŷ_C(c) = Σ_{A⊆C} (|A|/|C|) r_A(c_A), and since residuals are
+// uncorrelated and centring is a projection, every cell of C has variance
+//
+//	Var ŷ_C = Σ_{A⊆C free} (|A|/|C|)² π_A / (|A| W_A),  π_A = Π_{i∈A} (1 - 1/n_i).
+//
+// Residuals over a dimension of size 1 are zero and play no part.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
+)
+
+// Split says how a workload's budget is shared among its measurements.
+type Split int
+
+const (
+	// SplitOptimal chooses the shares that minimise the weighted total
+	// variance of the released tables.
+	SplitOptimal Split = iota
+	// SplitEqual gives every measured cuboid the same share.
+	SplitEqual
+)
+
+// String returns "optimal" or "equal".
+func (sp Split) String() string {
+	switch sp {
+	case SplitOptimal:
+		return "optimal"
+	case SplitEqual:
+		return "equal"
+	}
+	return fmt.Sprintf("Split(%d)", int(sp))
+}
+
+// ParseSplit parses "optimal" or "equal".
+func ParseSplit(name string) (Split, error) {
+	switch name {
+	case "optimal":
+		return SplitOptimal, nil
+	case "equal":
+		return SplitEqual, nil
+	}
+	return 0, fmt.Errorf("split %q: want optimal or equal", name)
+}
+
+// WorkloadSpec says which cuboids to release together and how.
+type WorkloadSpec struct {
+	// Epsilon is the total privacy loss of the release (pure DP, with
+	// respect to the neighbours induced by the exact cuboids).
+	Epsilon privacy.Epsilon
+	// Exact lists the invariants: cuboids published exactly, which every
+	// released table agrees with.
+	Exact []Cuboid
+	// Cuboids are the tables to release, without duplicates.
+	Cuboids []Cuboid
+	// Weights, if set, has one weight > 0 per cuboid: its importance in the
+	// weighted total variance that SplitOptimal minimises. Nil means 1 each.
+	Weights []float64
+	// Split chooses the shares of Epsilon (default SplitOptimal).
+	Split Split
+	// Sensitivity, when > 0, replaces the generic sensitivity of every
+	// measured cuboid. It must not be below a sensitivity the library can
+	// compute (the release is refused, naming it); where none is known
+	// (ErrNoClosedForm) the guarantee becomes conditional on it.
+	Sensitivity int
+	// DomainsFromData records that the schema's domains were read from the
+	// data: the release is then not private, whatever the noise.
+	DomainsFromData bool
+	// Measure, if set, lists the cuboids to add noise to instead of the
+	// requested ones (a measurement strategy: the base cuboid, a few large
+	// cuboids...). Every requested cuboid must then be computable from them
+	// and the invariants; ExpectedRMSE compares strategies before release.
+	Measure []Cuboid
+}
+
+// Table is one released cuboid of a workload.
+type Table struct {
+	Cuboid Cuboid
+	// Counts are the released counts, row-major over Cuboid's dimensions.
+	Counts []float64
+	// MOE90 is the margin of error of every cell: the true count lies
+	// within Counts[i] ± MOE90 with probability 90% under the mechanism,
+	// computed from the noise alone. It is 0 for a public table.
+	MOE90 float64
+	// Variance is the variance of the error of every cell.
+	Variance float64
+	// Weight is the table's weight in the split's objective.
+	Weight float64
+	// Measured is true when noise was added to this cuboid, with Share of
+	// the budget, calibrated to Sensitivity (from SensitivityRule), at
+	// Laplace scale Scale on grid Grid. A table that is not measured is
+	// public (Sensitivity 0) or estimated from the measurements of larger
+	// cuboids alone (the optimal split gave it no share, or Measure did
+	// not list it); Sensitivity is then its generic sensitivity.
+	Measured        bool
+	Share           float64
+	Sensitivity     int
+	SensitivityRule string
+	Scale, Grid     float64
+	// Public is true when the table is computed from the invariants alone.
+	Public bool
+}
+
+// Measurement is one noisy cuboid of a workload release.
+type Measurement struct {
+	Cuboid Cuboid
+	// Share is its part of the budget; Sensitivity (from SensitivityRule)
+	// and Share give the Laplace scale Scale, on grid Grid.
+	Share           float64
+	Sensitivity     int
+	SensitivityRule string
+	Scale, Grid     float64
+}
+
+// WorkloadRelease is a set of tables released together, with its privacy
+// story.
+type WorkloadRelease struct {
+	Schema *Schema
+	Tables []Table
+	// Measurements are the noisy cuboids the tables are estimated from.
+	Measurements []Measurement
+	// Invariants are the exact cuboids, published as they are.
+	Invariants []Invariant
+	// Epsilon is the privacy loss of the whole release: the sum of the
+	// measurements' shares (sequential composition), at most Budget.
+	Epsilon, Budget float64
+	Split           Split
+	// Neighbours describes the neighbour relation the guarantee is about.
+	Neighbours string
+	// Conditional is true when a caller-given sensitivity replaced one the
+	// library could not compute: the guarantee holds only if it is right.
+	Conditional bool
+	// Seeded is true when the noise came from a seeded generator;
+	// DomainsFromData when the schema came from the data. Either makes the
+	// release NOT private.
+	Seeded, DomainsFromData bool
+}
+
+// residual is one residual A of the workload and what the plan knows about it.
+type residual struct {
+	status int     // zero, fixed or free
+	source int     // for a fixed residual: the invariant it is taken from
+	covers []int   // for a free one: the measurements whose cuboid contains A
+	a      float64 // its weight in the objective: π_A Σ_{C⊇A} w_C |A|/|C|
+	w      float64 // W_A (free residuals, once shares are known)
+}
+
+const (
+	resZero = iota
+	resFixed
+	resFree
+)
+
+// measurement is one noisy cuboid of the plan.
+type measurement struct {
+	c     Cuboid
+	sens  int
+	rule  string
+	share privacy.Epsilon
+	lap   noise.Laplace
+	v     float64 // per-cell noise variance
+}
+
+// workloadPlan is everything about a workload release that does not depend
+// on the data: which cuboids are public or measured, the shares, the
+// estimator's weights and the error of every table.
+type workloadPlan struct {
+	s           *Schema
+	sizes       []int
+	exact       []Cuboid
+	tables      []Table
+	meas        []measurement
+	res         map[Cuboid]*residual
+	budget      privacy.Epsilon
+	split       Split
+	conditional bool
+}
+
+// Needs returns the cuboids whose exact counts ReleaseWorkload needs: the
+// invariants, then the cuboids that will be measured. It depends on the
+// schema and the spec only.
+func (spec WorkloadSpec) Needs(s *Schema) ([]Cuboid, error) {
+	p, err := planWorkload(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	return p.needs(), nil
+}
+
+func (p *workloadPlan) needs() []Cuboid {
+	out := slices.Clone(p.exact)
+	for _, m := range p.meas {
+		if !slices.Contains(out, m.c) {
+			out = append(out, m.c)
+		}
+	}
+	return out
+}
+
+// planWorkload validates the spec, classifies the requested cuboids and
+// residuals, and chooses the shares. Every error it returns is decided by
+// the schema and the spec alone.
+func planWorkload(s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
+	if s == nil {
+		return nil, errors.New("workload: nil schema")
+	}
+	if len(spec.Cuboids) == 0 {
+		return nil, errors.New("workload: no cuboids to release")
+	}
+	if spec.Weights != nil && len(spec.Weights) != len(spec.Cuboids) {
+		return nil, fmt.Errorf("workload: %d weights for %d cuboids", len(spec.Weights), len(spec.Cuboids))
+	}
+	if spec.Sensitivity < 0 {
+		return nil, fmt.Errorf("workload: sensitivity must be positive, got %d", spec.Sensitivity)
+	}
+	if spec.Split != SplitOptimal && spec.Split != SplitEqual {
+		return nil, fmt.Errorf("workload: unknown split %v", spec.Split)
+	}
+	for i, e := range spec.Exact {
+		if err := checkCuboid(s, e, fmt.Sprintf("workload: exact cuboid %d", i+1)); err != nil {
+			return nil, err
+		}
+	}
+	p := &workloadPlan{s: s, sizes: s.Sizes(), exact: dedupe(spec.Exact), budget: spec.Epsilon, split: spec.Split}
+	for i, c := range spec.Cuboids {
+		if err := checkCuboid(s, c, fmt.Sprintf("workload: cuboid %d", i+1)); err != nil {
+			return nil, err
+		}
+		for j, d := range spec.Cuboids[:i] {
+			if c == d {
+				return nil, fmt.Errorf("workload: cuboid %s is requested twice (cuboids %d and %d)", s.Format(c), j+1, i+1)
+			}
+		}
+		w := 1.0
+		if spec.Weights != nil {
+			w = spec.Weights[i]
+			if !(w > 0) || math.IsInf(w, 0) {
+				return nil, fmt.Errorf("workload: weight of cuboid %s must be finite and > 0, got %v", s.Format(c), w)
+			}
+		}
+		t := Table{Cuboid: c, Weight: w}
+		sens, err := p.sensitivity(c, spec.Sensitivity)
+		if err != nil {
+			return nil, err
+		}
+		t.Sensitivity, t.SensitivityRule, t.Public = sens.Value, sens.Rule, sens.Value == 0
+		if !t.Public && spec.Measure == nil {
+			p.meas = append(p.meas, measurement{c: c, sens: sens.Value, rule: sens.Rule})
+		}
+		p.tables = append(p.tables, t)
+	}
+	for i, c := range spec.Measure {
+		if err := checkCuboid(s, c, fmt.Sprintf("workload: measured cuboid %d", i+1)); err != nil {
+			return nil, err
+		}
+		for j, d := range spec.Measure[:i] {
+			if c == d {
+				return nil, fmt.Errorf("workload: cuboid %s is measured twice (measured cuboids %d and %d)", s.Format(c), j+1, i+1)
+			}
+		}
+		sens, err := p.sensitivity(c, spec.Sensitivity)
+		if err != nil {
+			return nil, err
+		}
+		if sens.Value == 0 {
+			return nil, fmt.Errorf("workload: measured cuboid %s is determined by the exact cuboids (%s): noise on it would be wasted", s.Format(c), sens.Rule)
+		}
+		p.meas = append(p.meas, measurement{c: c, sens: sens.Value, rule: sens.Rule})
+	}
+	if len(p.meas) > 0 && !(spec.Epsilon.Float64() > 0) {
+		return nil, errors.New("workload: epsilon must be set (> 0)")
+	}
+	p.classify()
+	for _, t := range p.tables {
+		for a := range p.subsets(t.Cuboid) {
+			r := p.res[a]
+			switch {
+			case r.status != resFree:
+			case t.Public:
+				// GenericSensitivity is 0 exactly when an invariant
+				// determines the cuboid: when every residual of it is fixed.
+				return nil, fmt.Errorf("workload: cuboid %s has generic sensitivity 0 but is not determined by the exact cuboids", s.Format(t.Cuboid))
+			case len(r.covers) == 0:
+				return nil, fmt.Errorf("workload: cuboid %s cannot be estimated: no measured cuboid contains %s and no exact cuboid fixes it", s.Format(t.Cuboid), s.Format(a))
+			}
+		}
+	}
+	if err := p.chooseShares(); err != nil {
+		return nil, err
+	}
+	p.finishErrors()
+	return p, nil
+}
+
+// sensitivity returns the sensitivity a measurement of c is calibrated to:
+// the generic sensitivity (0 for a public cuboid), or the caller's override
+// where it is at least that, or where none is known (the release is then
+// conditional).
+func (p *workloadPlan) sensitivity(c Cuboid, override int) (Sensitivity, error) {
+	s := p.s
+	sens, err := GenericSensitivity(s, p.exact, c)
+	switch {
+	case errors.Is(err, ErrNoClosedForm) && override > 0:
+		p.conditional = true
+		return Sensitivity{override, "given by the caller: no generic sensitivity is known for these exact cuboids, so the guarantee is conditional on it"}, nil
+	case err != nil:
+		return Sensitivity{}, fmt.Errorf("workload: cuboid %s: %w", s.Format(c), err)
+	case sens.Value == 0 || override == 0:
+		return sens, nil
+	case override < sens.Value:
+		return Sensitivity{}, fmt.Errorf("workload: sensitivity %d is below the generic sensitivity %d of cuboid %s (%s)",
+			override, sens.Value, s.Format(c), sens.Rule)
+	}
+	return Sensitivity{override, fmt.Sprintf("given by the caller, at least the generic sensitivity %d (%s)", sens.Value, sens.Rule)}, nil
+}
+
+// subsets yields the subsets of c without dimensions of size 1 (whose
+// residuals are zero).
+func (p *workloadPlan) subsets(c Cuboid) func(yield func(Cuboid) bool) {
+	c &^= trivialDims(p.s)
+	return func(yield func(Cuboid) bool) {
+		for a := c; ; a = (a - 1) & c {
+			if !yield(a) || a == 0 {
+				return
+			}
+		}
+	}
+}
+
+// classify builds the residuals of every requested cuboid: fixed by an
+// invariant, or free and covered by some measurements, with their weight in
+// the objective.
+func (p *workloadPlan) classify() {
+	trivial := trivialDims(p.s)
+	p.res = map[Cuboid]*residual{}
+	get := func(a Cuboid) *residual {
+		if r, ok := p.res[a]; ok {
+			return r
+		}
+		r := &residual{status: resFree, source: -1}
+		if a&trivial != 0 {
+			r.status = resZero
+		} else {
+			for i, e := range p.exact {
+				if a.AncestorOf(e) {
+					r.status, r.source = resFixed, i
+					break
+				}
+			}
+		}
+		p.res[a] = r
+		return r
+	}
+	for _, t := range p.tables {
+		size := float64(p.s.CuboidSize(t.Cuboid))
+		for a := range p.subsets(t.Cuboid) {
+			r := get(a)
+			if r.status == resFree {
+				r.a += t.Weight * p.pi(a) * float64(p.s.CuboidSize(a)) / size
+			}
+		}
+	}
+	for k, m := range p.meas {
+		for a := range p.subsets(m.c) {
+			if r := get(a); r.status == resFree {
+				r.covers = append(r.covers, k)
+			}
+		}
+	}
+}
+
+// pi returns π_A = Π_{i∈A} (1 - 1/n_i), the variance a unit-variance
+// marginal cell keeps after centring along A.
+func (p *workloadPlan) pi(a Cuboid) float64 {
+	v := 1.0
+	for _, i := range a.Dims() {
+		v *= 1 - 1/float64(p.sizes[i])
+	}
+	return v
+}
+
+// chooseShares sets every measurement's share of the budget (multiples of
+// the accounting step, summing to at most the budget) and its noise.
+// Measurements the optimal split gives no share are dropped.
+func (p *workloadPlan) chooseShares() error {
+	if len(p.meas) == 0 {
+		return nil
+	}
+	frac := make([]float64, len(p.meas))
+	for k := range frac {
+		frac[k] = 1 / float64(len(frac))
+	}
+	if p.split == SplitOptimal {
+		frac = p.optimalFractions()
+	}
+	total := int64(p.budget.Float64() / privacy.EpsilonStep)
+	var kept []measurement
+	for k, m := range p.meas {
+		steps := int64(math.Floor(frac[k] * float64(total)))
+		if steps <= 0 {
+			if p.split == SplitOptimal && p.coveredWithout(k, frac) {
+				continue
+			}
+			return fmt.Errorf("workload: epsilon %v is too small to share among %d measurements", p.budget.Float64(), len(p.meas))
+		}
+		// steps * 2^-40 is exact, so NewEpsilon keeps it as it is.
+		share, err := privacy.NewEpsilon(float64(steps) * privacy.EpsilonStep)
+		if err != nil {
+			return fmt.Errorf("workload: share of cuboid %s: %w", p.s.Format(m.c), err)
+		}
+		m.share = share
+		lap, err := noise.NewLaplace(float64(m.sens), m.share.Float64())
+		if err != nil {
+			return fmt.Errorf("workload: cuboid %s: %w", p.s.Format(m.c), err)
+		}
+		m.lap, m.v = lap, lap.Variance()
+		kept = append(kept, m)
+	}
+	p.meas = kept
+	p.setCoverage()
+	return nil
+}
+
+// setCoverage records, for every free residual, the measurements covering
+// it and W_A, and the measured tables' noise.
+func (p *workloadPlan) setCoverage() {
+	for _, r := range p.res {
+		r.covers, r.w = r.covers[:0], 0
+	}
+	for k, m := range p.meas {
+		for a := range p.subsets(m.c) {
+			if r := p.res[a]; r.status == resFree {
+				r.covers = append(r.covers, k)
+				r.w += 1 / (m.v * float64(p.s.CuboidSize(m.c)))
+			}
+		}
+		for i := range p.tables {
+			if t := &p.tables[i]; t.Cuboid == m.c {
+				t.Measured, t.Share, t.Scale, t.Grid = true, m.share.Float64(), m.lap.Scale(), m.lap.Grid()
+				t.Sensitivity, t.SensitivityRule = m.sens, m.rule
+			}
+		}
+	}
+}
+
+// measurements returns the plan's measurements for the release.
+func (p *workloadPlan) measurements() []Measurement {
+	out := make([]Measurement, len(p.meas))
+	for k, m := range p.meas {
+		out[k] = Measurement{Cuboid: m.c, Share: m.share.Float64(), Sensitivity: m.sens, SensitivityRule: m.rule, Scale: m.lap.Scale(), Grid: m.lap.Grid()}
+	}
+	return out
+}
+
+// coveredWithout reports whether every free residual of measurement k is
+// covered by another measurement with a positive fraction.
+func (p *workloadPlan) coveredWithout(k int, frac []float64) bool {
+	for a := range p.subsets(p.meas[k].c) {
+		r := p.res[a]
+		if r.status != resFree || r.a == 0 {
+			continue // fixed, or no table needs it
+		}
+		ok := false
+		for _, j := range r.covers {
+			ok = ok || (j != k && frac[j] > 0)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// finishErrors sets every table's per-cell variance and margin of error.
+func (p *workloadPlan) finishErrors() {
+	for i := range p.tables {
+		t := &p.tables[i]
+		if t.Public {
+			continue
+		}
+		t.Variance = p.cellVariance(t.Cuboid)
+		t.MOE90 = p.moe90(t.Cuboid)
+	}
+}
+
+// cellVariance is Var ŷ_C for every cell of c (file comment).
+func (p *workloadPlan) cellVariance(c Cuboid) float64 {
+	size := float64(p.s.CuboidSize(c))
+	var v float64
+	for a := range p.subsets(c) {
+		if r := p.res[a]; r.status == resFree {
+			na := float64(p.s.CuboidSize(a))
+			v += na * p.pi(a) / (size * size * r.w)
+		}
+	}
+	return v
+}
+
+// objective is the weighted total variance Σ_C w_C |C| Var ŷ_C as a
+// function of the budget fractions x (eps_k = eps x_k), with v_k = 2
+// (S_k/eps_k)²; and its gradient. Per free residual it is a_A / W_A with
+// W_A = Σ_{k covers A} c_k x_k², c_k = eps²/(2 S_k² |C_k|).
+type objective struct {
+	a      []float64
+	covers [][]int
+	c      []float64
+}
+
+func (p *workloadPlan) objective() objective {
+	var o objective
+	eps := p.budget.Float64()
+	for _, m := range p.meas {
+		s := float64(m.sens)
+		o.c = append(o.c, eps*eps/(2*s*s*float64(p.s.CuboidSize(m.c))))
+	}
+	keys := make([]Cuboid, 0, len(p.res))
+	for a, r := range p.res {
+		if r.status == resFree && r.a > 0 {
+			keys = append(keys, a)
+		}
+	}
+	slices.Sort(keys) // a fixed order: the sums below do not depend on map order
+	for _, a := range keys {
+		o.a = append(o.a, p.res[a].a)
+		o.covers = append(o.covers, p.res[a].covers)
+	}
+	return o
+}
+
+func (o objective) value(x []float64) float64 {
+	var f float64
+	for i, a := range o.a {
+		var w float64
+		for _, k := range o.covers[i] {
+			w += o.c[k] * x[k] * x[k]
+		}
+		f += a / w
+	}
+	return f
+}
+
+func (o objective) gradient(x, g []float64) {
+	clear(g)
+	for i, a := range o.a {
+		var w float64
+		for _, k := range o.covers[i] {
+			w += o.c[k] * x[k] * x[k]
+		}
+		for _, k := range o.covers[i] {
+			g[k] -= 2 * a * o.c[k] * x[k] / (w * w)
+		}
+	}
+}
+
+// closedForm returns the fractions x_k ∝ (B_k / c_k)^(1/3), where B_k sums
+// a_A / (number of measurements covering A) over k's residuals: the exact
+// optimum of Σ_k B_k/(c_k x_k²) on the simplex, which is the objective when
+// no free residual is shared.
+func (o objective) closedForm() []float64 {
+	b := make([]float64, len(o.c))
+	for i, a := range o.a {
+		for _, k := range o.covers[i] {
+			b[k] += a / float64(len(o.covers[i]))
+		}
+	}
+	x := make([]float64, len(b))
+	var sum float64
+	for k := range x {
+		x[k] = math.Cbrt(b[k] / o.c[k])
+		sum += x[k]
+	}
+	for k := range x {
+		x[k] /= sum
+	}
+	return x
+}
+
+// optimalFractions minimises the objective on the simplex: exponentiated
+// gradient from the closed form, with step halving on failure; the best of
+// the closed form, the equal split and the improved point is kept. The
+// problem is not convex in general, so this is a local optimum that is
+// never worse than either starting point.
+func (p *workloadPlan) optimalFractions() []float64 {
+	o := p.objective()
+	k := len(o.c)
+	equal := make([]float64, k)
+	for i := range equal {
+		equal[i] = 1 / float64(k)
+	}
+	if len(o.a) == 0 {
+		return equal // every table is public: nothing to optimise
+	}
+	x := o.closedForm()
+	best, fbest := x, o.value(x)
+	if f := o.value(equal); f < fbest {
+		best, fbest = equal, f
+	}
+	x, f := slices.Clone(best), fbest
+	g := make([]float64, k)
+	next := make([]float64, k)
+	eta := 1.0
+	for it := 0; it < 2000 && eta > 1e-12; it++ {
+		o.gradient(x, g)
+		// Scale the step by the objective so that eta is unit-free.
+		var sum float64
+		for i := range next {
+			next[i] = x[i] * math.Exp(-eta*g[i]*x[i]/f)
+			sum += next[i]
+		}
+		for i := range next {
+			next[i] /= sum
+		}
+		fn := o.value(next)
+		if !(fn < f) {
+			eta /= 2
+			continue
+		}
+		done := f-fn <= 1e-13*f
+		copy(x, next)
+		f = fn
+		eta = min(eta*1.5, 1e3)
+		if done {
+			break
+		}
+	}
+	if f < fbest {
+		best = x
+	}
+	// The optimum may lie on the boundary, which exponentiated gradient
+	// only approaches: try dropping each measurement whose residuals others
+	// cover, smallest share first, and keep the drop if it does not raise
+	// the objective.
+	out := slices.Clone(best)
+	f = o.value(out)
+	order := make([]int, k)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return cmpFloat(out[i], out[j]) })
+	for _, i := range order {
+		if out[i] == 0 || !p.coveredWithout(i, out) {
+			continue
+		}
+		try := slices.Clone(out)
+		try[i] = 0
+		normalise(try)
+		if ft := o.value(try); ft <= f {
+			out, f = try, ft
+		}
+	}
+	return out
+}
+
+func normalise(x []float64) {
+	var sum float64
+	for _, v := range x {
+		sum += v
+	}
+	for i := range x {
+		x[i] /= sum
+	}
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ReleaseWorkload draws a differentially private release of the spec's
+// cuboids from the exact counts of the cuboids spec.Needs(s) lists (more
+// are ignored; the dense base cube is never needed).
+//
+// Each measured cuboid gets grid Laplace noise of scale S/eps_j on every
+// cell of its declared domain, where S is its generic sensitivity under the
+// invariants (Lemma 4.4) and eps_j its share; the shares sum to at most
+// spec.Epsilon, so by sequential composition the release is
+// spec.Epsilon-differentially private with respect to the worst-case
+// induced neighbours. Every table is then derived from one weighted
+// least-squares estimate subject to the invariants (derived in
+// docs/release.md), which is post-processing. Noise for each measurement
+// comes from r.Split() taken in the measurements' order, so a seeded
+// release is reproducible.
+func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64, spec WorkloadSpec, r *noise.Rand) (*WorkloadRelease, error) {
+	p, err := planWorkload(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range p.needs() {
+		x, ok := exact[c]
+		if !ok {
+			return nil, fmt.Errorf("workload: the exact counts of cuboid %s are missing", s.Format(c))
+		}
+		if want := s.CuboidSize(c); len(x) != want {
+			return nil, fmt.Errorf("workload: cuboid %s has %d cells, got %d counts", s.Format(c), want, len(x))
+		}
+	}
+	inv := make([]Invariant, len(p.exact))
+	for i, e := range p.exact {
+		inv[i] = Invariant{Cuboid: e, Counts: slices.Clone(exact[e])}
+	}
+	// The invariants are public: check them as Consistent does (finite,
+	// non-negative, agreeing on common margins), over the grand total.
+	if _, err := constraints(s, 0, make([]float64, 1), inv); err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	rel := &WorkloadRelease{
+		Schema:          s,
+		Tables:          slices.Clone(p.tables),
+		Measurements:    p.measurements(),
+		Invariants:      inv,
+		Budget:          p.budget.Float64(),
+		Split:           p.split,
+		Neighbours:      neighbours(s, p.exact),
+		Conditional:     p.conditional,
+		Seeded:          r.Seeded(),
+		DomainsFromData: spec.DomainsFromData,
+	}
+	var spent privacy.Budget
+	noisy := make([][]float64, len(p.meas))
+	for k, m := range p.meas {
+		rk := r.Split()
+		// Room for the extended array, which estimate builds in place.
+		noisy[k] = make([]float64, len(exact[m.c]), extSize(subSizes(p.sizes, m.c)))
+		copy(noisy[k], exact[m.c])
+		if err := addNoise(ctx, m.lap, rk, noisy[k]); err != nil {
+			return nil, fmt.Errorf("workload: cuboid %s: %w", s.Format(m.c), err)
+		}
+		spent = privacy.Sequential(spent, privacy.Pure(m.share))
+	}
+	rel.Epsilon = spent.Epsilon()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p.estimate(rel.Tables, inv, noisy)
+	return rel, nil
+}
+
+// estimate fills the counts of every table from the invariants and the
+// noisy measurements. A noisy array with the capacity of its extended array
+// is overwritten by it.
+func (p *workloadPlan) estimate(tables []Table, inv []Invariant, noisy [][]float64) {
+	invExt := make([][]float64, len(inv))
+	measExt := make([][]float64, len(noisy))
+	for i, t := range tables {
+		if t.Public {
+			tables[i].Counts = p.fromInvariant(t.Cuboid, inv)
+			continue
+		}
+		c := t.Cuboid
+		dst := make([]float64, extSize(subSizes(p.sizes, c)))
+		for e, v := range inv {
+			if w, nz := p.weights(c, v.Cuboid, e, -1); nz {
+				if invExt[e] == nil {
+					invExt[e] = extend(subSizes(p.sizes, v.Cuboid), v.Counts)
+				}
+				transfer(p.sizes, v.Cuboid, invExt[e], c, dst, w)
+			}
+		}
+		for k, m := range p.meas {
+			if w, nz := p.weights(c, m.c, -1, k); nz {
+				if measExt[k] == nil {
+					sizes := subSizes(p.sizes, m.c)
+					if n := extSize(sizes); cap(noisy[k]) >= n {
+						measExt[k] = noisy[k][:n]
+						extendInPlace(sizes, measExt[k])
+					} else {
+						measExt[k] = extend(sizes, noisy[k])
+					}
+				}
+				transfer(p.sizes, m.c, measExt[k], c, dst, w)
+			}
+		}
+		// A copy, so that the larger extended array is not kept alive.
+		tables[i].Counts = slices.Clone(contract(subSizes(p.sizes, c), dst))
+	}
+}
+
+// fromInvariant returns the counts of a public cuboid c, summed from an
+// invariant that determines it (c's other dimensions have size 1).
+func (p *workloadPlan) fromInvariant(c Cuboid, inv []Invariant) []float64 {
+	eff := c &^ trivialDims(p.s)
+	for _, v := range inv {
+		if eff.AncestorOf(v.Cuboid) {
+			out := make([]float64, p.s.CuboidSize(c))
+			project(subSizes(p.sizes, v.Cuboid), reindex(c&v.Cuboid, v.Cuboid), v.Counts, out)
+			return out
+		}
+	}
+	panic("cube: public cuboid without an invariant") // planWorkload checked it
+}
+
+// weights returns, for the residuals common to table c and a source (the
+// invariant of index e, or the measurement of index k), the weight with
+// which the source's block enters the table's estimate, indexed by pattern
+// (see transfer), and whether any is non-zero.
+func (p *workloadPlan) weights(c, src Cuboid, e, k int) ([]float64, bool) {
+	common := (c & src).Dims()
+	w := make([]float64, 1<<len(common))
+	nz := false
+	for pat := range w {
+		var a Cuboid
+		for b, d := range common {
+			if pat&(1<<b) != 0 {
+				a |= 1 << d
+			}
+		}
+		r, ok := p.res[a]
+		if !ok {
+			continue // has a dimension of size 1: zero
+		}
+		switch {
+		case r.status == resFixed && e >= 0 && r.source == e:
+			w[pat] = 1
+		case r.status == resFree && k >= 0:
+			m := p.meas[k]
+			w[pat] = 1 / (m.v * float64(p.s.CuboidSize(m.c)) * r.w)
+		}
+		nz = nz || w[pat] != 0
+	}
+	return w, nz
+}
+
+// ReleaseWorkload projects the cuboids spec.Needs lists from the cube and
+// calls ReleaseWorkload.
+func (c *Cube) ReleaseWorkload(ctx context.Context, spec WorkloadSpec, r *noise.Rand) (*WorkloadRelease, error) {
+	needs, err := spec.Needs(c.Schema)
+	if err != nil {
+		return nil, err
+	}
+	exact := make(map[Cuboid][]float64, len(needs))
+	for _, n := range needs {
+		exact[n] = c.Project(n)
+	}
+	return ReleaseWorkload(ctx, c.Schema, exact, spec, r)
+}
+
+// TableFileName returns the file name of a released table: its dimensions'
+// names joined with "-" and ".csv", or "total.csv" for the grand total.
+// Path separators in names become "_".
+func TableFileName(s *Schema, c Cuboid) string {
+	if c == 0 {
+		return "total.csv"
+	}
+	name := strings.Join(s.Names(c), "-")
+	return strings.NewReplacer("/", "_", `\`, "_").Replace(name) + ".csv"
+}
+
+// WriteCSV writes the table with one column per dimension of its cuboid,
+// then "count" and "moe90" (the same margin of error on every row).
+func (t Table) WriteCSV(w io.Writer, s *Schema) error {
+	dims := t.Cuboid.Dims()
+	var b strings.Builder
+	for _, d := range dims {
+		b.WriteString(csvField(s.Dim(d).Name))
+		b.WriteByte(',')
+	}
+	b.WriteString("count,moe90\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	moe := FormatCount(t.MOE90)
+	idx := make([]int, len(dims))
+	for _, v := range t.Counts {
+		b.Reset()
+		for k, d := range dims {
+			b.WriteString(csvField(s.Dim(d).Values[idx[k]]))
+			b.WriteByte(',')
+		}
+		b.WriteString(FormatCount(v))
+		b.WriteByte(',')
+		b.WriteString(moe)
+		b.WriteByte('\n')
+		if _, err := io.WriteString(w, b.String()); err != nil {
+			return err
+		}
+		for k := len(idx) - 1; k >= 0; k-- {
+			idx[k]++
+			if idx[k] < s.Size(dims[k]) {
+				break
+			}
+			idx[k] = 0
+		}
+	}
+	return nil
+}
+
+// WorkloadMetadata is the privacy story of a workload release, as written
+// to release.json.
+type WorkloadMetadata struct {
+	Mechanism    string            `json:"mechanism"`
+	Composition  string            `json:"composition"`
+	Epsilon      float64           `json:"epsilon"`
+	Budget       float64           `json:"epsilon_budget"`
+	Neighbours   string            `json:"neighbours"`
+	Split        string            `json:"split"`
+	Guarantee    string            `json:"guarantee"`
+	Estimate     string            `json:"estimate"`
+	MOE          string            `json:"moe90"`
+	Measurements []MeasurementInfo `json:"measurements"`
+	Tables       []TableMetadata   `json:"tables"`
+	Exact        [][]string        `json:"exact"`
+	Seeded       bool              `json:"seeded"`
+	FromData     bool              `json:"domains_from_data"`
+	Private      bool              `json:"private"`
+}
+
+// MeasurementInfo describes one noisy measurement of a workload release.
+type MeasurementInfo struct {
+	Cuboid          []string `json:"cuboid"`
+	Share           float64  `json:"epsilon"`
+	Sensitivity     int      `json:"sensitivity"`
+	SensitivityRule string   `json:"sensitivity_rule"`
+	Scale           float64  `json:"scale"`
+	Grid            float64  `json:"grid"`
+}
+
+// TableMetadata describes one released table.
+type TableMetadata struct {
+	Cuboid   []string `json:"cuboid"`
+	File     string   `json:"file"`
+	Weight   float64  `json:"weight"`
+	Public   bool     `json:"public"`
+	Measured bool     `json:"measured"`
+	MOE90    float64  `json:"moe90"`
+	Variance float64  `json:"variance"`
+	// Note says why a table is public or has no measurement of its own.
+	Note string `json:"note,omitempty"`
+}
+
+// Metadata returns the release's privacy story.
+func (w *WorkloadRelease) Metadata() WorkloadMetadata {
+	s := w.Schema
+	m := WorkloadMetadata{
+		Mechanism: "Laplace noise on a power-of-two grid (exact discrete Laplace) on every cell of the declared domain of each measured cuboid, " +
+			"calibrated to its generic sensitivity under the exact cuboids",
+		Composition: "sequential composition: the total epsilon is the sum of the measurements' shares",
+		Epsilon:     w.Epsilon,
+		Budget:      w.Budget,
+		Neighbours:  w.Neighbours,
+		Split:       w.Split.String(),
+		Guarantee:   "proved",
+		Estimate: "one weighted least-squares estimate of the base table (weights 1/variance) subject to the exact cuboids, " +
+			"computed in the residual basis of the marginals; every table is derived from it, so all agree with each other and with the exact cuboids",
+		MOE: "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
+			"exact for a cell whose error is one grid Laplace variable, otherwise the error's distribution by numerical inversion of its characteristic function (Gil-Pelaez), to 1e-6 in probability",
+		Measurements: []MeasurementInfo{},
+		Exact:        [][]string{},
+		Seeded:       w.Seeded,
+		FromData:     w.DomainsFromData,
+		Private:      !w.Seeded && !w.DomainsFromData,
+	}
+	if w.Conditional {
+		m.Guarantee = "conditional: a sensitivity given by the caller, where none could be computed, must be right"
+	}
+	for _, t := range w.Tables {
+		tm := TableMetadata{
+			Cuboid: nonNil(s.Names(t.Cuboid)), File: TableFileName(s, t.Cuboid), Weight: t.Weight,
+			Public: t.Public, Measured: t.Measured, MOE90: t.MOE90, Variance: t.Variance,
+		}
+		switch {
+		case t.Public:
+			tm.Note = t.SensitivityRule
+		case !t.Measured:
+			tm.Note = "not measured itself: estimated from the measurements of the cuboids that contain it"
+		}
+		m.Tables = append(m.Tables, tm)
+	}
+	for _, x := range w.Measurements {
+		m.Measurements = append(m.Measurements, MeasurementInfo{
+			Cuboid: nonNil(s.Names(x.Cuboid)), Share: x.Share, Sensitivity: x.Sensitivity,
+			SensitivityRule: x.SensitivityRule, Scale: x.Scale, Grid: x.Grid,
+		})
+	}
+	for _, v := range w.Invariants {
+		m.Exact = append(m.Exact, nonNil(s.Names(v.Cuboid)))
+	}
+	return m
+}
+
+// Strategy is a way to release a workload, for comparing their errors.
+type Strategy int
+
+const (
+	// StrategySeparate releases each cuboid on its own with an equal share
+	// of the budget, made consistent with the invariants but not with the
+	// other cuboids (what one Release per cuboid does).
+	StrategySeparate Strategy = iota
+	// StrategyBase measures the base cuboid with the whole budget, makes it
+	// consistent with the invariants and aggregates it.
+	StrategyBase
+	// StrategyEqual is ReleaseWorkload with SplitEqual.
+	StrategyEqual
+	// StrategyOptimal is ReleaseWorkload with SplitOptimal.
+	StrategyOptimal
+)
+
+// String names the strategy.
+func (st Strategy) String() string {
+	switch st {
+	case StrategySeparate:
+		return "separate releases, equal shares"
+	case StrategyBase:
+		return "noisy base cuboid, aggregated"
+	case StrategyEqual:
+		return "equal split + least squares"
+	case StrategyOptimal:
+		return "optimal split + least squares"
+	}
+	return fmt.Sprintf("Strategy(%d)", int(st))
+}
+
+// ExpectedRMSE returns, for each of spec's cuboids, the root mean squared
+// error of its cells under a strategy that spends spec.Epsilon in total
+// (spec.Split and spec.Measure are set by the strategy). Every strategy is unbiased, so this is the
+// square root of the per-cell variance, computed from the mechanism alone
+// (no data): the numbers a release would have on any table over the schema.
+func ExpectedRMSE(s *Schema, spec WorkloadSpec, st Strategy) ([]float64, error) {
+	var p *workloadPlan
+	var err error
+	switch st {
+	case StrategyEqual, StrategyOptimal:
+		spec.Measure = nil
+		spec.Split = SplitOptimal
+		if st == StrategyEqual {
+			spec.Split = SplitEqual
+		}
+		p, err = planWorkload(s, spec)
+	case StrategyBase:
+		spec.Measure = nil
+		if sens, err := GenericSensitivity(s, spec.Exact, Base(s.NumDims())); err != nil || sens.Value > 0 {
+			spec.Measure = []Cuboid{Base(s.NumDims())}
+		}
+		p, err = planWorkload(s, spec)
+	case StrategySeparate:
+		spec.Measure = nil
+		if p, err = planWorkload(s, spec); err != nil {
+			return nil, err
+		}
+		share, err := privacy.NewEpsilon(spec.Epsilon.Float64() / float64(max(len(p.meas), 1)))
+		if err != nil {
+			return nil, fmt.Errorf("workload: %w", err)
+		}
+		for i, t := range p.tables {
+			if t.Public {
+				continue
+			}
+			one := spec
+			one.Cuboids, one.Weights, one.Epsilon = []Cuboid{t.Cuboid}, nil, share
+			q, err := planWorkload(s, one)
+			if err != nil {
+				return nil, err
+			}
+			p.tables[i].Variance = q.tables[0].Variance
+		}
+	default:
+		return nil, fmt.Errorf("workload: unknown strategy %v", st)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(p.tables))
+	for i, t := range p.tables {
+		out[i] = math.Sqrt(t.Variance)
+	}
+	return out, nil
+}
+
+// ParseWorkload decodes a workload file: a JSON list whose entries are
+// either a list of dimension names, such as ["sex","age"] ([] is the grand
+// total), or an object {"cuboid": ["sex","age"], "weight": 2} (weight
+// optional, default 1). Errors name the entry.
+func ParseWorkload(s *Schema, b []byte) (cuboids []Cuboid, weights []float64, err error) {
+	var entries []json.RawMessage
+	if err := json.Unmarshal(b, &entries); err != nil {
+		return nil, nil, fmt.Errorf("workload: want a JSON list of cuboids: %w", err)
+	}
+	if len(entries) == 0 {
+		return nil, nil, errors.New("workload: the list of cuboids is empty")
+	}
+	for i, raw := range entries {
+		var names []string
+		weight := 1.0
+		if string(bytes.TrimSpace(raw)) == "null" {
+			return nil, nil, fmt.Errorf("workload entry %d: null is not a cuboid (the grand total is [])", i+1)
+		}
+		if err := json.Unmarshal(raw, &names); err != nil {
+			var obj struct {
+				Cuboid *[]string `json:"cuboid"`
+				Weight *float64  `json:"weight"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&obj); err != nil {
+				return nil, nil, fmt.Errorf("workload entry %d: want a list of dimension names or {\"cuboid\": [...], \"weight\": w}: %w", i+1, err)
+			}
+			if obj.Cuboid == nil {
+				return nil, nil, fmt.Errorf("workload entry %d: no \"cuboid\"", i+1)
+			}
+			names = *obj.Cuboid
+			if obj.Weight != nil {
+				weight = *obj.Weight
+			}
+		}
+		c, err := s.CuboidOf(names...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("workload entry %d: %w", i+1, err)
+		}
+		if !(weight > 0) || math.IsInf(weight, 0) {
+			return nil, nil, fmt.Errorf("workload entry %d (%s): weight must be finite and > 0, got %v", i+1, s.Format(c), weight)
+		}
+		cuboids = append(cuboids, c)
+		weights = append(weights, weight)
+	}
+	return cuboids, weights, nil
+}
