@@ -75,7 +75,7 @@ func ExampleReleaseWorkload() {
 // The margin of error of a single-cuboid release: with the age totals
 // public, each cell's error is a combination of Laplace variables, and 90%
 // of the time the true count is within the margin of the released one.
-func ExampleRelease_MOE90() {
+func ExampleCube_Release_moe90() {
 	s, _ := cube.NewSchema([]cube.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
@@ -91,8 +91,7 @@ func ExampleRelease_MOE90() {
 		if err != nil {
 			panic(err)
 		}
-		moe, _ := rel.MOE90()
-		fmt.Printf("exact %d cuboid(s): sensitivity %d, moe90 %.3f\n", len(exact), rel.Sensitivity, moe)
+		fmt.Printf("exact %d cuboid(s): sensitivity %d, moe90 %.3f\n", len(exact), rel.Sensitivity, rel.MOE90)
 	}
 	// Output:
 	// exact 0 cuboid(s): sensitivity 1, moe90 2.303

@@ -28,7 +28,6 @@ package cube
 //     the continuous one by one part in 2^20 of its scale, far below that.
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
@@ -219,30 +218,21 @@ func quantile90(terms []lawTerm) float64 {
 	return hi * sigma
 }
 
-// MOE90 returns the margin of error of every cell of the release: the true
-// count lies within a released count ± MOE90 with probability 90% under the
-// mechanism. It is exact for a cuboid no invariant touches (one grid Laplace
-// variable per cell) and otherwise inverts the characteristic function of
-// the cell's error; it uses the mechanism only, never the data. It is 0 for
-// a public cuboid. A non-negative release is not a linear function of the
-// noise and has none: MOE90 then fails.
-func (rel *Release) MOE90() (float64, error) {
+// MOE90 returns the margin of error of the release's least-squares
+// estimate (the Release.MOE90 field): the true count lies within the
+// estimate ± MOE90 with probability 90% under the mechanism. It is exact for
+// a cuboid no invariant touches (one grid Laplace variable per cell) and
+// otherwise inverts the characteristic function of the cell's error; it
+// uses the mechanism only, never the data. It is 0 for a public cuboid. A
+// non-negative or integer release post-processes that estimate by
+// data-dependent amounts the margin does not cover.
+func (rel *Release) lsMOE90(lap noise.Laplace) (float64, error) {
 	if rel.Sensitivity == 0 {
 		return 0, nil
-	}
-	if rel.NonNegative {
-		return 0, errors.New("moe90: a non-negative release has no margin of error from the noise alone (the non-negativity step depends on the data)")
 	}
 	eps, err := privacy.NewEpsilon(rel.Epsilon)
 	if err != nil {
 		return 0, fmt.Errorf("moe90: %w", err)
-	}
-	lap, err := noise.NewLaplace(float64(rel.Sensitivity), eps.Float64())
-	if err != nil {
-		return 0, fmt.Errorf("moe90: %w", err)
-	}
-	if lap.Scale() != rel.Scale {
-		return 0, fmt.Errorf("moe90: the release's scale %v is not that of sensitivity %d at epsilon %v (%v)", rel.Scale, rel.Sensitivity, rel.Epsilon, lap.Scale())
 	}
 	p := &workloadPlan{s: rel.Schema, sizes: rel.Schema.Sizes(), tables: []Table{{Cuboid: rel.Cuboid, Weight: 1}}}
 	for _, v := range rel.Invariants {

@@ -3,7 +3,6 @@ package cube
 import (
 	"context"
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/knowdp/knowdp/noise"
@@ -156,11 +155,7 @@ func TestMOE90Coverage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			moe, err := rel.MOE90()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return [][]float64{rel.Counts}, [][]float64{c.Counts}, []float64{moe}
+			return [][]float64{rel.Counts}, [][]float64{c.Counts}, []float64{rel.MOE90}
 		}},
 	} {
 		cov := coverage(t, tc.n, tc.rel)
@@ -172,7 +167,8 @@ func TestMOE90Coverage(t *testing.T) {
 }
 
 // Release.MOE90 is the workload's margin for the same single measurement,
-// 0 for a public cuboid, and refused for a non-negative release.
+// 0 for a public cuboid; a non-negative release keeps the least-squares
+// estimate's margin, an integer release adds 1 in its moe90 column.
 func TestReleaseMOE90(t *testing.T) {
 	s := testSchema(t, 3, 4, 2)
 	c := &Cube{Schema: s, Counts: randomTable(noise.NewSeeded(2), s.Cells())}
@@ -182,10 +178,7 @@ func TestReleaseMOE90(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := rel.MOE90()
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := rel.MOE90
 	w, err := c.ReleaseWorkload(ctx, WorkloadSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboids: []Cuboid{0b011}}, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
@@ -196,15 +189,22 @@ func TestReleaseMOE90(t *testing.T) {
 	// Alone, the margin is the exact one of the grid Laplace noise.
 	alone, _ := c.Release(ctx, ReleaseSpec{Epsilon: eps(t, 0.8), Cuboid: 0b011}, noise.NewSeeded(1))
 	lap, _ := noise.NewLaplace(1, 0.8)
-	if m, err := alone.MOE90(); err != nil || m != laplaceMOE90(lap) {
-		t.Errorf("alone: %v %v, want %v", m, err, laplaceMOE90(lap))
+	if m := alone.MOE90; m != laplaceMOE90(lap) {
+		t.Errorf("alone: %v, want %v", m, laplaceMOE90(lap))
 	}
 	pub, _ := c.Release(ctx, ReleaseSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b100}, noise.NewSeeded(1))
-	if m, err := pub.MOE90(); err != nil || m != 0 {
-		t.Errorf("public: %v %v", m, err)
+	if m := pub.MOE90; m != 0 {
+		t.Errorf("public: %v", m)
 	}
 	nn, _ := c.Release(ctx, ReleaseSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b011, NonNegative: true}, noise.NewSeeded(1))
-	if _, err := nn.MOE90(); err == nil || !strings.Contains(err.Error(), "non-negative") {
-		t.Errorf("non-negative: %v", err)
+	if nn.MOE90 != got || nn.CellMOE90() != got {
+		t.Errorf("non-negative: %v (column %v), want the least-squares margin %v", nn.MOE90, nn.CellMOE90(), got)
+	}
+	in, err := c.Release(ctx, ReleaseSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b011, Integer: true}, noise.NewSeeded(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.CellMOE90() != got+1 || !in.NonNegative {
+		t.Errorf("integer: column %v, want %v + 1; nonneg %v", in.CellMOE90(), got, in.NonNegative)
 	}
 }

@@ -42,6 +42,10 @@ type ReleaseSpec struct {
 	NonNegative bool
 	// Tol is the tolerance of the non-negative release; 0 means 1e-6.
 	Tol float64
+	// Integer asks for non-negative integer counts that keep every
+	// invariant exactly where an integer table can (RoundInteger applied to
+	// the non-negative release); it implies NonNegative.
+	Integer bool
 }
 
 // Release is a noisy cuboid made consistent with the invariants, together
@@ -71,6 +75,20 @@ type Release struct {
 	// unless the iteration hit its sweep limit. Counts may be negative by
 	// at most this much.
 	NonNegativeResidual float64
+	// MOE90 is the margin of error of the least-squares estimate: the true
+	// count lies within its value ± MOE90 with probability 90% under the
+	// mechanism (computed from the noise alone, see (*Release).MOE90). The
+	// non-negative and integer releases post-process that estimate, moving
+	// cells by data-dependent amounts MOE90 does not cover (rounding by
+	// less than 1 more).
+	MOE90 float64
+	// Integer is true for an integer release; IntegerMethod describes the
+	// rounding, IntegerExact says whether every invariant holds exactly and
+	// IntegerMaxDeviation is the largest deviation from one otherwise.
+	Integer             bool
+	IntegerExact        bool
+	IntegerMethod       string
+	IntegerMaxDeviation float64
 	// Seeded is true when the noise came from a seeded generator: the
 	// release is then reproducible and NOT private.
 	Seeded bool
@@ -170,7 +188,8 @@ func (c *Cube) Release(ctx context.Context, spec ReleaseSpec, r *noise.Rand) (*R
 		Cuboid:      spec.Cuboid,
 		Epsilon:     eps,
 		Neighbours:  neighbours(s, exact),
-		NonNegative: spec.NonNegative,
+		NonNegative: spec.NonNegative || spec.Integer,
+		Integer:     spec.Integer,
 		Seeded:      r.Seeded(),
 		// The spec, not the schema, says where the domains came from: a
 		// library caller that infers them must say so.
@@ -193,7 +212,10 @@ func (c *Cube) Release(ctx context.Context, spec ReleaseSpec, r *noise.Rand) (*R
 	if err := addNoise(ctx, lap, r, rel.Counts); err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
-	if spec.NonNegative {
+	if rel.MOE90, err = rel.lsMOE90(lap); err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	if rel.NonNegative {
 		// Whatever the iteration reaches is a function of the noisy counts
 		// and the public invariants only, so it is released as it is: a
 		// failure to converge must not become an error, which would tell
@@ -204,6 +226,18 @@ func (c *Cube) Release(ctx context.Context, spec ReleaseSpec, r *noise.Rand) (*R
 		}
 		copy(rel.Counts, res.y)
 		rel.NonNegativeResidual = res.residual
+		if spec.Integer {
+			margins, err := InvariantMargins(s, spec.Cuboid, rel.Invariants)
+			if err != nil {
+				return nil, fmt.Errorf("release: %w", err)
+			}
+			ir, err := RoundInteger(ctx, s, spec.Cuboid, rel.Counts, margins, r.Split())
+			if err != nil {
+				return nil, fmt.Errorf("release: %w", err)
+			}
+			copy(rel.Counts, ir.Counts)
+			rel.IntegerExact, rel.IntegerMethod, rel.IntegerMaxDeviation = ir.Exact, ir.Method, ir.MaxDeviation
+		}
 		return rel, nil
 	}
 	if err := Consistent(s, spec.Cuboid, rel.Counts, rel.Invariants); err != nil {
@@ -315,7 +349,8 @@ func cmpErr(a, b error) error {
 }
 
 // WriteCSV writes the release with one column per dimension of the cuboid,
-// then "count". Counts are rounded to 6 decimal places.
+// then "count" and "moe90" (the cell's margin of error, CellMOE90). Counts
+// are rounded to 6 decimal places.
 func (rel *Release) WriteCSV(w io.Writer) error {
 	s := rel.Schema
 	dims := rel.Cuboid.Dims()
@@ -324,10 +359,11 @@ func (rel *Release) WriteCSV(w io.Writer) error {
 		b.WriteString(csvField(s.Dim(d).Name))
 		b.WriteByte(',')
 	}
-	b.WriteString("count\n")
+	b.WriteString("count,moe90\n")
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
+	moe := "," + FormatCount(rel.CellMOE90()) + "\n"
 	idx := make([]int, len(dims))
 	for _, v := range rel.Counts {
 		b.Reset()
@@ -336,7 +372,7 @@ func (rel *Release) WriteCSV(w io.Writer) error {
 			b.WriteByte(',')
 		}
 		b.WriteString(FormatCount(v))
-		b.WriteByte('\n')
+		b.WriteString(moe)
 		if _, err := io.WriteString(w, b.String()); err != nil {
 			return err
 		}
@@ -349,6 +385,15 @@ func (rel *Release) WriteCSV(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// CellMOE90 is the moe90 column of the release: MOE90, plus 1 for an
+// integer release (rounding moves a cell by less than 1).
+func (rel *Release) CellMOE90() float64 {
+	if rel.Integer {
+		return rel.MOE90 + 1
+	}
+	return rel.MOE90
 }
 
 // FormatCount formats a released count rounded to 6 decimal places,
@@ -381,8 +426,18 @@ type Metadata struct {
 	Exact           [][]string `json:"exact"`
 	NonNegative     bool       `json:"nonneg"`
 	NonNegResidual  float64    `json:"nonneg_residual,omitempty"`
-	Seeded          bool       `json:"seeded"`
-	DomainsFromData bool       `json:"domains_from_data"`
+	// MOE90 is the margin of error written in the CSV's moe90 column and
+	// MOE90Note says what it covers.
+	MOE90     float64 `json:"moe90"`
+	MOE90Note string  `json:"moe90_note"`
+	// Integer releases: whether every invariant holds exactly, the largest
+	// deviation otherwise, and how the rounding was done.
+	Integer             bool    `json:"integer"`
+	IntegerExact        bool    `json:"integer_exact,omitempty"`
+	IntegerMaxDeviation float64 `json:"integer_max_deviation,omitempty"`
+	IntegerMethod       string  `json:"integer_method,omitempty"`
+	Seeded              bool    `json:"seeded"`
+	DomainsFromData     bool    `json:"domains_from_data"`
 	// Private is false for seeded runs and domains read from the data;
 	// when true, Guarantee says whether it rests on the caller's claim.
 	Private         bool     `json:"private"`
@@ -394,29 +449,41 @@ type Metadata struct {
 // Metadata returns the release's privacy story.
 func (rel *Release) Metadata() Metadata {
 	m := Metadata{
-		Mechanism:       "Laplace noise on a power-of-two grid (exact discrete Laplace) on every cell of the declared domain, then least-squares consistency with the exact cuboids",
-		Epsilon:         rel.Epsilon,
-		Neighbours:      rel.Neighbours,
-		Sensitivity:     rel.Sensitivity,
-		SensitivityRule: rel.SensitivityRule,
-		Scale:           rel.Scale,
-		Grid:            rel.Grid,
-		Cuboid:          nonNil(rel.Schema.Names(rel.Cuboid)),
-		Exact:           [][]string{},
-		NonNegative:     rel.NonNegative,
-		NonNegResidual:  rel.NonNegativeResidual,
-		Seeded:          rel.Seeded,
-		DomainsFromData: rel.DomainsFromData,
-		Private:         rel.Private(),
-		Guarantee:       rel.Guarantee(),
-		ReleasedExactly: rel.ReleasedExactly,
-		Warnings:        nonNil(rel.Warnings()),
+		Mechanism:           "Laplace noise on a power-of-two grid (exact discrete Laplace) on every cell of the declared domain, then least-squares consistency with the exact cuboids",
+		Epsilon:             rel.Epsilon,
+		Neighbours:          rel.Neighbours,
+		Sensitivity:         rel.Sensitivity,
+		SensitivityRule:     rel.SensitivityRule,
+		Scale:               rel.Scale,
+		Grid:                rel.Grid,
+		Cuboid:              nonNil(rel.Schema.Names(rel.Cuboid)),
+		Exact:               [][]string{},
+		NonNegative:         rel.NonNegative,
+		NonNegResidual:      rel.NonNegativeResidual,
+		MOE90:               rel.CellMOE90(),
+		Integer:             rel.Integer,
+		IntegerExact:        rel.IntegerExact,
+		IntegerMaxDeviation: rel.IntegerMaxDeviation,
+		IntegerMethod:       rel.IntegerMethod,
+		Seeded:              rel.Seeded,
+		DomainsFromData:     rel.DomainsFromData,
+		Private:             rel.Private(),
+		Guarantee:           rel.Guarantee(),
+		ReleasedExactly:     rel.ReleasedExactly,
+		Warnings:            nonNil(rel.Warnings()),
 	}
+	m.MOE90Note = "each released count is within moe90 of the true count with probability 90% under the mechanism (computed from the noise alone, never from the data)"
 	if rel.NonNegative {
 		m.Mechanism += " subject to non-negativity (Dykstra's alternating projections)"
+		m.MOE90Note = "moe90 is that of the least-squares estimate before non-negativity, which moves cells near zero by data-dependent amounts it does not cover (up, on average, for true zeros)"
+	}
+	if rel.Integer {
+		m.Mechanism += ", rounded to integers keeping the invariants (unbiased controlled rounding: " + rel.IntegerMethod + ")"
+		m.MOE90Note = "moe90 is that of the least-squares estimate plus 1 for the rounding; non-negativity moves cells near zero by data-dependent amounts it does not cover (up, on average, for true zeros)"
 	}
 	if rel.Sensitivity == 0 {
 		m.Mechanism = "none: the cuboid is determined by the exact cuboids, which are public"
+		m.MOE90Note = "the counts are exact: no noise"
 	}
 	for _, v := range rel.Invariants {
 		m.Exact = append(m.Exact, nonNil(rel.Schema.Names(v.Cuboid)))

@@ -132,6 +132,26 @@ type Table struct {
 	Scale, Grid     float64
 	// Public is true when the table is computed from the invariants alone.
 	Public bool
+	// Post-processing (see MakeNonNegative and RoundIntegers):
+	// NonNegative tables had their negative counts removed, leaving a KKT
+	// residual of NonNegativeResidual; Integer tables were rounded to
+	// integers by IntegerMethod, keeping every margin constraint exactly
+	// when IntegerExact, and otherwise within IntegerMaxDeviation.
+	NonNegative         bool
+	NonNegativeResidual float64
+	Integer             bool
+	IntegerExact        bool
+	IntegerMethod       string
+	IntegerMaxDeviation float64
+}
+
+// CellMOE90 is the moe90 column of the table: MOE90, plus 1 for an integer
+// table (rounding moves a cell by less than 1).
+func (t Table) CellMOE90() float64 {
+	if t.Integer {
+		return t.MOE90 + 1
+	}
+	return t.MOE90
 }
 
 // Measurement is one noisy cuboid of a workload release.
@@ -896,7 +916,7 @@ func (t Table) WriteCSV(w io.Writer, s *Schema) error {
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
-	moe := FormatCount(t.MOE90)
+	moe := FormatCount(t.CellMOE90())
 	idx := make([]int, len(dims))
 	for _, v := range t.Counts {
 		b.Reset()
@@ -925,21 +945,23 @@ func (t Table) WriteCSV(w io.Writer, s *Schema) error {
 // WorkloadMetadata is the privacy story of a workload release, as written
 // to release.json.
 type WorkloadMetadata struct {
-	Mechanism    string            `json:"mechanism"`
-	Composition  string            `json:"composition"`
-	Epsilon      float64           `json:"epsilon"`
-	Budget       float64           `json:"epsilon_budget"`
-	Neighbours   string            `json:"neighbours"`
-	Split        string            `json:"split"`
-	Guarantee    string            `json:"guarantee"`
-	Estimate     string            `json:"estimate"`
-	MOE          string            `json:"moe90"`
-	Measurements []MeasurementInfo `json:"measurements"`
-	Tables       []TableMetadata   `json:"tables"`
-	Exact        [][]string        `json:"exact"`
-	Seeded       bool              `json:"seeded"`
-	FromData     bool              `json:"domains_from_data"`
-	Private      bool              `json:"private"`
+	Mechanism   string  `json:"mechanism"`
+	Composition string  `json:"composition"`
+	Epsilon     float64 `json:"epsilon"`
+	Budget      float64 `json:"epsilon_budget"`
+	Neighbours  string  `json:"neighbours"`
+	Split       string  `json:"split"`
+	Guarantee   string  `json:"guarantee"`
+	// GuaranteeNote says on what a conditional guarantee rests.
+	GuaranteeNote string            `json:"guarantee_note,omitempty"`
+	Estimate      string            `json:"estimate"`
+	MOE           string            `json:"moe90"`
+	Measurements  []MeasurementInfo `json:"measurements"`
+	Tables        []TableMetadata   `json:"tables"`
+	Exact         [][]string        `json:"exact"`
+	Seeded        bool              `json:"seeded"`
+	FromData      bool              `json:"domains_from_data"`
+	Private       bool              `json:"private"`
 }
 
 // MeasurementInfo describes one noisy measurement of a workload release.
@@ -963,6 +985,13 @@ type TableMetadata struct {
 	Variance float64  `json:"variance"`
 	// Note says why a table is public or has no measurement of its own.
 	Note string `json:"note,omitempty"`
+	// Post-processing: see Table.
+	NonNegative         bool    `json:"nonneg,omitempty"`
+	NonNegativeResidual float64 `json:"nonneg_residual,omitempty"`
+	Integer             bool    `json:"integer,omitempty"`
+	IntegerExact        bool    `json:"integer_exact,omitempty"`
+	IntegerMethod       string  `json:"integer_method,omitempty"`
+	IntegerMaxDeviation float64 `json:"integer_max_deviation,omitempty"`
 }
 
 // Metadata returns the release's privacy story.
@@ -976,7 +1005,7 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 		Budget:      w.Budget,
 		Neighbours:  w.Neighbours,
 		Split:       w.Split.String(),
-		Guarantee:   "proved",
+		Guarantee:   GuaranteeUnconditional,
 		Estimate: "one weighted least-squares estimate of the base table (weights 1/variance) subject to the exact cuboids, " +
 			"computed in the residual basis of the marginals; every table is derived from it, so all agree with each other and with the exact cuboids",
 		MOE: "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
@@ -987,13 +1016,23 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 		FromData:     w.DomainsFromData,
 		Private:      !w.Seeded && !w.DomainsFromData,
 	}
-	if w.Conditional {
-		m.Guarantee = "conditional: a sensitivity given by the caller, where none could be computed, must be right"
+	switch {
+	case !m.Private:
+		m.Guarantee = GuaranteeNone
+	case w.Conditional:
+		m.Guarantee = GuaranteeConditional
+		m.GuaranteeNote = "a sensitivity given by the caller, where knowdp could not compute one, must be at least the true generic sensitivity"
+	}
+	if w.postProcessed() {
+		m.Estimate += "; then post-processed table by table, smallest first, each kept consistent with the exact cuboids and with the tables processed before it (see each table's nonneg and integer fields)"
+		m.MOE += "; for non-negative and integer tables it is the margin of the least-squares estimate (plus 1 for integer rounding): non-negativity moves cells near zero by data-dependent amounts it does not cover"
 	}
 	for _, t := range w.Tables {
 		tm := TableMetadata{
 			Cuboid: nonNil(s.Names(t.Cuboid)), File: TableFileName(s, t.Cuboid), Weight: t.Weight,
-			Public: t.Public, Measured: t.Measured, MOE90: t.MOE90, Variance: t.Variance,
+			Public: t.Public, Measured: t.Measured, MOE90: t.CellMOE90(), Variance: t.Variance,
+			NonNegative: t.NonNegative, NonNegativeResidual: t.NonNegativeResidual,
+			Integer: t.Integer, IntegerExact: t.IntegerExact, IntegerMethod: t.IntegerMethod, IntegerMaxDeviation: t.IntegerMaxDeviation,
 		}
 		switch {
 		case t.Public:
