@@ -144,3 +144,218 @@ func reindex(c, within Cuboid) Cuboid {
 	}
 	return out
 }
+
+// multiPlan maps the cells of a dense array onto the cells of several
+// sub-arrays at once, so that one pass over the big array serves every
+// marginal. The inner run is the longest suffix of dimensions on which every
+// keep is constant (each of its dimensions kept by a keep or dropped by it
+// alike): along the run, a keep that drops the run's dimensions sees one
+// marginal cell, and a keep that keeps them sees a contiguous slice.
+type multiPlan struct {
+	k       int   // number of keeps
+	outer   []int // sizes of the dimensions before the inner run
+	ostride []int // ostride[j*k+i]: stride of outer dimension j in keep i's array (0 if dropped)
+	inner   int   // cells in the inner run
+	in      []int // keeps that keep the inner run's dimensions
+	out     []int // keeps that drop them
+	blocks  int   // number of inner runs
+}
+
+// runTile bounds the piece of an inner run processed at once, so that
+// several passes over the piece (one per keep) stay in cache.
+const runTile = 2048
+
+// newMultiPlan plans the pass over an array of the given sizes for keeps.
+// When the outer dimensions give fewer than minBlocks blocks, dimensions of
+// the run move to the outer ones (the run stays a suffix on which every keep
+// is constant), so that the blocks can be split between workers.
+func newMultiPlan(sizes []int, keeps []Cuboid, minBlocks int) *multiPlan {
+	n, k := len(sizes), len(keeps)
+	p := &multiPlan{k: k, inner: 1, blocks: 1}
+	// same reports whether every keep treats dimensions a and b alike.
+	same := func(a, b int) bool {
+		for _, c := range keeps {
+			if c.Has(a) != c.Has(b) {
+				return false
+			}
+		}
+		return true
+	}
+	start := n
+	if n > 0 {
+		start = n - 1
+		for start > 0 && same(start-1, n-1) {
+			start--
+		}
+		outerBlocks := 1
+		for _, s := range sizes[:start] {
+			outerBlocks *= s
+		}
+		for start < n-1 && outerBlocks < minBlocks {
+			outerBlocks *= sizes[start]
+			start++
+		}
+		for _, s := range sizes[start:] {
+			p.inner *= s
+		}
+		for i, c := range keeps {
+			if c.Has(n - 1) {
+				p.in = append(p.in, i)
+			} else {
+				p.out = append(p.out, i)
+			}
+		}
+	} else {
+		for i := range keeps {
+			p.out = append(p.out, i)
+		}
+	}
+	p.outer = sizes[:start]
+	p.ostride = make([]int, start*k)
+	for i, c := range keeps {
+		stride := 1
+		for j := n - 1; j >= 0; j-- {
+			if !c.Has(j) {
+				continue
+			}
+			if j < start {
+				p.ostride[j*k+i] = stride
+			}
+			stride *= sizes[j]
+		}
+	}
+	for _, s := range p.outer {
+		p.blocks *= s
+	}
+	return p
+}
+
+// cursor is the position of an outer block and the offset of its first cell
+// in every keep's array.
+type cursor struct {
+	idx  []int
+	kept []int
+}
+
+// seek positions c at outer block b.
+func (p *multiPlan) seek(c *cursor, b int) {
+	c.idx = make([]int, len(p.outer))
+	c.kept = make([]int, p.k)
+	for j := len(p.outer) - 1; j >= 0; j-- {
+		c.idx[j] = b % p.outer[j]
+		b /= p.outer[j]
+		for i := range p.k {
+			c.kept[i] += c.idx[j] * p.ostride[j*p.k+i]
+		}
+	}
+}
+
+// next moves c to the following outer block.
+func (p *multiPlan) next(c *cursor) {
+	k := p.k
+	for j := len(c.idx) - 1; j >= 0; j-- {
+		c.idx[j]++
+		st := p.ostride[j*k : j*k+k]
+		if c.idx[j] < p.outer[j] {
+			for i, s := range st {
+				c.kept[i] += s
+			}
+			return
+		}
+		back := c.idx[j] - 1
+		for i, s := range st {
+			c.kept[i] -= back * s
+		}
+		c.idx[j] = 0
+	}
+}
+
+// projectRange adds to out[i] the sums of the cells of x in outer blocks
+// [from, to) over the dimensions keep i drops.
+func (p *multiPlan) projectRange(x []float64, from, to int, out [][]float64) {
+	var c cursor
+	p.seek(&c, from)
+	in := p.inner
+	for b := from; b < to; b++ {
+		run := x[b*in : b*in+in]
+		if len(p.out) > 0 {
+			s := sum(run)
+			for _, i := range p.out {
+				out[i][c.kept[i]] += s
+			}
+		}
+		for lo := 0; lo < in && len(p.in) > 0; lo += runTile {
+			piece := run[lo:min(lo+runTile, in)]
+			for _, i := range p.in {
+				dst := out[i][c.kept[i]+lo:]
+				dst = dst[:len(piece)]
+				for j, v := range piece {
+					dst[j] += v
+				}
+			}
+		}
+		p.next(&c)
+	}
+}
+
+// broadcastRange adds to every cell of x in outer blocks [from, to) the sum
+// over keeps i of r[i] at the cell's projection.
+func (p *multiPlan) broadcastRange(x []float64, from, to int, r [][]float64) {
+	var c cursor
+	p.seek(&c, from)
+	in := p.inner
+	for b := from; b < to; b++ {
+		var v float64
+		for _, i := range p.out {
+			v += r[i][c.kept[i]]
+		}
+		run := x[b*in : b*in+in]
+		switch len(p.in) {
+		case 0:
+			for j := range run {
+				run[j] += v
+			}
+		case 1:
+			src := r[p.in[0]][c.kept[p.in[0]]:]
+			src = src[:len(run)]
+			for j := range run {
+				run[j] += v + src[j]
+			}
+		default:
+			for lo := 0; lo < in; lo += runTile {
+				hi := min(lo+runTile, in)
+				piece := run[lo:hi]
+				src := r[p.in[0]][c.kept[p.in[0]]+lo:]
+				src = src[:len(piece)]
+				for j := range piece {
+					piece[j] += v + src[j]
+				}
+				for _, i := range p.in[1:] {
+					src := r[i][c.kept[i]+lo:]
+					src = src[:len(piece)]
+					for j := range piece {
+						piece[j] += src[j]
+					}
+				}
+			}
+		}
+		p.next(&c)
+	}
+}
+
+// sum adds the values of v with four accumulators, so that the additions
+// are not serialised on one register.
+func sum(v []float64) float64 {
+	var s0, s1, s2, s3 float64
+	for len(v) >= 4 {
+		s0 += v[0]
+		s1 += v[1]
+		s2 += v[2]
+		s3 += v[3]
+		v = v[4:]
+	}
+	for _, x := range v {
+		s0 += x
+	}
+	return (s0 + s1) + (s2 + s3)
+}
