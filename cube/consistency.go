@@ -78,15 +78,15 @@ func Consistent(s *Schema, over Cuboid, x []float64, inv []Invariant) error {
 // only the targets' and x's marginals on D, both derivable from any
 // constraint i with D ⊆ K_i; each term is folded into that constraint's
 // correction array, so the second pass adds one value per constraint.
+
 type projector struct {
-	sizes []int
 	cons  []constraint
 	fixed int // a constraint that determines every cell, or -1
-	mp    *multiPlan
 	terms []term
+	mp    *multiPlan
 	parts int
-	// partial[q][i] are part q's sums of x onto constraint i; partial[0]
-	// holds the totals after the reduction.
+	// partial[q][i] are part q's sums of x onto constraint i;
+	// partial[0] holds the totals after the reduction.
 	partial [][][]float64
 	corr    [][]float64
 }
@@ -106,14 +106,15 @@ type term struct {
 // Parallel work split: arrays below minParallelCells are done inline (the
 // non-negative iteration calls apply thousands of times on small arrays);
 // larger ones in at most maxParts parts, each with its own partial
-// marginals, which cost at most half the array's size in all.
+// marginals, which cost at most half the array's size in all. The parts
+// depend on the shapes only, never on GOMAXPROCS.
 const (
 	minParallelCells = 1 << 16
 	maxParts         = 16
 )
 
 func newProjector(sizes []int, cons []constraint) *projector {
-	p := &projector{sizes: sizes, cons: cons, fixed: -1}
+	p := &projector{cons: cons, fixed: -1}
 	full := Base(len(sizes))
 	n := 1
 	for _, s := range sizes {
@@ -207,7 +208,7 @@ func (p *projector) apply(x []float64) {
 	if len(p.cons) == 0 {
 		return
 	}
-	p.inParts(func(q, from, to int) {
+	inParts(p.parts, p.mp.blocks, func(q, from, to int) {
 		for _, m := range p.partial[q] {
 			clear(m)
 		}
@@ -239,32 +240,29 @@ func (p *projector) apply(x []float64) {
 		}
 		broadcastAdd(t.sizes, t.sub, corr, t.buf)
 	}
-	p.inParts(func(_, from, to int) {
+	inParts(p.parts, p.mp.blocks, func(_, from, to int) {
 		p.mp.broadcastRange(x, from, to, p.corr)
 	})
 }
 
-// inParts calls fn for each part q of the outer blocks, [from, to), on at
-// most GOMAXPROCS goroutines.
-func (p *projector) inParts(fn func(q, from, to int)) {
-	blocks := p.mp.blocks
-	bounds := func(q int) (int, int) { return q * blocks / p.parts, (q + 1) * blocks / p.parts }
-	if p.parts == 1 {
-		fn(0, 0, blocks)
+// inParts calls fn(q, from, to) for each of the parts q that cut [0, n)
+// into ranges, on at most GOMAXPROCS goroutines.
+func inParts(parts, n int, fn func(q, from, to int)) {
+	if parts == 1 {
+		fn(0, 0, n)
 		return
 	}
-	workers := min(runtime.GOMAXPROCS(0), p.parts)
+	workers := min(runtime.GOMAXPROCS(0), parts)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for {
 				q := int(next.Add(1)) - 1
-				if q >= p.parts {
+				if q >= parts {
 					return
 				}
-				from, to := bounds(q)
-				fn(q, from, to)
+				fn(q, q*n/parts, (q+1)*n/parts)
 			}
 		})
 	}

@@ -483,8 +483,9 @@ func sweepConsistent(sizes []int, x []float64, cons []constraint) {
 // one-projection-per-invariant sweep on shapes that exercise the plan: inner
 // runs kept by some invariants and dropped by others, several kept ones,
 // runs split for parallel parts, nested, disjoint and empty intersections,
-// an invariant covering the release (the table is known), and arrays large
-// enough to be split over parts.
+// an invariant covering the release (the table is known), trailing
+// dimensions no invariant keeps, and arrays large enough to be split over
+// parts.
 func TestConsistentMatchesSweep(t *testing.T) {
 	r := noise.NewSeeded(7)
 	for _, tc := range []struct {
@@ -507,6 +508,10 @@ func TestConsistentMatchesSweep(t *testing.T) {
 		{sizes: []int{8, 8, 8, 8, 8, 2}, exact: [][]int{{0, 1, 2}, {2, 3}, {0, 4}, {5}}},
 		{sizes: []int{4, 4, 4, 4, 4, 4, 4, 4}, exact: [][]int{{7}, {6, 7}, {1, 7}}},
 		{sizes: []int{300, 300}, exact: [][]int{{}, {0}}},
+		// A tail of dimensions no invariant keeps, with a head of 10^5
+		// cells split into parts too.
+		{sizes: []int{10, 10, 10, 10, 10, 4}, exact: [][]int{{0, 1, 2}, {2, 3}, {0, 4}}},
+		{sizes: []int{3, 4, 5, 6}, exact: [][]int{{0}, {1}}},
 	} {
 		s := testSchema(t, tc.sizes...)
 		over := Base(len(tc.sizes))

@@ -147,18 +147,23 @@ func reindex(c, within Cuboid) Cuboid {
 
 // multiPlan maps the cells of a dense array onto the cells of several
 // sub-arrays at once, so that one pass over the big array serves every
-// marginal. The inner run is the longest suffix of dimensions on which every
-// keep is constant (each of its dimensions kept by a keep or dropped by it
-// alike): along the run, a keep that drops the run's dimensions sees one
-// marginal cell, and a keep that keeps them sees a contiguous slice.
+// marginal. The trailing dimensions that every keep drops form the tail:
+// each cell of the head (the other dimensions) is a contiguous tail run of
+// the array, which every keep sees as one cell. Over the head, the inner run
+// is the longest suffix of dimensions on which every keep is constant (each
+// of its dimensions kept by a keep or dropped by it alike): along it, a keep
+// that drops the run's dimensions sees one marginal cell, and a keep that
+// keeps them sees a contiguous slice. A block is one inner run of head
+// cells: a contiguous span of inner*tail cells of the array.
 type multiPlan struct {
 	k       int   // number of keeps
-	outer   []int // sizes of the dimensions before the inner run
+	tail    int   // cells of the array per head cell
+	outer   []int // sizes of the head dimensions before the inner run
 	ostride []int // ostride[j*k+i]: stride of outer dimension j in keep i's array (0 if dropped)
-	inner   int   // cells in the inner run
+	inner   int   // head cells in the inner run
 	in      []int // keeps that keep the inner run's dimensions
 	out     []int // keeps that drop them
-	blocks  int   // number of inner runs
+	blocks  int   // number of blocks
 }
 
 // runTile bounds the piece of an inner run processed at once, so that
@@ -166,12 +171,35 @@ type multiPlan struct {
 const runTile = 2048
 
 // newMultiPlan plans the pass over an array of the given sizes for keeps.
-// When the outer dimensions give fewer than minBlocks blocks, dimensions of
-// the run move to the outer ones (the run stays a suffix on which every keep
-// is constant), so that the blocks can be split between workers.
+// When there would be fewer than minBlocks blocks, dimensions move from the
+// tail to the head and from the inner run to the outer dimensions (the
+// tail and the run stay suffixes with the properties above), so that the
+// blocks can be split between workers.
 func newMultiPlan(sizes []int, keeps []Cuboid, minBlocks int) *multiPlan {
 	n, k := len(sizes), len(keeps)
-	p := &multiPlan{k: k, inner: 1, blocks: 1}
+	p := &multiPlan{k: k, tail: 1, inner: 1, blocks: 1}
+	kept := func(d int) bool {
+		for _, c := range keeps {
+			if c.Has(d) {
+				return true
+			}
+		}
+		return false
+	}
+	h := n
+	for h > 0 && !kept(h-1) {
+		h--
+		p.tail *= sizes[h]
+	}
+	headCells := 1
+	for _, s := range sizes[:h] {
+		headCells *= s
+	}
+	for h < n && headCells < minBlocks {
+		headCells *= sizes[h]
+		p.tail /= sizes[h]
+		h++
+	}
 	// same reports whether every keep treats dimensions a and b alike.
 	same := func(a, b int) bool {
 		for _, c := range keeps {
@@ -181,32 +209,28 @@ func newMultiPlan(sizes []int, keeps []Cuboid, minBlocks int) *multiPlan {
 		}
 		return true
 	}
-	start := n
-	if n > 0 {
-		start = n - 1
-		for start > 0 && same(start-1, n-1) {
+	start := h
+	if h > 0 {
+		start = h - 1
+		for start > 0 && same(start-1, h-1) {
 			start--
 		}
 		outerBlocks := 1
 		for _, s := range sizes[:start] {
 			outerBlocks *= s
 		}
-		for start < n-1 && outerBlocks < minBlocks {
+		for start < h-1 && outerBlocks < minBlocks {
 			outerBlocks *= sizes[start]
 			start++
 		}
-		for _, s := range sizes[start:] {
+		for _, s := range sizes[start:h] {
 			p.inner *= s
 		}
-		for i, c := range keeps {
-			if c.Has(n - 1) {
-				p.in = append(p.in, i)
-			} else {
-				p.out = append(p.out, i)
-			}
-		}
-	} else {
-		for i := range keeps {
+	}
+	for i, c := range keeps {
+		if h > 0 && c.Has(h-1) {
+			p.in = append(p.in, i)
+		} else {
 			p.out = append(p.out, i)
 		}
 	}
@@ -270,52 +294,85 @@ func (p *multiPlan) next(c *cursor) {
 	}
 }
 
-// projectRange adds to out[i] the sums of the cells of x in outer blocks
+// projectRange adds to out[i] the sums of the cells of x in blocks
 // [from, to) over the dimensions keep i drops.
 func (p *multiPlan) projectRange(x []float64, from, to int, out [][]float64) {
 	var c cursor
 	p.seek(&c, from)
-	in := p.inner
+	in, t := p.inner, p.tail
+	span := in * t
 	for b := from; b < to; b++ {
-		run := x[b*in : b*in+in]
-		if len(p.out) > 0 {
+		run := x[b*span : b*span+span]
+		switch {
+		case len(p.in) == 0:
 			s := sum(run)
 			for _, i := range p.out {
 				out[i][c.kept[i]] += s
 			}
-		}
-		for lo := 0; lo < in && len(p.in) > 0; lo += runTile {
-			piece := run[lo:min(lo+runTile, in)]
-			for _, i := range p.in {
-				dst := out[i][c.kept[i]+lo:]
-				dst = dst[:len(piece)]
-				for j, v := range piece {
-					dst[j] += v
+		case t == 1:
+			if len(p.out) > 0 {
+				s := sum(run)
+				for _, i := range p.out {
+					out[i][c.kept[i]] += s
 				}
+			}
+			for lo := 0; lo < in; lo += runTile {
+				piece := run[lo:min(lo+runTile, in)]
+				for _, i := range p.in {
+					dst := out[i][c.kept[i]+lo:]
+					dst = dst[:len(piece)]
+					for j, v := range piece {
+						dst[j] += v
+					}
+				}
+			}
+		default:
+			var s float64
+			for j := range in {
+				v := sum(run[j*t : j*t+t])
+				s += v
+				for _, i := range p.in {
+					out[i][c.kept[i]+j] += v
+				}
+			}
+			for _, i := range p.out {
+				out[i][c.kept[i]] += s
 			}
 		}
 		p.next(&c)
 	}
 }
 
-// broadcastRange adds to every cell of x in outer blocks [from, to) the sum
-// over keeps i of r[i] at the cell's projection.
+// broadcastRange adds to every cell of x in blocks [from, to) the sum over
+// keeps i of r[i] at the cell's projection.
 func (p *multiPlan) broadcastRange(x []float64, from, to int, r [][]float64) {
 	var c cursor
 	p.seek(&c, from)
-	in := p.inner
+	in, t := p.inner, p.tail
+	span := in * t
 	for b := from; b < to; b++ {
 		var v float64
 		for _, i := range p.out {
 			v += r[i][c.kept[i]]
 		}
-		run := x[b*in : b*in+in]
-		switch len(p.in) {
-		case 0:
+		run := x[b*span : b*span+span]
+		switch {
+		case len(p.in) == 0:
 			for j := range run {
 				run[j] += v
 			}
-		case 1:
+		case t > 1:
+			for j := range in {
+				w := v
+				for _, i := range p.in {
+					w += r[i][c.kept[i]+j]
+				}
+				seg := run[j*t : j*t+t]
+				for m := range seg {
+					seg[m] += w
+				}
+			}
+		case len(p.in) == 1:
 			src := r[p.in[0]][c.kept[p.in[0]]:]
 			src = src[:len(run)]
 			for j := range run {
