@@ -10,7 +10,8 @@ package cube
 // force on every shape of at most 3 dimensions of size at most 3:
 //
 //   - No exact cuboid: the basis is ±e_a, so 1.
-//   - C computable from an exact cuboid, or the table determined: 0.
+//   - C computable from an exact cuboid (as every C is when an exact
+//     cuboid fixes the table): 0.
 //   - One exact cuboid K (any C not computable from K): the basis is
 //     e_a - e_b for cells a, b of one fibre of K, so ||M_C g||_2^2 is 2 when
 //     a and b project to different cells of C and 0 otherwise; C has a
@@ -23,21 +24,25 @@ package cube
 //     even cycles with alternating ±1 entries. No entry exceeds 1. A cycle
 //     through l >= 2 values of P and l of Q has 2l edges with distinct
 //     (P, Q) values, so when C contains every dimension of P and Q its image
-//     has 2l entries ±1: the maximum is 2L (at l = L), sqrt(2L). When C
+//     has 2l entries ±1: the maximum is 2L (at l = L), sqrt(2L); cycles of
+//     two parallel edges (l = 1) give at most 2. When C
 //     lacks some of them, edges of one sign can fall in one cell of C and
 //     add up, and the L2 norm can exceed the base cuboid's: for example
 //     releasing only a dimension outside K1 ∪ K2 maps the L edges of one
 //     sign to one cell and the others to another, 2L^2. A cell of C then
-//     receives at most m = min(size(P)/size(P ∩ C), size(Q)/size(Q ∩ C))
-//     edges of each sign (their P values are distinct and agree on P ∩ C,
-//     and likewise for Q), so each entry of M_C g is at most m in absolute
-//     value and ||M_C g||_2^2 <= m ||M_C g||_1 <= 2 L m: an upper bound,
-//     tight in that example and in others (the test checks it never falls
-//     below the brute force).
+//     receives at most m = min(size(P - C), size(Q - C), L) edges of each
+//     sign (their P values are distinct and agree on P ∩ C, and likewise
+//     for Q), so each entry of M_C g is at most m in absolute value and
+//     ||M_C g||_2^2 <= m ||M_C g||_1 <= 2 L m: an upper bound, tight in
+//     that example and in most small cases (the test checks it never falls
+//     below the brute force; it is loose when, for example, an odd cycle
+//     length forces cancellations).
 //   - Otherwise, if the L1 generic sensitivity S1 of C is known (or bounded),
 //     ||M_C g||_1 <= S1 and the entries of M_C g sum to zero, so at most
-//     S1/2 of mass is positive and S1/2 negative: ||M_C g||_2^2 <= S1^2/2,
-//     an upper bound.
+//     S1/2 of mass is positive and S1/2 negative: ||M_C g||_2^2 <=
+//     2 (S1/2)^2 = S1^2/2, an upper bound. Entries can exceed 1 here: with
+//     the three one-dimensional margins of a 2 x 3 x 3 table a Graver
+//     element has six entries ±2, so ||g||_2^2 = 24 > ||g||_1 = 12.
 //
 // Where a bound would be returned and the domain is tiny (at most 24 base
 // cells), the brute force gives the exact value instead.
@@ -138,7 +143,8 @@ func l2ClosedForm(s *Schema, exact []Cuboid, release Cuboid) (L2Sensitivity, boo
 		if (pd|qd)&^rel == 0 {
 			return l2(2*ell, fmt.Sprintf("%s: alternating cycles, 2*min(%d, %d)", pair, p, qq)), true, nil
 		}
-		m := min(p/satCells(s, pd&rel), qq/satCells(s, qd&rel))
+		// size(P)/size(P ∩ C) = size(P - C); m <= L as well.
+		m := min(satCells(s, pd&^rel), satCells(s, qd&^rel), ell)
 		return l2(2*ell*m, fmt.Sprintf("upper bound: %s: alternating cycles with at most %d rows of one sign in a cell of %s, 2*%d*%d",
 			pair, m, s.Format(release), ell, m)), false, nil
 	}
