@@ -62,6 +62,19 @@ func BenchmarkConsistent(b *testing.B) {
 				}
 				b.ReportMetric(float64(len(x))*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mcells/s")
 			})
+			// The former one-projection-per-invariant sweep (single
+			// goroutine), for comparison.
+			b.Run(fmt.Sprintf("cells=%s/exact=%d/sweep", sh.name, k), func(b *testing.B) {
+				cons, err := constraints(s, Base(sh.dims), x, inv)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(8 * len(x)))
+				for b.Loop() {
+					sweepConsistent(s.Sizes(), x, cons)
+				}
+				b.ReportMetric(float64(len(x))*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mcells/s")
+			})
 		}
 	}
 }
