@@ -78,11 +78,32 @@ func Consistent(s *Schema, over Cuboid, x []float64, inv []Invariant) error {
 // only the targets' and x's marginals on D, both derivable from any
 // constraint i with D ⊆ K_i; each term is folded into that constraint's
 // correction array, so the second pass adds one value per constraint.
-
+//
+// When the constraints' cuboids leave out a dimension that comes before
+// one they keep, the short runs that interleaving makes would cost a loop
+// per run and per constraint. If the union U of their cuboids is at most a
+// quarter of the array, the read pass then computes x's marginal on U (one
+// cuboid, long runs) and the constraints' marginals from that, and the
+// write pass gathers the corrections on U and adds them to x in one
+// broadcast. U's marginal is never stored whole: the leading dimensions in
+// U (the prefix) are cut into chunks, and each chunk of U's marginal lives
+// in a small scratch array while both steps run on it.
 type projector struct {
 	cons  []constraint
 	fixed int // a constraint that determines every cell, or -1
 	terms []term
+	// The union level, when union != 0: the plan from the array to U, the
+	// cells of the prefix, and per prefix cell the blocks of uplan, the
+	// blocks of mp and the cells of U; chunk prefix cells go in a scratch
+	// array (one per part).
+	union       Cuboid
+	uplan       plan
+	prefix      int
+	ub, mb, cpp int
+	chunk       int
+	scratch     [][]float64
+	// mp maps U's array (or x, without the union level) onto the
+	// constraints.
 	mp    *multiPlan
 	parts int
 	// partial[q][i] are part q's sums of x onto constraint i;
@@ -111,6 +132,9 @@ type term struct {
 const (
 	minParallelCells = 1 << 16
 	maxParts         = 16
+	// unionChunk is the target number of cells of U's marginal held at
+	// once by one part (32 KiB).
+	unionChunk = 1 << 12
 )
 
 func newProjector(sizes []int, cons []constraint) *projector {
@@ -168,11 +192,44 @@ func newProjector(sizes []int, cons []constraint) *projector {
 		t.scale = -float64(coef[d]) * float64(len(t.target)) / float64(n)
 		p.terms = append(p.terms, t)
 	}
+	var union Cuboid
+	for _, c := range keeps {
+		union |= c
+	}
+	pre, prefix := 0, 1
+	for pre < len(sizes) && union.Has(pre) {
+		prefix *= sizes[pre]
+		pre++
+	}
+	inner := sizes // the array the constraints' marginals are taken from
+	minOuter := 0
+	if uc := subCells(sizes, union); union&(union+1) != 0 && 4*uc <= n {
+		// union&(union+1) != 0: a left-out dimension precedes a kept one
+		// (otherwise the multiPlan's tail handles it in the same pass).
+		p.union, p.prefix, p.cpp = union, prefix, uc/prefix
+		p.uplan = newPlan(sizes, union)
+		inner = subSizes(sizes, union)
+		for i, c := range keeps {
+			keeps[i] = reindex(c, union)
+		}
+		minOuter = pre
+	}
 	p.parts = 1
 	if n >= minParallelCells {
 		p.parts = max(1, min(maxParts, n/(2*marg)))
 	}
-	p.mp = newMultiPlan(sizes, keeps, 4*p.parts)
+	if p.union != 0 {
+		p.parts = min(p.parts, p.prefix)
+	}
+	p.mp = newMultiPlan(inner, keeps, 4*p.parts, minOuter)
+	if p.union != 0 {
+		p.ub, p.mb = p.uplan.blocks()/p.prefix, p.mp.blocks/p.prefix
+		p.chunk = max(1, min(p.prefix, unionChunk/p.cpp))
+		p.scratch = make([][]float64, p.parts)
+		for q := range p.scratch {
+			p.scratch[q] = make([]float64, p.chunk*p.cpp)
+		}
+	}
 	p.parts = min(p.parts, p.mp.blocks)
 	p.partial = make([][][]float64, p.parts)
 	for q := range p.partial {
@@ -208,12 +265,28 @@ func (p *projector) apply(x []float64) {
 	if len(p.cons) == 0 {
 		return
 	}
-	inParts(p.parts, p.mp.blocks, func(q, from, to int) {
-		for _, m := range p.partial[q] {
-			clear(m)
-		}
-		p.mp.projectRange(x, from, to, p.partial[q])
-	})
+	if p.union != 0 {
+		inParts(p.parts, p.prefix, func(q, a, b int) {
+			for _, m := range p.partial[q] {
+				clear(m)
+			}
+			for lo := a; lo < b; lo += p.chunk {
+				hi := min(lo+p.chunk, b)
+				u := p.scratch[q][:(hi-lo)*p.cpp]
+				clear(u)
+				p.uplan.project(x, u, lo*p.ub, hi*p.ub, lo*p.cpp)
+				p.mp.projectRange(u, lo*p.mb, hi*p.mb, p.partial[q])
+			}
+		})
+	} else {
+		span := p.mp.inner * p.mp.tail
+		inParts(p.parts, p.mp.blocks, func(q, from, to int) {
+			for _, m := range p.partial[q] {
+				clear(m)
+			}
+			p.mp.projectRange(x[from*span:], from, to, p.partial[q])
+		})
+	}
 	marg := p.partial[0]
 	for _, part := range p.partial[1:] {
 		for i, m := range part {
@@ -240,8 +313,21 @@ func (p *projector) apply(x []float64) {
 		}
 		broadcastAdd(t.sizes, t.sub, corr, t.buf)
 	}
-	inParts(p.parts, p.mp.blocks, func(_, from, to int) {
-		p.mp.broadcastRange(x, from, to, p.corr)
+	if p.union == 0 {
+		span := p.mp.inner * p.mp.tail
+		inParts(p.parts, p.mp.blocks, func(_, from, to int) {
+			p.mp.broadcastRange(x[from*span:], from, to, p.corr)
+		})
+		return
+	}
+	inParts(p.parts, p.prefix, func(q, a, b int) {
+		for lo := a; lo < b; lo += p.chunk {
+			hi := min(lo+p.chunk, b)
+			u := p.scratch[q][:(hi-lo)*p.cpp]
+			clear(u)
+			p.mp.broadcastRange(u, lo*p.mb, hi*p.mb, p.corr)
+			p.uplan.broadcastAdd(x, u, lo*p.ub, hi*p.ub, lo*p.cpp)
+		}
 	})
 }
 

@@ -512,6 +512,14 @@ func TestConsistentMatchesSweep(t *testing.T) {
 		// cells split into parts too.
 		{sizes: []int{10, 10, 10, 10, 10, 4}, exact: [][]int{{0, 1, 2}, {2, 3}, {0, 4}}},
 		{sizes: []int{3, 4, 5, 6}, exact: [][]int{{0}, {1}}},
+		// A dimension no invariant keeps before one they keep: the
+		// marginal on the union of the invariants first, small and large.
+		{sizes: []int{3, 5, 4, 2}, exact: [][]int{{0, 3}, {2, 3}, {0, 2}}},
+		{sizes: []int{8, 8, 8, 8, 8, 2}, exact: [][]int{{0, 5}, {1, 2, 5}, {0, 3}}},
+		{sizes: []int{4, 4, 4, 4, 4, 4, 4, 4}, exact: [][]int{{7}, {6, 7}, {0, 7}, {1, 2, 3}}},
+		{sizes: []int{6, 4, 40, 40}, exact: [][]int{{0, 2}, {2, 3}, {0, 3}}},
+		{sizes: []int{70, 4, 40, 40}, exact: [][]int{{0, 2}, {2, 3}, {0, 3}}},
+		{sizes: []int{4, 10, 3, 3}, exact: [][]int{{2}, {3}}},
 	} {
 		s := testSchema(t, tc.sizes...)
 		over := Base(len(tc.sizes))

@@ -78,9 +78,16 @@ func (p plan) blocks() int {
 // x over the dropped dimensions.
 func project(sizes []int, keep Cuboid, x, out []float64) {
 	p := newPlan(sizes, keep)
+	p.project(x, out, 0, p.blocks(), 0)
+}
+
+// project adds to out the sums of the cells of x in outer blocks [from, to)
+// over the dropped dimensions; out starts at cell off of the kept array.
+func (p plan) project(x, out []float64, from, to, off int) {
 	in := p.inner
 	if p.innerIn {
-		p.walk(0, p.blocks(), func(base, kept int) {
+		p.walk(from, to, func(base, kept int) {
+			kept -= off
 			dst := out[kept : kept+in]
 			for i, v := range x[base : base+in] {
 				dst[i] += v
@@ -88,21 +95,28 @@ func project(sizes []int, keep Cuboid, x, out []float64) {
 		})
 		return
 	}
-	p.walk(0, p.blocks(), func(base, kept int) {
+	p.walk(from, to, func(base, kept int) {
 		var s float64
 		for _, v := range x[base : base+in] {
 			s += v
 		}
-		out[kept] += s
+		out[kept-off] += s
 	})
 }
 
 // broadcastAdd adds r[cell's projection] to every cell of x.
 func broadcastAdd(sizes []int, keep Cuboid, x, r []float64) {
 	p := newPlan(sizes, keep)
+	p.broadcastAdd(x, r, 0, p.blocks(), 0)
+}
+
+// broadcastAdd adds r[cell's projection] to every cell of x in outer blocks
+// [from, to); r starts at cell off of the kept array.
+func (p plan) broadcastAdd(x, r []float64, from, to, off int) {
 	in := p.inner
 	if p.innerIn {
-		p.walk(0, p.blocks(), func(base, kept int) {
+		p.walk(from, to, func(base, kept int) {
+			kept -= off
 			src := r[kept : kept+in]
 			for i := range x[base : base+in] {
 				x[base+i] += src[i]
@@ -110,8 +124,8 @@ func broadcastAdd(sizes []int, keep Cuboid, x, r []float64) {
 		})
 		return
 	}
-	p.walk(0, p.blocks(), func(base, kept int) {
-		v := r[kept]
+	p.walk(from, to, func(base, kept int) {
+		v := r[kept-off]
 		for i := range x[base : base+in] {
 			x[base+i] += v
 		}
@@ -174,8 +188,10 @@ const runTile = 2048
 // When there would be fewer than minBlocks blocks, dimensions move from the
 // tail to the head and from the inner run to the outer dimensions (the
 // tail and the run stay suffixes with the properties above), so that the
-// blocks can be split between workers.
-func newMultiPlan(sizes []int, keeps []Cuboid, minBlocks int) *multiPlan {
+// blocks can be split between workers. The first minOuter dimensions are
+// always outer ones (the caller makes sure every keep keeps a later one),
+// so that the blocks split along them.
+func newMultiPlan(sizes []int, keeps []Cuboid, minBlocks, minOuter int) *multiPlan {
 	n, k := len(sizes), len(keeps)
 	p := &multiPlan{k: k, tail: 1, inner: 1, blocks: 1}
 	kept := func(d int) bool {
@@ -219,7 +235,7 @@ func newMultiPlan(sizes []int, keeps []Cuboid, minBlocks int) *multiPlan {
 		for _, s := range sizes[:start] {
 			outerBlocks *= s
 		}
-		for start < h-1 && outerBlocks < minBlocks {
+		for start < h-1 && (outerBlocks < minBlocks || start < minOuter) {
 			outerBlocks *= sizes[start]
 			start++
 		}
@@ -295,14 +311,14 @@ func (p *multiPlan) next(c *cursor) {
 }
 
 // projectRange adds to out[i] the sums of the cells of x in blocks
-// [from, to) over the dimensions keep i drops.
+// [from, to) over the dimensions keep i drops; x starts at block from.
 func (p *multiPlan) projectRange(x []float64, from, to int, out [][]float64) {
 	var c cursor
 	p.seek(&c, from)
 	in, t := p.inner, p.tail
 	span := in * t
 	for b := from; b < to; b++ {
-		run := x[b*span : b*span+span]
+		run := x[(b-from)*span : (b-from)*span+span]
 		switch {
 		case len(p.in) == 0:
 			s := sum(run)
@@ -344,7 +360,7 @@ func (p *multiPlan) projectRange(x []float64, from, to int, out [][]float64) {
 }
 
 // broadcastRange adds to every cell of x in blocks [from, to) the sum over
-// keeps i of r[i] at the cell's projection.
+// keeps i of r[i] at the cell's projection; x starts at block from.
 func (p *multiPlan) broadcastRange(x []float64, from, to int, r [][]float64) {
 	var c cursor
 	p.seek(&c, from)
@@ -355,7 +371,7 @@ func (p *multiPlan) broadcastRange(x []float64, from, to int, r [][]float64) {
 		for _, i := range p.out {
 			v += r[i][c.kept[i]]
 		}
-		run := x[b*span : b*span+span]
+		run := x[(b-from)*span : (b-from)*span+span]
 		switch {
 		case len(p.in) == 0:
 			for j := range run {
