@@ -49,10 +49,12 @@ type constraint struct {
 // commute, so their product is the least-squares solution, and it expands
 // by inclusion-exclusion into averages over intersections of the
 // invariants' cuboids, each derivable from one invariant's marginal of x
-// (see projector). The work is one read pass computing every invariant's
-// marginal of x at once and one read-write pass adding every correction,
-// whatever the number of invariants; both passes are split over
-// GOMAXPROCS goroutines. The split into parts and the order of every sum
+// (docs/consistency.md). The work is one read pass computing every
+// invariant's marginal of x at once and one read-write pass adding every
+// correction, whatever the number of invariants; arrays of 2^16 cells or
+// more are split over GOMAXPROCS goroutines. Beyond the invariants'
+// marginals and corrections, the extra memory is at most half the array's
+// size (per-part partial marginals and scratch arrays). The split into parts and the order of every sum
 // depend only on the shapes, so the result is the same bit for bit
 // whatever GOMAXPROCS is.
 func Consistent(s *Schema, over Cuboid, x []float64, inv []Invariant) error {
