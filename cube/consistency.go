@@ -89,7 +89,8 @@ func Consistent(s *Schema, over Cuboid, x []float64, inv []Invariant) error {
 // write pass gathers the corrections on U and adds them to x in one
 // broadcast. U's marginal is never stored whole: the leading dimensions in
 // U (the prefix) are cut into chunks, and each chunk of U's marginal lives
-// in a small scratch array while both steps run on it.
+// in a small scratch array while both steps run on it. Parts split the
+// prefix, so when U leaves out the first dimension this runs on one core.
 type projector struct {
 	cons  []constraint
 	fixed int // a constraint that determines every cell, or -1
@@ -224,7 +225,10 @@ func newProjector(sizes []int, cons []constraint) *projector {
 		p.parts = min(p.parts, p.prefix)
 	}
 	p.mp = newMultiPlan(inner, keeps, 4*p.parts, minOuter)
+	p.parts = min(p.parts, p.mp.blocks)
 	if p.union != 0 {
+		// mp's outer dimensions begin with the prefix (minOuter), so its
+		// blocks, like uplan's, come in equal groups per prefix cell.
 		p.ub, p.mb = p.uplan.blocks()/p.prefix, p.mp.blocks/p.prefix
 		p.chunk = max(1, min(p.prefix, unionChunk/p.cpp))
 		p.scratch = make([][]float64, p.parts)
@@ -232,7 +236,6 @@ func newProjector(sizes []int, cons []constraint) *projector {
 			p.scratch[q] = make([]float64, p.chunk*p.cpp)
 		}
 	}
-	p.parts = min(p.parts, p.mp.blocks)
 	p.partial = make([][][]float64, p.parts)
 	for q := range p.partial {
 		p.partial[q] = make([][]float64, len(cons))
