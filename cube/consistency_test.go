@@ -565,3 +565,42 @@ func TestConsistentMatchesSweep(t *testing.T) {
 		}
 	}
 }
+
+// TestConsistentMatchesSweepRandom compares the two-pass projector with the
+// sweep on random shapes (1 to 5 dimensions of sizes 1 to 6), random
+// invariants (1 to 5, possibly nested, repeated or empty) and random
+// released cuboids.
+func TestConsistentMatchesSweepRandom(t *testing.T) {
+	r := noise.NewSeeded(8)
+	for trial := range 400 {
+		sizes := make([]int, 1+r.Uint64N(5))
+		for i := range sizes {
+			sizes[i] = 1 + int(r.Uint64N(6))
+		}
+		s := testSchema(t, sizes...)
+		base := uint64(Base(len(sizes)))
+		over := Cuboid(r.Uint64N(base + 1))
+		exact := make([]Cuboid, 1+r.Uint64N(5))
+		for i := range exact {
+			exact[i] = Cuboid(r.Uint64N(base + 1))
+		}
+		truth := &Cube{Schema: s, Counts: randomTable(r, s.Cells())}
+		inv := truth.Invariants(exact)
+		x := noisy(r, truth.Project(over), 3)
+		want := append([]float64(nil), x...)
+		cons, err := constraints(s, over, want, inv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sweepConsistent(s.subSizesOf(over), want, cons)
+		got := append([]float64(nil), x...)
+		if err := Consistent(s, over, got, inv); err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if math.Abs(got[i]-want[i]) > 1e-12*max(1, math.Abs(want[i])) {
+				t.Fatalf("trial %d: %v exact %v over %v: cell %d = %v, sweep %v", trial, sizes, exact, over, i, got[i], want[i])
+			}
+		}
+	}
+}
