@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/knowdp/knowdp/noise"
@@ -29,8 +31,9 @@ var benchExact = map[int][][]int{
 	4: {{0, 1, 2}, {2, 3}, {0, 4}, {5}},
 }
 
-// BenchmarkConsistent measures the consistency sweep: for each exact cuboid
-// one pass to sum and one to add.
+// BenchmarkConsistent measures the consistency step: one read pass and one
+// read-write pass whatever the number of exact cuboids (compare with
+// BenchmarkMemoryFloor on the same shape, in the same run).
 func BenchmarkConsistent(b *testing.B) {
 	for _, sh := range benchShapes {
 		sizes := make([]int, sh.dims)
@@ -59,7 +62,60 @@ func BenchmarkConsistent(b *testing.B) {
 				}
 				b.ReportMetric(float64(len(x))*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mcells/s")
 			})
+			// The former one-projection-per-invariant sweep (single
+			// goroutine), for comparison.
+			b.Run(fmt.Sprintf("cells=%s/exact=%d/sweep", sh.name, k), func(b *testing.B) {
+				cons, err := constraints(s, Base(sh.dims), x, inv)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(8 * len(x)))
+				for b.Loop() {
+					sweepConsistent(s.Sizes(), x, cons)
+				}
+				b.ReportMetric(float64(len(x))*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mcells/s")
+			})
 		}
+	}
+}
+
+// BenchmarkMemoryFloor is the floor BenchmarkConsistent is compared with:
+// one read pass (a sum) and one read-write pass (adding a constant) over
+// the same arrays, split over GOMAXPROCS goroutines. Two-pass consistency
+// cannot be faster than this.
+func BenchmarkMemoryFloor(b *testing.B) {
+	for _, sh := range benchShapes {
+		n := 1
+		for range sh.dims {
+			n *= 10
+		}
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = float64(i % 4)
+		}
+		b.Run("cells="+sh.name, func(b *testing.B) {
+			b.SetBytes(int64(8 * len(x)))
+			workers := runtime.GOMAXPROCS(0)
+			sums := make([]float64, workers)
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for w := range workers {
+					wg.Go(func() { sums[w] = sum(x[w*n/workers : (w+1)*n/workers]) })
+				}
+				wg.Wait()
+				for w := range workers {
+					wg.Go(func() {
+						part := x[w*n/workers : (w+1)*n/workers]
+						v := sums[w] * 1e-300
+						for i := range part {
+							part[i] += v
+						}
+					})
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(len(x))*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mcells/s")
+		})
 	}
 }
 

@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // Invariant is an exact cuboid: counts that are public and that a release
@@ -37,32 +41,323 @@ type constraint struct {
 //
 //	minimise ||y - x||_2  subject to  marginal of y on [Ci] ∩ [over] = ci for every invariant,
 //
-// the consistency step of paper 3 (Section 6, eqs. 2-7). Each invariant is
-// one projection, y(a) += (c(b) - sum_{a' in Base(b)} y(a')) / deg: one pass
-// to sum and one to add. On a product domain the projections of different
-// cuboids commute, so one sweep gives the exact least-squares solution for
-// any number of overlapping invariants (MATH.md section 3), and applying one
-// projection never undoes an earlier one when the invariants agree on their
-// common margins. Invariants that disagree are rejected with an error naming
-// the cell where they differ, and x is left unchanged.
+// the consistency step of paper 3 (Section 6, eqs. 2-7). Invariants that
+// disagree are rejected with an error naming the cell where they differ,
+// and x is left unchanged.
+//
+// On a product domain the projections onto the invariants' affine sets
+// commute, so their product is the least-squares solution, and it expands
+// by inclusion-exclusion into averages over intersections of the
+// invariants' cuboids, each derivable from one invariant's marginal of x
+// (docs/consistency.md). The work is one read pass computing every
+// invariant's marginal of x at once and one read-write pass adding every
+// correction, whatever the number of invariants; arrays of 2^16 cells or
+// more are split over GOMAXPROCS goroutines. Beyond the invariants'
+// marginals and corrections, the extra memory is at most half the array's
+// size (per-part partial marginals and scratch arrays). The split into parts and the order of every sum
+// depend only on the shapes, so the result is the same bit for bit
+// whatever GOMAXPROCS is.
 func Consistent(s *Schema, over Cuboid, x []float64, inv []Invariant) error {
 	cons, err := constraints(s, over, x, inv)
 	if err != nil {
 		return err
 	}
-	applyConstraints(s.subSizesOf(over), x, cons)
+	newProjector(s.subSizesOf(over), cons).apply(x)
 	return nil
 }
 
-func applyConstraints(sizes []int, x []float64, cons []constraint) {
-	for _, c := range cons {
-		sum := make([]float64, len(c.target))
-		project(sizes, c.keep, x, sum)
-		for i := range sum {
-			sum[i] = (c.target[i] - sum[i]) / c.deg
-		}
-		broadcastAdd(sizes, c.keep, x, sum)
+// projector applies the least-squares correction for fixed constraints in
+// two passes over x. With Q_K the averaging projector onto functions of K
+// (Q_K z = broadcast(marginal_K z)/deg_K), the constraints' projections
+// commute and
+//
+//	y = x - Π (x - x*),  Π = I - ∏_i (I - Q_{K_i}) = Σ_D b_D Q_D,
+//
+// for any x* meeting the constraints, where D runs over the distinct
+// intersections of the K_i and b_D sums (-1)^{|S|+1} over the sets S of
+// constraints whose cuboids intersect in D (computed by multiplying out
+// the product one factor at a time, Q_D Q_E = Q_{D∩E}). Q_D (x* - x) needs
+// only the targets' and x's marginals on D, both derivable from any
+// constraint i with D ⊆ K_i; each term is folded into that constraint's
+// correction array, so the second pass adds one value per constraint.
+//
+// When the constraints' cuboids leave out a dimension that comes before
+// one they keep, the short runs that interleaving makes would cost a loop
+// per run and per constraint. If the union U of their cuboids is at most a
+// quarter of the array, the read pass then computes x's marginal on U (one
+// cuboid, long runs) and the constraints' marginals from that, and the
+// write pass gathers the corrections on U and adds them to x in one
+// broadcast. U's marginal is never stored whole: the leading dimensions in
+// U (the prefix) are cut into chunks, and each chunk of U's marginal lives
+// in a small scratch array while both steps run on it. Parts split the
+// prefix, so when U leaves out the first dimension this runs on one core.
+type projector struct {
+	cons  []constraint
+	fixed int // a constraint that determines every cell, or -1
+	terms []term
+	// The union level, when union != 0: the plan from the array to U, the
+	// cells of the prefix, and per prefix cell the blocks of uplan, the
+	// blocks of mp and the cells of U; chunk prefix cells go in a scratch
+	// array (one per part).
+	union       Cuboid
+	uplan       plan
+	prefix      int
+	ub, mb, cpp int
+	chunk       int
+	scratch     [][]float64
+	// mp maps U's array (or x, without the union level) onto the
+	// constraints.
+	mp    *multiPlan
+	parts int
+	// partial[q][i] are part q's sums of x onto constraint i;
+	// partial[0] holds the totals after the reduction.
+	partial [][][]float64
+	corr    [][]float64
+}
+
+// term is b_D Q_D (x* - x) for one intersection D, computed within the
+// array of its owner, a constraint whose cuboid contains D.
+type term struct {
+	owner  int
+	whole  bool   // D is the owner's whole cuboid
+	sub    Cuboid // D, numbered within the owner's array
+	sizes  []int  // sizes of the owner's array
+	target []float64
+	scale  float64 // b_D / deg_D
+	buf    []float64
+}
+
+// Parallel work split: arrays below minParallelCells are done inline (the
+// non-negative iteration calls apply thousands of times on small arrays);
+// larger ones in at most maxParts parts, each with its own partial
+// marginals, which cost at most half the array's size in all. The parts
+// depend on the shapes only, never on GOMAXPROCS.
+const (
+	minParallelCells = 1 << 16
+	maxParts         = 16
+	// unionChunk is the target number of cells of U's marginal held at
+	// once by one part (32 KiB).
+	unionChunk = 1 << 12
+)
+
+func newProjector(sizes []int, cons []constraint) *projector {
+	p := &projector{cons: cons, fixed: -1}
+	full := Base(len(sizes))
+	n := 1
+	for _, s := range sizes {
+		n *= s
 	}
+	for i, c := range cons {
+		if c.keep == full {
+			p.fixed = i
+			return p
+		}
+	}
+	if len(cons) == 0 {
+		return p
+	}
+	// Coefficients of ∏ (I - Q_{K_i}) = Σ_D a_D Q_D, with Q_full = I.
+	coef := map[Cuboid]int{full: 1}
+	for _, c := range cons {
+		next := make(map[Cuboid]int, 2*len(coef))
+		for d, a := range coef {
+			next[d] += a
+			next[d&c.keep] -= a
+		}
+		coef = next
+	}
+	ds := make([]Cuboid, 0, len(coef))
+	for d, a := range coef {
+		if a != 0 && d != full {
+			ds = append(ds, d)
+		}
+	}
+	slices.Sort(ds) // a fixed order of the terms, for reproducible sums
+	keeps := make([]Cuboid, len(cons))
+	marg := 0
+	for i, c := range cons {
+		keeps[i] = c.keep
+		marg += len(c.target)
+	}
+	for _, d := range ds {
+		owner := slices.IndexFunc(cons, func(c constraint) bool { return d.AncestorOf(c.keep) })
+		c := cons[owner]
+		t := term{owner: owner, whole: d == c.keep, sizes: subSizes(sizes, c.keep)}
+		t.sub = reindex(d, c.keep)
+		if t.whole {
+			t.target = c.target
+		} else {
+			t.target = make([]float64, subCells(sizes, d))
+			project(t.sizes, t.sub, c.target, t.target)
+			t.buf = make([]float64, len(t.target))
+		}
+		// b_D = -a_D; deg_D = cells of the array per cell of D.
+		t.scale = -float64(coef[d]) * float64(len(t.target)) / float64(n)
+		p.terms = append(p.terms, t)
+	}
+	var union Cuboid
+	for _, c := range keeps {
+		union |= c
+	}
+	pre, prefix := 0, 1
+	for pre < len(sizes) && union.Has(pre) {
+		prefix *= sizes[pre]
+		pre++
+	}
+	inner := sizes // the array the constraints' marginals are taken from
+	minOuter := 0
+	if uc := subCells(sizes, union); union&(union+1) != 0 && 4*uc <= n {
+		// union&(union+1) != 0: a left-out dimension precedes a kept one
+		// (otherwise the multiPlan's tail handles it in the same pass).
+		p.union, p.prefix, p.cpp = union, prefix, uc/prefix
+		p.uplan = newPlan(sizes, union)
+		inner = subSizes(sizes, union)
+		for i, c := range keeps {
+			keeps[i] = reindex(c, union)
+		}
+		minOuter = pre
+	}
+	p.parts = 1
+	if n >= minParallelCells {
+		p.parts = max(1, min(maxParts, n/(2*marg)))
+	}
+	if p.union != 0 {
+		p.parts = min(p.parts, p.prefix)
+	}
+	p.mp = newMultiPlan(inner, keeps, 4*p.parts, minOuter)
+	p.parts = min(p.parts, p.mp.blocks)
+	if p.union != 0 {
+		// mp's outer dimensions begin with the prefix (minOuter), so its
+		// blocks, like uplan's, come in equal groups per prefix cell.
+		p.ub, p.mb = p.uplan.blocks()/p.prefix, p.mp.blocks/p.prefix
+		p.chunk = max(1, min(p.prefix, unionChunk/p.cpp))
+		p.scratch = make([][]float64, p.parts)
+		for q := range p.scratch {
+			p.scratch[q] = make([]float64, p.chunk*p.cpp)
+		}
+	}
+	p.partial = make([][][]float64, p.parts)
+	for q := range p.partial {
+		p.partial[q] = make([][]float64, len(cons))
+		for i, c := range cons {
+			p.partial[q][i] = make([]float64, len(c.target))
+		}
+	}
+	p.corr = make([][]float64, len(cons))
+	for i, c := range cons {
+		p.corr[i] = make([]float64, len(c.target))
+	}
+	return p
+}
+
+// subCells is the number of cells of the sub-array keeping keep.
+func subCells(sizes []int, keep Cuboid) int {
+	n := 1
+	for i, s := range sizes {
+		if keep.Has(i) {
+			n *= s
+		}
+	}
+	return n
+}
+
+// apply replaces x by its projection onto the constraints' affine set.
+func (p *projector) apply(x []float64) {
+	if p.fixed >= 0 {
+		copy(x, p.cons[p.fixed].target)
+		return
+	}
+	if len(p.cons) == 0 {
+		return
+	}
+	if p.union != 0 {
+		inParts(p.parts, p.prefix, func(q, a, b int) {
+			for _, m := range p.partial[q] {
+				clear(m)
+			}
+			for lo := a; lo < b; lo += p.chunk {
+				hi := min(lo+p.chunk, b)
+				u := p.scratch[q][:(hi-lo)*p.cpp]
+				clear(u)
+				p.uplan.project(x, u, lo*p.ub, hi*p.ub, lo*p.cpp)
+				p.mp.projectRange(u, lo*p.mb, hi*p.mb, p.partial[q])
+			}
+		})
+	} else {
+		span := p.mp.inner * p.mp.tail
+		inParts(p.parts, p.mp.blocks, func(q, from, to int) {
+			for _, m := range p.partial[q] {
+				clear(m)
+			}
+			p.mp.projectRange(x[from*span:], from, to, p.partial[q])
+		})
+	}
+	marg := p.partial[0]
+	for _, part := range p.partial[1:] {
+		for i, m := range part {
+			for c, v := range m {
+				marg[i][c] += v
+			}
+		}
+	}
+	for _, c := range p.corr {
+		clear(c)
+	}
+	for _, t := range p.terms {
+		m, corr := marg[t.owner], p.corr[t.owner]
+		if t.whole {
+			for c, v := range m {
+				corr[c] += t.scale * (t.target[c] - v)
+			}
+			continue
+		}
+		clear(t.buf)
+		project(t.sizes, t.sub, m, t.buf)
+		for c, v := range t.buf {
+			t.buf[c] = t.scale * (t.target[c] - v)
+		}
+		broadcastAdd(t.sizes, t.sub, corr, t.buf)
+	}
+	if p.union == 0 {
+		span := p.mp.inner * p.mp.tail
+		inParts(p.parts, p.mp.blocks, func(_, from, to int) {
+			p.mp.broadcastRange(x[from*span:], from, to, p.corr)
+		})
+		return
+	}
+	inParts(p.parts, p.prefix, func(q, a, b int) {
+		for lo := a; lo < b; lo += p.chunk {
+			hi := min(lo+p.chunk, b)
+			u := p.scratch[q][:(hi-lo)*p.cpp]
+			clear(u)
+			p.mp.broadcastRange(u, lo*p.mb, hi*p.mb, p.corr)
+			p.uplan.broadcastAdd(x, u, lo*p.ub, hi*p.ub, lo*p.cpp)
+		}
+	})
+}
+
+// inParts calls fn(q, from, to) for each of the parts q that cut [0, n)
+// into ranges, on at most GOMAXPROCS goroutines.
+func inParts(parts, n int, fn func(q, from, to int)) {
+	if parts == 1 {
+		fn(0, 0, n)
+		return
+	}
+	workers := min(runtime.GOMAXPROCS(0), parts)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				q := int(next.Add(1)) - 1
+				if q >= parts {
+					return
+				}
+				fn(q, q*n/parts, (q+1)*n/parts)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func (s *Schema) subSizesOf(c Cuboid) []int { return subSizes(s.Sizes(), c) }
@@ -230,11 +525,13 @@ func nonNegative(ctx context.Context, s *Schema, over Cuboid, x []float64, inv [
 		return nnResult{}, err
 	}
 	sizes := s.subSizesOf(over)
+	affine := newProjector(sizes, cons)
 	// The linear part of the affine projection, for the stationarity test.
 	lin := make([]constraint, len(cons))
 	for i, c := range cons {
 		lin[i] = constraint{keep: c.keep, target: make([]float64, len(c.target)), deg: c.deg}
 	}
+	linear := newProjector(sizes, lin)
 	// Dykstra: y = P_A(z); z = max(y + q, 0); q = y + q - z. The affine set
 	// needs no correction term of its own; -q converges to the orthant's
 	// multipliers.
@@ -244,7 +541,7 @@ func nonNegative(ctx context.Context, s *Schema, over Cuboid, x []float64, inv [
 	r := make([]float64, len(x))
 	for it := 1; it <= opt.MaxIter; it++ {
 		copy(res.y, z)
-		applyConstraints(sizes, res.y, cons)
+		affine.apply(res.y)
 		for i := range res.y {
 			w := res.y[i] + q[i]
 			z[i] = max(w, 0)
@@ -257,7 +554,7 @@ func nonNegative(ctx context.Context, s *Schema, over Cuboid, x []float64, inv [
 			return res, err
 		}
 		res.sweeps = it
-		res.residual = kktResidual(sizes, x, res.y, q, r, lin)
+		res.residual = kktResidual(x, res.y, q, r, linear)
 		if res.residual <= opt.Tol {
 			break
 		}
@@ -268,13 +565,13 @@ func nonNegative(ctx context.Context, s *Schema, over Cuboid, x []float64, inv [
 // kktResidual returns the largest violation of the optimality conditions:
 // y >= 0, mu_i y_i = 0 with mu = -q, and x - y + mu in the invariants'
 // normal space.
-func kktResidual(sizes []int, x, y, q, r []float64, lin []constraint) float64 {
+func kktResidual(x, y, q, r []float64, linear *projector) float64 {
 	var worst float64
 	for i := range y {
 		worst = max(worst, -y[i], math.Abs(q[i]*y[i]))
 		r[i] = x[i] - y[i] - q[i]
 	}
-	applyConstraints(sizes, r, lin)
+	linear.apply(r)
 	for _, v := range r {
 		worst = max(worst, math.Abs(v))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -461,5 +462,145 @@ func TestConsistentNonNegativeFailsWithoutNonNegativeTable(t *testing.T) {
 	}
 	if _, err := ConsistentNonNegative(context.Background(), s, Base(3), x, inv, NonNegative{Tol: math.NaN()}); err == nil {
 		t.Error("NaN tolerance accepted")
+	}
+}
+
+// sweepConsistent is the consistency step as one projection per constraint
+// (one pass to sum and one to add each), the implementation the two-pass
+// projector replaced: kept as the oracle it must match.
+func sweepConsistent(sizes []int, x []float64, cons []constraint) {
+	for _, c := range cons {
+		sum := make([]float64, len(c.target))
+		project(sizes, c.keep, x, sum)
+		for i := range sum {
+			sum[i] = (c.target[i] - sum[i]) / c.deg
+		}
+		broadcastAdd(sizes, c.keep, x, sum)
+	}
+}
+
+// TestConsistentMatchesSweep compares the two-pass projector with the
+// one-projection-per-invariant sweep on shapes that exercise the plan: inner
+// runs kept by some invariants and dropped by others, several kept ones,
+// runs split for parallel parts, nested, disjoint and empty intersections,
+// an invariant covering the release (the table is known), trailing
+// dimensions no invariant keeps, and arrays large enough to be split over
+// parts.
+func TestConsistentMatchesSweep(t *testing.T) {
+	r := noise.NewSeeded(7)
+	for _, tc := range []struct {
+		sizes []int
+		exact [][]int
+		over  []int // nil = base
+	}{
+		{sizes: []int{5}, exact: [][]int{{}}},
+		{sizes: []int{5}, exact: [][]int{{0}}},
+		{sizes: []int{3, 4}, exact: [][]int{{1}}},
+		{sizes: []int{3, 4}, exact: [][]int{{0}, {1}}},
+		{sizes: []int{2, 3, 4, 5}, exact: [][]int{{0, 1}, {1, 2}, {2, 3}, {0, 3}}},
+		{sizes: []int{2, 3, 4, 5}, exact: [][]int{{3}, {2, 3}, {0, 3}}},
+		{sizes: []int{2, 3, 4, 5}, exact: [][]int{{0, 1, 2}, {1, 3}, {0, 2, 3}, {}}},
+		{sizes: []int{4, 3, 5, 2}, exact: [][]int{{0, 2}, {1, 3}}, over: []int{0, 1, 2}},
+		{sizes: []int{3, 3, 3, 3, 3}, exact: [][]int{{0, 1, 2}, {2, 3}, {0, 4}, {4}}},
+		{sizes: []int{2, 2, 2}, exact: [][]int{{0, 1, 2}, {0}}},
+		// 2^16 cells and more: split into parts run on several goroutines.
+		{sizes: []int{10, 10, 10, 10, 7}, exact: [][]int{{0, 1, 2}, {2, 3}, {0, 4}}},
+		{sizes: []int{8, 8, 8, 8, 8, 2}, exact: [][]int{{0, 1, 2}, {2, 3}, {0, 4}, {5}}},
+		{sizes: []int{4, 4, 4, 4, 4, 4, 4, 4}, exact: [][]int{{7}, {6, 7}, {1, 7}}},
+		{sizes: []int{300, 300}, exact: [][]int{{}, {0}}},
+		// A tail of dimensions no invariant keeps, with a head of 10^5
+		// cells split into parts too.
+		{sizes: []int{10, 10, 10, 10, 10, 4}, exact: [][]int{{0, 1, 2}, {2, 3}, {0, 4}}},
+		{sizes: []int{3, 4, 5, 6}, exact: [][]int{{0}, {1}}},
+		// A dimension no invariant keeps before one they keep: the
+		// marginal on the union of the invariants first, small and large.
+		{sizes: []int{3, 5, 4, 2}, exact: [][]int{{0, 3}, {2, 3}, {0, 2}}},
+		{sizes: []int{8, 8, 8, 8, 8, 2}, exact: [][]int{{0, 5}, {1, 2, 5}, {0, 3}}},
+		{sizes: []int{4, 4, 4, 4, 4, 4, 4, 4}, exact: [][]int{{7}, {6, 7}, {0, 7}, {1, 2, 3}}},
+		{sizes: []int{6, 4, 40, 40}, exact: [][]int{{0, 2}, {2, 3}, {0, 3}}},
+		{sizes: []int{70, 4, 40, 40}, exact: [][]int{{0, 2}, {2, 3}, {0, 3}}},
+		{sizes: []int{4, 10, 3, 3}, exact: [][]int{{2}, {3}}},
+	} {
+		s := testSchema(t, tc.sizes...)
+		over := Base(len(tc.sizes))
+		if tc.over != nil {
+			over = cuboidOf(tc.over)
+		}
+		var exact []Cuboid
+		for _, e := range tc.exact {
+			exact = append(exact, cuboidOf(e))
+		}
+		truth := &Cube{Schema: s, Counts: randomTable(r, s.Cells())}
+		inv := truth.Invariants(exact)
+		x := noisy(r, truth.Project(over), 3)
+		want := append([]float64(nil), x...)
+		cons, err := constraints(s, over, want, inv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sweepConsistent(s.subSizesOf(over), want, cons)
+		var first []float64
+		for _, procs := range []int{1, 2, 3} {
+			got := append([]float64(nil), x...)
+			old := runtime.GOMAXPROCS(procs)
+			err := Consistent(s, over, got, inv)
+			runtime.GOMAXPROCS(old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				if math.Abs(got[i]-want[i]) > 1e-12*max(1, math.Abs(want[i])) {
+					t.Fatalf("%v exact %v over %v GOMAXPROCS %d: cell %d = %v, sweep %v", tc.sizes, tc.exact, tc.over, procs, i, got[i], want[i])
+				}
+			}
+			if first == nil {
+				first = got // later runs must agree bit for bit
+				continue
+			}
+			for i := range got {
+				if got[i] != first[i] {
+					t.Fatalf("%v exact %v: GOMAXPROCS %d changes cell %d: %v vs %v", tc.sizes, tc.exact, procs, i, got[i], first[i])
+				}
+			}
+		}
+	}
+}
+
+// TestConsistentMatchesSweepRandom compares the two-pass projector with the
+// sweep on random shapes (1 to 5 dimensions of sizes 1 to 6), random
+// invariants (1 to 5, possibly nested, repeated or empty) and random
+// released cuboids.
+func TestConsistentMatchesSweepRandom(t *testing.T) {
+	r := noise.NewSeeded(8)
+	for trial := range 400 {
+		sizes := make([]int, 1+r.Uint64N(5))
+		for i := range sizes {
+			sizes[i] = 1 + int(r.Uint64N(6))
+		}
+		s := testSchema(t, sizes...)
+		base := uint64(Base(len(sizes)))
+		over := Cuboid(r.Uint64N(base + 1))
+		exact := make([]Cuboid, 1+r.Uint64N(5))
+		for i := range exact {
+			exact[i] = Cuboid(r.Uint64N(base + 1))
+		}
+		truth := &Cube{Schema: s, Counts: randomTable(r, s.Cells())}
+		inv := truth.Invariants(exact)
+		x := noisy(r, truth.Project(over), 3)
+		want := append([]float64(nil), x...)
+		cons, err := constraints(s, over, want, inv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sweepConsistent(s.subSizesOf(over), want, cons)
+		got := append([]float64(nil), x...)
+		if err := Consistent(s, over, got, inv); err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if math.Abs(got[i]-want[i]) > 1e-12*max(1, math.Abs(want[i])) {
+				t.Fatalf("trial %d: %v exact %v over %v: cell %d = %v, sweep %v", trial, sizes, exact, over, i, got[i], want[i])
+			}
+		}
 	}
 }

@@ -78,9 +78,16 @@ func (p plan) blocks() int {
 // x over the dropped dimensions.
 func project(sizes []int, keep Cuboid, x, out []float64) {
 	p := newPlan(sizes, keep)
+	p.project(x, out, 0, p.blocks(), 0)
+}
+
+// project adds to out the sums of the cells of x in outer blocks [from, to)
+// over the dropped dimensions; out starts at cell off of the kept array.
+func (p plan) project(x, out []float64, from, to, off int) {
 	in := p.inner
 	if p.innerIn {
-		p.walk(0, p.blocks(), func(base, kept int) {
+		p.walk(from, to, func(base, kept int) {
+			kept -= off
 			dst := out[kept : kept+in]
 			for i, v := range x[base : base+in] {
 				dst[i] += v
@@ -88,21 +95,28 @@ func project(sizes []int, keep Cuboid, x, out []float64) {
 		})
 		return
 	}
-	p.walk(0, p.blocks(), func(base, kept int) {
+	p.walk(from, to, func(base, kept int) {
 		var s float64
 		for _, v := range x[base : base+in] {
 			s += v
 		}
-		out[kept] += s
+		out[kept-off] += s
 	})
 }
 
 // broadcastAdd adds r[cell's projection] to every cell of x.
 func broadcastAdd(sizes []int, keep Cuboid, x, r []float64) {
 	p := newPlan(sizes, keep)
+	p.broadcastAdd(x, r, 0, p.blocks(), 0)
+}
+
+// broadcastAdd adds r[cell's projection] to every cell of x in outer blocks
+// [from, to); r starts at cell off of the kept array.
+func (p plan) broadcastAdd(x, r []float64, from, to, off int) {
 	in := p.inner
 	if p.innerIn {
-		p.walk(0, p.blocks(), func(base, kept int) {
+		p.walk(from, to, func(base, kept int) {
+			kept -= off
 			src := r[kept : kept+in]
 			for i := range x[base : base+in] {
 				x[base+i] += src[i]
@@ -110,8 +124,8 @@ func broadcastAdd(sizes []int, keep Cuboid, x, r []float64) {
 		})
 		return
 	}
-	p.walk(0, p.blocks(), func(base, kept int) {
-		v := r[kept]
+	p.walk(from, to, func(base, kept int) {
+		v := r[kept-off]
 		for i := range x[base : base+in] {
 			x[base+i] += v
 		}
@@ -143,4 +157,278 @@ func reindex(c, within Cuboid) Cuboid {
 		k++
 	}
 	return out
+}
+
+// multiPlan maps the cells of a dense array onto the cells of several
+// sub-arrays at once, so that one pass over the big array serves every
+// marginal. The trailing dimensions that every keep drops form the tail:
+// each cell of the head (the other dimensions) is a contiguous tail run of
+// the array, which every keep sees as one cell. Over the head, the inner run
+// is the longest suffix of dimensions on which every keep is constant (each
+// of its dimensions kept by a keep or dropped by it alike): along it, a keep
+// that drops the run's dimensions sees one marginal cell, and a keep that
+// keeps them sees a contiguous slice. A block is one inner run of head
+// cells: a contiguous span of inner*tail cells of the array.
+type multiPlan struct {
+	k       int   // number of keeps
+	tail    int   // cells of the array per head cell
+	outer   []int // sizes of the head dimensions before the inner run
+	ostride []int // ostride[j*k+i]: stride of outer dimension j in keep i's array (0 if dropped)
+	inner   int   // head cells in the inner run
+	in      []int // keeps that keep the inner run's dimensions
+	out     []int // keeps that drop them
+	blocks  int   // number of blocks
+}
+
+// runTile bounds the piece of an inner run processed at once, so that
+// several passes over the piece (one per keep) stay in cache.
+const runTile = 2048
+
+// newMultiPlan plans the pass over an array of the given sizes for keeps.
+// When there would be fewer than minBlocks blocks, dimensions move from the
+// tail to the head and from the inner run to the outer dimensions (the
+// tail and the run stay suffixes with the properties above), so that the
+// blocks can be split between workers. The first minOuter dimensions are
+// always outer ones (the caller makes sure every keep keeps a later one),
+// so that the blocks split along them.
+func newMultiPlan(sizes []int, keeps []Cuboid, minBlocks, minOuter int) *multiPlan {
+	n, k := len(sizes), len(keeps)
+	p := &multiPlan{k: k, tail: 1, inner: 1, blocks: 1}
+	kept := func(d int) bool {
+		for _, c := range keeps {
+			if c.Has(d) {
+				return true
+			}
+		}
+		return false
+	}
+	h := n
+	for h > 0 && !kept(h-1) {
+		h--
+		p.tail *= sizes[h]
+	}
+	headCells := 1
+	for _, s := range sizes[:h] {
+		headCells *= s
+	}
+	for h < n && headCells < minBlocks {
+		headCells *= sizes[h]
+		p.tail /= sizes[h]
+		h++
+	}
+	// same reports whether every keep treats dimensions a and b alike.
+	same := func(a, b int) bool {
+		for _, c := range keeps {
+			if c.Has(a) != c.Has(b) {
+				return false
+			}
+		}
+		return true
+	}
+	start := h
+	if h > 0 {
+		start = h - 1
+		for start > 0 && same(start-1, h-1) {
+			start--
+		}
+		outerBlocks := 1
+		for _, s := range sizes[:start] {
+			outerBlocks *= s
+		}
+		for start < h-1 && (outerBlocks < minBlocks || start < minOuter) {
+			outerBlocks *= sizes[start]
+			start++
+		}
+		for _, s := range sizes[start:h] {
+			p.inner *= s
+		}
+	}
+	for i, c := range keeps {
+		if h > 0 && c.Has(h-1) {
+			p.in = append(p.in, i)
+		} else {
+			p.out = append(p.out, i)
+		}
+	}
+	p.outer = sizes[:start]
+	p.ostride = make([]int, start*k)
+	for i, c := range keeps {
+		stride := 1
+		for j := n - 1; j >= 0; j-- {
+			if !c.Has(j) {
+				continue
+			}
+			if j < start {
+				p.ostride[j*k+i] = stride
+			}
+			stride *= sizes[j]
+		}
+	}
+	for _, s := range p.outer {
+		p.blocks *= s
+	}
+	return p
+}
+
+// cursor is the position of an outer block and the offset of its first cell
+// in every keep's array.
+type cursor struct {
+	idx  []int
+	kept []int
+}
+
+// seek positions c at outer block b.
+func (p *multiPlan) seek(c *cursor, b int) {
+	c.idx = make([]int, len(p.outer))
+	c.kept = make([]int, p.k)
+	for j := len(p.outer) - 1; j >= 0; j-- {
+		c.idx[j] = b % p.outer[j]
+		b /= p.outer[j]
+		for i := range p.k {
+			c.kept[i] += c.idx[j] * p.ostride[j*p.k+i]
+		}
+	}
+}
+
+// next moves c to the following outer block.
+func (p *multiPlan) next(c *cursor) {
+	k := p.k
+	for j := len(c.idx) - 1; j >= 0; j-- {
+		c.idx[j]++
+		st := p.ostride[j*k : j*k+k]
+		if c.idx[j] < p.outer[j] {
+			for i, s := range st {
+				c.kept[i] += s
+			}
+			return
+		}
+		back := c.idx[j] - 1
+		for i, s := range st {
+			c.kept[i] -= back * s
+		}
+		c.idx[j] = 0
+	}
+}
+
+// projectRange adds to out[i] the sums of the cells of x in blocks
+// [from, to) over the dimensions keep i drops; x starts at block from.
+func (p *multiPlan) projectRange(x []float64, from, to int, out [][]float64) {
+	var c cursor
+	p.seek(&c, from)
+	in, t := p.inner, p.tail
+	span := in * t
+	for b := from; b < to; b++ {
+		run := x[(b-from)*span : (b-from)*span+span]
+		switch {
+		case len(p.in) == 0:
+			s := sum(run)
+			for _, i := range p.out {
+				out[i][c.kept[i]] += s
+			}
+		case t == 1:
+			if len(p.out) > 0 {
+				s := sum(run)
+				for _, i := range p.out {
+					out[i][c.kept[i]] += s
+				}
+			}
+			for lo := 0; lo < in; lo += runTile {
+				piece := run[lo:min(lo+runTile, in)]
+				for _, i := range p.in {
+					dst := out[i][c.kept[i]+lo:]
+					dst = dst[:len(piece)]
+					for j, v := range piece {
+						dst[j] += v
+					}
+				}
+			}
+		default:
+			var s float64
+			for j := range in {
+				v := sum(run[j*t : j*t+t])
+				s += v
+				for _, i := range p.in {
+					out[i][c.kept[i]+j] += v
+				}
+			}
+			for _, i := range p.out {
+				out[i][c.kept[i]] += s
+			}
+		}
+		p.next(&c)
+	}
+}
+
+// broadcastRange adds to every cell of x in blocks [from, to) the sum over
+// keeps i of r[i] at the cell's projection; x starts at block from.
+func (p *multiPlan) broadcastRange(x []float64, from, to int, r [][]float64) {
+	var c cursor
+	p.seek(&c, from)
+	in, t := p.inner, p.tail
+	span := in * t
+	for b := from; b < to; b++ {
+		var v float64
+		for _, i := range p.out {
+			v += r[i][c.kept[i]]
+		}
+		run := x[(b-from)*span : (b-from)*span+span]
+		switch {
+		case len(p.in) == 0:
+			for j := range run {
+				run[j] += v
+			}
+		case t > 1:
+			for j := range in {
+				w := v
+				for _, i := range p.in {
+					w += r[i][c.kept[i]+j]
+				}
+				seg := run[j*t : j*t+t]
+				for m := range seg {
+					seg[m] += w
+				}
+			}
+		case len(p.in) == 1:
+			src := r[p.in[0]][c.kept[p.in[0]]:]
+			src = src[:len(run)]
+			for j := range run {
+				run[j] += v + src[j]
+			}
+		default:
+			for lo := 0; lo < in; lo += runTile {
+				hi := min(lo+runTile, in)
+				piece := run[lo:hi]
+				src := r[p.in[0]][c.kept[p.in[0]]+lo:]
+				src = src[:len(piece)]
+				for j := range piece {
+					piece[j] += v + src[j]
+				}
+				for _, i := range p.in[1:] {
+					src := r[i][c.kept[i]+lo:]
+					src = src[:len(piece)]
+					for j := range piece {
+						piece[j] += src[j]
+					}
+				}
+			}
+		}
+		p.next(&c)
+	}
+}
+
+// sum adds the values of v with four accumulators, so that the additions
+// are not serialised on one register.
+func sum(v []float64) float64 {
+	var s0, s1, s2, s3 float64
+	for len(v) >= 4 {
+		s0 += v[0]
+		s1 += v[1]
+		s2 += v[2]
+		s3 += v[3]
+		v = v[4:]
+	}
+	for _, x := range v {
+		s0 += x
+	}
+	return (s0 + s1) + (s2 + s3)
 }

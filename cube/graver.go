@@ -694,12 +694,19 @@ type Witness struct {
 	Before, After []int
 	// Basis is the number of Graver elements (one of each pair ±g).
 	Basis int
+	// L2Squared is the largest squared L2 distance between the released
+	// cuboids of two worst-case induced neighbours (the L2 generic
+	// sensitivity is its square root), attained by L2Before and L2After.
+	// The element that maximises the L2 distance need not maximise the L1
+	// distance.
+	L2Squared         int
+	L2Before, L2After []int
 }
 
 // BruteForceSensitivity computes S_Q(release) exactly from the definition
 // for tiny domains: the Graver basis of the constraints (the cells of the
 // exact cuboids and the exact cells) and the largest ||M_release g||_1 over
-// it. The base cuboid has at most MaxGraverCells cells; the basis at most
+// it, and the largest ||M_release g||_2^2 (the squared L2 sensitivity). The base cuboid has at most MaxGraverCells cells; the basis at most
 // 2^18 elements (beyond either the error wraps ErrTooLarge); it stops with
 // ctx.Err() when ctx is done.
 func BruteForceSensitivity(ctx context.Context, s *Schema, exact []Cuboid, known []ExactCells, release Cuboid) (Witness, error) {
@@ -758,7 +765,8 @@ func bruteForce(ctx context.Context, s *Schema, exact []Cuboid, known []ExactCel
 	if err != nil {
 		return Witness{}, err
 	}
-	w := Witness{Before: make([]int, n), After: make([]int, n), Basis: len(basis)}
+	w := Witness{Before: make([]int, n), After: make([]int, n), Basis: len(basis),
+		L2Before: make([]int, n), L2After: make([]int, n)}
 	proj := make([]int, s.CuboidSize(release))
 	cell := make([]int, n)
 	for a := range n {
@@ -769,14 +777,21 @@ func bruteForce(ctx context.Context, s *Schema, exact []Cuboid, known []ExactCel
 		for a, v := range g {
 			proj[cell[a]] += v
 		}
-		d := 0
+		d, d2 := 0, 0
 		for _, v := range proj {
 			d += max(v, -v)
+			d2 += v * v
 		}
 		if d > w.Value {
 			w.Value = d
 			for a, v := range g {
 				w.Before[a], w.After[a] = max(0, -v), max(0, v)
+			}
+		}
+		if d2 > w.L2Squared {
+			w.L2Squared = d2
+			for a, v := range g {
+				w.L2Before[a], w.L2After[a] = max(0, -v), max(0, v)
 			}
 		}
 	}

@@ -179,20 +179,27 @@ func threeMarginals(s *Schema, q []Cuboid, eff Cuboid) (int, bool) {
 // autoBruteForce runs the brute force within the deterministic limits, or
 // fails with ErrNoClosedForm.
 func autoBruteForce(s *Schema, exact []Cuboid, known []ExactCells, what string) (Sensitivity, error) {
-	if s.Cells() < 0 || s.Cells() > autoBruteCells {
-		return Sensitivity{}, fmt.Errorf("%s on %d base cells (brute force stops at "+autoBruteMessage+"): %w",
-			what, s.Cells(), autoBruteCells, autoBruteGraver, autoBruteWork, ErrNoClosedForm)
-	}
-	lim := graverLimits{elements: autoBruteGraver, work: autoBruteWork}
-	w, err := bruteForce(context.Background(), s, exact, known, Base(s.NumDims()), lim)
-	if errors.Is(err, ErrTooLarge) {
-		return Sensitivity{}, fmt.Errorf("%s (brute force stops at "+autoBruteMessage+"): %w",
-			what, autoBruteCells, autoBruteGraver, autoBruteWork, ErrNoClosedForm)
-	}
+	w, err := autoBrute(s, exact, known, Base(s.NumDims()), what)
 	if err != nil {
 		return Sensitivity{}, err
 	}
 	return Sensitivity{w.Value, fmt.Sprintf("brute force: %s, Graver basis of %d elements", what, w.Basis)}, nil
+}
+
+// autoBrute is the brute force for release within the deterministic
+// limits; beyond them the error wraps ErrNoClosedForm.
+func autoBrute(s *Schema, exact []Cuboid, known []ExactCells, release Cuboid, what string) (Witness, error) {
+	if s.Cells() < 0 || s.Cells() > autoBruteCells {
+		return Witness{}, fmt.Errorf("%s on %d base cells (brute force stops at "+autoBruteMessage+"): %w",
+			what, s.Cells(), autoBruteCells, autoBruteGraver, autoBruteWork, ErrNoClosedForm)
+	}
+	lim := graverLimits{elements: autoBruteGraver, work: autoBruteWork}
+	w, err := bruteForce(context.Background(), s, exact, known, release, lim)
+	if errors.Is(err, ErrTooLarge) {
+		return Witness{}, fmt.Errorf("%s (brute force stops at "+autoBruteMessage+"): %w",
+			what, autoBruteCells, autoBruteGraver, autoBruteWork, ErrNoClosedForm)
+	}
+	return w, err
 }
 
 // ExactCells are cells of one cuboid whose counts are public exactly
