@@ -365,6 +365,13 @@ func (s *Schema) subSizesOf(c Cuboid) []int { return subSizes(s.Sizes(), c) }
 // constraints validates the invariants and reduces them to the distinct,
 // non-redundant constraints they put on cuboid over.
 func constraints(s *Schema, over Cuboid, x []float64, inv []Invariant) ([]constraint, error) {
+	return constraintsOf(s, over, x, inv, true)
+}
+
+// constraintsOf is constraints; with signed false, counts may be negative:
+// the invariants are then tables derived by post-processing (a workload's
+// non-negative tables, negative by at most their tolerance), not data.
+func constraintsOf(s *Schema, over Cuboid, x []float64, inv []Invariant, nonNegativeCounts bool) ([]constraint, error) {
 	base := Base(s.NumDims())
 	if over&^base != 0 {
 		return nil, fmt.Errorf("cuboid %#x has dimensions beyond the schema's %d", uint64(over), s.NumDims())
@@ -380,7 +387,7 @@ func constraints(s *Schema, over Cuboid, x []float64, inv []Invariant) ([]constr
 			return nil, fmt.Errorf("exact cuboid %s has %d cells, got %d counts", s.Format(v.Cuboid), want, len(v.Counts))
 		}
 		for i, c := range v.Counts {
-			if math.IsNaN(c) || math.IsInf(c, 0) || c < 0 {
+			if math.IsNaN(c) || math.IsInf(c, 0) || (nonNegativeCounts && c < 0) {
 				return nil, fmt.Errorf("exact cuboid %s, cell %s: count %v must be finite and non-negative", s.Format(v.Cuboid), s.cellLabel(v.Cuboid, i), c)
 			}
 		}
@@ -471,6 +478,9 @@ type NonNegative struct {
 	Tol float64
 	// MaxIter bounds the number of alternating projections; 0 means 10000.
 	MaxIter int
+	// derived marks invariants that are post-processed tables rather than
+	// data: their counts may be negative by the tolerance they met.
+	derived bool
 }
 
 // ConsistentNonNegative replaces x by the least-squares point of
@@ -520,7 +530,7 @@ func nonNegative(ctx context.Context, s *Schema, over Cuboid, x []float64, inv [
 	if !(opt.Tol > 0) || math.IsInf(opt.Tol, 0) {
 		return nnResult{}, fmt.Errorf("non-negative tolerance must be finite and > 0, got %v", opt.Tol)
 	}
-	cons, err := constraints(s, over, x, inv)
+	cons, err := constraintsOf(s, over, x, inv, !opt.derived)
 	if err != nil {
 		return nnResult{}, err
 	}

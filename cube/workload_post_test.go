@@ -73,6 +73,9 @@ func TestWorkloadPostProcessing(t *testing.T) {
 			}
 			tol := 1e-6
 			for _, tb := range w.Tables {
+				if tb.Public {
+					continue // exact counts from the invariants
+				}
 				if !tb.NonNegative || tb.Integer != integer {
 					t.Fatalf("table %s: nonneg %v integer %v", s.Format(tb.Cuboid), tb.NonNegative, tb.Integer)
 				}
@@ -95,7 +98,7 @@ func TestWorkloadPostProcessing(t *testing.T) {
 				t.Errorf("trial %d integer=%v: tables disagree by %v", trial, integer, d)
 			}
 			m := w.Metadata()
-			if integer && m.Tables[0].MOE90 != w.Tables[0].MOE90+1 {
+			if integer && !w.Tables[0].Public && m.Tables[0].MOE90 != w.Tables[0].MOE90+1 {
 				t.Errorf("integer moe90 %v, want least-squares %v + 1", m.Tables[0].MOE90, w.Tables[0].MOE90)
 			}
 		}

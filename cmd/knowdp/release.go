@@ -32,12 +32,12 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // releaseFlags are the flags of knowdp release, as parsed.
 type releaseFlags struct {
-	data, schema, dims, cuboid, out string
-	infer, nonneg, json             bool
-	exact                           stringList
-	epsilon, tol                    float64
-	sensitivity, cellLimit          int
-	seed                            seedFlag
+	data, schema, dims, out, workload, split string
+	infer, nonneg, integer, json             bool
+	exact, cuboids                           stringList
+	epsilon, tol                             float64
+	sensitivity, cellLimit                   int
+	seed                                     seedFlag
 }
 
 // sidecarPath is where the privacy story of an output CSV goes: the same
@@ -48,20 +48,23 @@ func sidecarPath(out string) string {
 
 func runRelease(ctx context.Context, e *env, args []string) error {
 	// Flags.
-	fs := newFlagSet(e, "release", "release --data FILE --schema FILE --epsilon X [--exact DIMS]... [--cuboid DIMS] [--nonneg] [--seed N] --out FILE")
+	fs := newFlagSet(e, "release", "release --data FILE --schema FILE --epsilon X [--exact DIMS]... [--cuboid DIMS]... [--workload FILE] [--split S] [--nonneg|--integer] [--seed N] --out FILE|DIR")
 	var f releaseFlags
 	fs.StringVar(&f.data, "data", "", "fact table: CSV `FILE` with a header row and a column per schema dimension (required)")
 	fs.StringVar(&f.schema, "schema", "", `schema JSON `+"`FILE`"+` {"dimensions":[{"name":..,"values":[..]}]} declaring every domain (required unless --infer-domains)`)
 	fs.BoolVar(&f.infer, "infer-domains", false, "take each dimension's domain from the data (the columns named by --dims); NOT private, for exploration only")
 	fs.StringVar(&f.dims, "dims", "", "with --infer-domains: comma-separated dimension `COLUMNS`")
 	fs.Var(&f.exact, "exact", "comma-separated `DIMS` of a cuboid published exactly (an invariant); repeatable; \"\" is the grand total")
-	fs.Float64Var(&f.epsilon, "epsilon", 0, "privacy loss eps > 0 with respect to the neighbours the invariants induce (required)")
-	fs.StringVar(&f.cuboid, "cuboid", "", "comma-separated `DIMS` of the cuboid to release (default: the base cuboid)")
+	fs.Float64Var(&f.epsilon, "epsilon", 0, "privacy loss eps > 0 of the whole release with respect to the neighbours the invariants induce (required)")
+	fs.Var(&f.cuboids, "cuboid", "comma-separated `DIMS` of a cuboid to release; repeatable: several cuboids are released together under the one epsilon, all consistent with each other (default: the base cuboid)")
+	fs.StringVar(&f.workload, "workload", "", "JSON `FILE` listing cuboids to release together, with optional weights: [[\"year\"], {\"cuboid\": [\"sex\",\"age\"], \"weight\": 2}]")
+	fs.StringVar(&f.split, "split", "optimal", "with several cuboids, how epsilon is shared among them: optimal (least weighted total variance) or equal")
 	fs.IntVar(&f.sensitivity, "sensitivity", 0, "calibrate the noise to this generic sensitivity: refused below the value knowdp computes; where it has no closed form, the guarantee is conditional on this claim")
 	fs.BoolVar(&f.nonneg, "nonneg", false, "least-squares consistent release with no negative counts")
-	fs.Float64Var(&f.tol, "tol", 1e-6, "tolerance of --nonneg (> 0)")
+	fs.BoolVar(&f.integer, "integer", false, "non-negative integer counts that keep every invariant exactly (unbiased controlled rounding)")
+	fs.Float64Var(&f.tol, "tol", 1e-6, "tolerance of --nonneg and --integer (> 0)")
 	fs.IntVar(&f.cellLimit, "cell-limit", cube.DefaultCellLimit, "refuse domains with more cells than this (>= 1); memory is checked as well")
-	fs.StringVar(&f.out, "out", "", "output CSV `FILE` (required); the privacy story goes to the same name with .json")
+	fs.StringVar(&f.out, "out", "", "output CSV `FILE` (required), with the privacy story in the same name with .json; with several cuboids a new directory: one CSV per cuboid and release.json")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (the sidecar's fields, full precision)")
 	fs.Var(&f.seed, "seed", seedUsage)
 	if err := parseFlags(fs, args); err != nil {
@@ -74,18 +77,29 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usageErr(fs, "--epsilon: %v", err)
 	}
-	sidecar := sidecarPath(f.out)
-	if err := fileio.CheckOutputs(
-		[]fileio.Named{{Flag: "--data", Path: f.data}, {Flag: "--schema", Path: f.schema}},
-		[]fileio.Named{{Flag: "--out", Path: f.out}, {Flag: "sidecar", Path: sidecar}},
-	); err != nil {
+	split, err := cube.ParseSplit(f.split)
+	if err != nil {
+		return usageErr(fs, "--split: %v", err)
+	}
+	workload := len(f.cuboids) > 1 || f.workload != ""
+	inputs := []fileio.Named{{Flag: "--data", Path: f.data}, {Flag: "--schema", Path: f.schema}, {Flag: "--workload", Path: f.workload}}
+	outputs := []fileio.Named{{Flag: "--out", Path: f.out}, {Flag: "sidecar", Path: sidecarPath(f.out)}}
+	if workload {
+		outputs = outputs[:1]
+	}
+	if workload {
+		if err := checkNewDir(f.out); err != nil {
+			return usageErr(fs, "--out: %v", err)
+		}
+	}
+	if err := fileio.CheckOutputs(inputs, outputs); err != nil {
 		return usageErr(fs, "%v", err)
 	}
 
 	// The spec: schema, cuboids and what knowdp is asked to do.
-	for _, in := range []struct{ flag, path string }{{"--data", f.data}, {"--schema", f.schema}} {
-		if in.path != "" {
-			if err := checkInput(in.flag, in.path); err != nil {
+	for _, in := range inputs {
+		if in.Path != "" {
+			if err := checkInput(in.Flag, in.Path); err != nil {
 				return err
 			}
 		}
@@ -99,28 +113,49 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	} else if s, err = cube.LoadSchema(f.schema); err != nil {
 		return err
 	}
-	spec := cube.ReleaseSpec{Epsilon: eps, Sensitivity: f.sensitivity, NonNegative: f.nonneg, Tol: f.tol, DomainsFromData: f.infer}
-	spec.Cuboid = cube.Base(s.NumDims())
-	if f.cuboid != "" {
-		if spec.Cuboid, err = s.ParseCuboid(f.cuboid); err != nil {
-			return fmt.Errorf("--cuboid: %w", err)
+	var cuboids []cube.Cuboid
+	var weights []float64
+	for _, x := range f.cuboids {
+		c, err := s.ParseCuboid(x)
+		if err != nil {
+			return fmt.Errorf("--cuboid %q: %w", x, err)
 		}
+		cuboids, weights = append(cuboids, c), append(weights, 1)
 	}
+	if f.workload != "" {
+		b, err := os.ReadFile(f.workload)
+		if err != nil {
+			return fmt.Errorf("--workload: %w", err)
+		}
+		cs, ws, err := cube.ParseWorkload(s, b)
+		if err != nil {
+			return fmt.Errorf("--workload %s: %w", f.workload, err)
+		}
+		cuboids, weights = append(cuboids, cs...), append(weights, ws...)
+	}
+	if len(cuboids) == 0 {
+		cuboids, weights = []cube.Cuboid{cube.Base(s.NumDims())}, []float64{1}
+	}
+	var exact []cube.Cuboid
 	for _, x := range f.exact {
 		c, err := s.ParseCuboid(x)
 		if err != nil {
 			return fmt.Errorf("--exact %q: %w", x, err)
 		}
-		spec.Exact = append(spec.Exact, c)
+		exact = append(exact, c)
 	}
 	if err := s.CheckCells(f.cellLimit); err != nil {
 		return fmt.Errorf("--cell-limit: %w", err)
 	}
-	if err := cube.CheckMemory(cube.ReleaseMemory(s, spec.Cuboid, f.nonneg)); err != nil {
+	var need int64
+	for _, c := range cuboids {
+		need = max(need, cube.ReleaseMemory(s, c, f.nonneg || f.integer))
+	}
+	if err := cube.CheckMemory(need); err != nil {
 		return fmt.Errorf("--cell-limit %d admits this domain of %d cells, but releasing it would run out of memory (%w); coarsen the schema", f.cellLimit, s.Cells(), err)
 	}
 
-	// The release.
+	// The data.
 	var size int64
 	if st, err := os.Stat(f.data); err == nil {
 		size = st.Size()
@@ -135,12 +170,20 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if workload {
+		spec := cube.WorkloadSpec{Epsilon: eps, Exact: exact, Cuboids: cuboids, Weights: weights, Split: split,
+			Sensitivity: f.sensitivity, DomainsFromData: f.infer}
+		return releaseWorkload(ctx, e, c, spec, &f)
+	}
+
+	// One cuboid: a CSV and its sidecar.
+	spec := cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cuboids[0], Sensitivity: f.sensitivity,
+		NonNegative: f.nonneg, Integer: f.integer, Tol: f.tol, DomainsFromData: f.infer}
 	rel, err := c.Release(ctx, spec, f.seed.rand(e))
 	if err != nil {
 		return err
 	}
-
-	// Writing: the CSV and its sidecar, both or neither.
+	sidecar := sidecarPath(f.out)
 	meta := rel.Metadata()
 	metaJSON, err := json.MarshalIndent(meta, "", "  ")
 	if err != nil {
@@ -184,6 +227,8 @@ func (f *releaseFlags) check(fs *flag.FlagSet) error {
 		return usageErr(fs, "--tol must be a positive number, got %v", f.tol)
 	case f.cellLimit < 1:
 		return usageErr(fs, "--cell-limit must be at least 1, got %d", f.cellLimit)
+	case f.nonneg && f.integer:
+		return usageErr(fs, "--nonneg and --integer exclude each other (--integer counts are non-negative)")
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ func TestReleaseCommand(t *testing.T) {
 		t.Errorf("seeded run not flagged:\n%s\n%s", stdout, stderr)
 	}
 	rows := readCSVFile(t, out)
-	if strings.Join(rows[0], ",") != "year,colour,released,count" || len(rows) != 1+6*2*2 {
+	if strings.Join(rows[0], ",") != "year,colour,released,count,moe90" || len(rows) != 1+6*2*2 {
 		t.Fatalf("header %v, %d rows", rows[0], len(rows))
 	}
 	// The invariant {year,colour} holds exactly: 1997 Black, summed over

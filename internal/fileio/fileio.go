@@ -228,3 +228,55 @@ func Resolve(path string) (string, error) {
 		p = parent
 	}
 }
+
+// WriteDirAtomic creates the directory dir holding the given files (paths
+// relative to dir), all or nothing: the files are written and synced in a
+// temporary directory beside dir, which is then renamed to dir. dir must
+// not exist (an empty directory is replaced); nothing is ever overwritten.
+func WriteDirAtomic(dir string, files []File) (err error) {
+	parent, base := filepath.Split(filepath.Clean(dir))
+	if parent == "" {
+		parent = "."
+	}
+	tmp, err := os.MkdirTemp(parent, "."+base+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", dir, err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	for _, f := range files {
+		if f.Path != filepath.Base(f.Path) {
+			return fmt.Errorf("write %s: file name %q must not contain a directory", dir, f.Path)
+		}
+		name, err := writeTemp(filepath.Join(tmp, f.Path), f.Write)
+		if err != nil {
+			return err
+		}
+		if err := os.Rename(name, filepath.Join(tmp, f.Path)); err != nil {
+			return fmt.Errorf("write %s: %w", dir, err)
+		}
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", dir, err)
+	}
+	if err := syncDir(tmp); err != nil {
+		return fmt.Errorf("write %s: %w", dir, err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("write %s: %w", dir, err)
+	}
+	return syncDir(parent)
+}
+
+// syncDir makes a directory's entries durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

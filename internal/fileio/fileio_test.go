@@ -153,3 +153,32 @@ func TestCheckOutputs(t *testing.T) {
 		})
 	}
 }
+
+func TestWriteDirAtomic(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "out")
+	files := []File{
+		{Path: "a.csv", Write: func(w io.Writer) error { _, err := io.WriteString(w, "a\n"); return err }},
+		{Path: "release.json", Write: func(w io.Writer) error { _, err := io.WriteString(w, "{}\n"); return err }},
+	}
+	if err := WriteDirAtomic(dir, files); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a.csv")); err != nil || string(b) != "a\n" {
+		t.Fatalf("a.csv: %q %v", b, err)
+	}
+	// An existing, non-empty directory is never overwritten.
+	if err := WriteDirAtomic(dir, files[:1]); err == nil {
+		t.Fatal("overwrote an existing directory")
+	}
+	// A failing file leaves nothing behind.
+	bad := filepath.Join(parent, "bad")
+	fail := File{Path: "b.csv", Write: func(w io.Writer) error { return errors.New("disk full") }}
+	if err := WriteDirAtomic(bad, []File{files[0], fail}); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("error %v", err)
+	}
+	entries, _ := os.ReadDir(parent)
+	if len(entries) != 1 {
+		t.Errorf("left behind: %v", entries)
+	}
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/internal/fileio"
+)
+
+// checkNewDir refuses an output directory that exists: a workload release
+// creates its directory, and never writes into or over an existing one.
+func checkNewDir(dir string) error {
+	if dir == "-" {
+		return errors.New("-: a workload release writes a directory; give its name")
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		return fmt.Errorf("%s exists; a release of several cuboids creates a new directory (nothing is overwritten)", dir)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// workloadSummary is what release --json prints for several cuboids.
+type workloadSummary struct {
+	Out      string                `json:"out"`
+	Files    []string              `json:"files"`
+	Metadata cube.WorkloadMetadata `json:"privacy"`
+}
+
+// releaseWorkload releases several cuboids together and writes them, with
+// release.json, into the new directory f.out.
+func releaseWorkload(ctx context.Context, e *env, c *cube.Cube, spec cube.WorkloadSpec, f *releaseFlags) error {
+	r := f.seed.rand(e)
+	w, err := c.ReleaseWorkload(ctx, spec, r)
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.integer:
+		err = w.RoundIntegers(ctx, r.Split())
+	case f.nonneg:
+		err = w.MakeNonNegative(ctx, f.tol)
+	}
+	if err != nil {
+		return err
+	}
+	meta := w.Metadata()
+	metaJSON, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return err
+	}
+	var files []fileio.File
+	var names []string
+	for _, t := range w.Tables {
+		name := cube.TableFileName(w.Schema, t.Cuboid)
+		files = append(files, fileio.File{Path: name, Write: func(out io.Writer) error { return t.WriteCSV(out, w.Schema) }})
+		names = append(names, name)
+	}
+	files = append(files, fileio.File{Path: "release.json", Write: func(out io.Writer) error {
+		_, err := out.Write(append(metaJSON, '\n'))
+		return err
+	}})
+	names = append(names, "release.json")
+	if err := fileio.WriteDirAtomic(f.out, files); err != nil {
+		return err
+	}
+	if w.Conditional {
+		fmt.Fprintln(e.stderr, "WARNING: the guarantee is conditional: "+meta.GuaranteeNote)
+	}
+	if f.json {
+		return writeJSON(e.stdout, workloadSummary{Out: f.out, Files: names, Metadata: meta})
+	}
+	s := w.Schema
+	fmt.Fprintf(e.stdout, "released %d cuboids for epsilon %.6g in all (budget %.6g; %s) w.r.t. %s\n",
+		len(w.Tables), w.Epsilon, w.Budget, meta.Composition, w.Neighbours)
+	if len(w.Invariants) > 0 {
+		var ex []string
+		for _, v := range w.Invariants {
+			ex = append(ex, s.Format(v.Cuboid))
+		}
+		fmt.Fprintf(e.stdout, "exact cuboids (published as they are): %s\n", strings.Join(ex, ", "))
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "cuboid\tcells\tepsilon share\tsensitivity\tmoe90\tfile")
+	for i, t := range w.Tables {
+		share := fmt.Sprintf("%.4g", t.Share)
+		switch {
+		case t.Public:
+			share = "public (exact)"
+		case !t.Measured:
+			share = "derived"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.4g\t%s\n", s.Format(t.Cuboid), len(t.Counts), share, t.Sensitivity, t.CellMOE90(), names[i])
+	}
+	tw.Flush()
+	if meta.Guarantee == cube.GuaranteeNone {
+		fmt.Fprintln(e.stdout, "guarantee: none: this release is NOT differentially private (seeded, or domains read from the data)")
+	}
+	fmt.Fprintf(e.stdout, "wrote %s/ (%d files)\n", strings.TrimSuffix(f.out, "/"), len(files))
+	return nil
+}
