@@ -1113,7 +1113,16 @@ func ExpectedRMSE(s *Schema, spec WorkloadSpec, st Strategy) ([]float64, error) 
 		if p, err = planWorkload(s, spec); err != nil {
 			return nil, err
 		}
-		share, err := privacy.NewEpsilon(spec.Epsilon.Float64() / float64(max(len(p.meas), 1)))
+		// Every non-public table is released on its own: the budget is
+		// shared among all of them (the plan's own measurements may be
+		// fewer, when the optimal split leaves a table unmeasured).
+		separate := 0
+		for _, t := range p.tables {
+			if !t.Public {
+				separate++
+			}
+		}
+		share, err := privacy.NewEpsilon(spec.Epsilon.Float64() / float64(max(separate, 1)))
 		if err != nil {
 			return nil, fmt.Errorf("workload: %w", err)
 		}

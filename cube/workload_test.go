@@ -951,3 +951,59 @@ func TestParseWorkload(t *testing.T) {
 		}
 	}
 }
+
+// TestExpectedRMSESeparateNested checks the separate strategy against
+// simulated separate releases when one requested cuboid contains another
+// (the optimal split then leaves the smaller one unmeasured, which must not
+// change how a separate release shares the budget), and that equal split +
+// least squares is no worse than separate releases for any table
+// (Gauss-Markov: the same measurements, the best linear unbiased estimate).
+func TestExpectedRMSESeparateNested(t *testing.T) {
+	s, _ := arrestsWorkload(t)
+	c, err := FromCSV(context.Background(), "../data/arrests.csv", s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	year, _ := s.ParseCuboid("year")
+	cs, _ := s.ParseCuboid("colour,sex")
+	cr, _ := s.ParseCuboid("colour,released")
+	ycr, _ := s.ParseCuboid("year,colour,released")
+	ag, _ := s.ParseCuboid("agegroup")
+	spec := WorkloadSpec{Epsilon: eps(t, 1), Exact: []Cuboid{year, cs}, Cuboids: []Cuboid{cr, ycr, ag}}
+	sep, err := ExpectedRMSE(s, spec, StrategySeparate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal, err := ExpectedRMSE(s, spec, StrategyEqual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := eps(t, 1.0/3)
+	r := noise.NewSeeded(9)
+	const runs = 300
+	for i, cb := range spec.Cuboids {
+		truth := c.Project(cb)
+		var sq float64
+		for range runs {
+			rel, err := c.Release(context.Background(), ReleaseSpec{Epsilon: share, Exact: spec.Exact, Cuboid: cb}, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range truth {
+				d := rel.Counts[k] - truth[k]
+				sq += d * d
+			}
+		}
+		got := math.Sqrt(sq / float64(runs*len(truth)))
+		// Squared Laplace-type errors have kurtosis at most 6: the relative
+		// standard error of the mean square is below sqrt(5/n), half that
+		// for its root.
+		tol := 5 * 0.5 * math.Sqrt(5/float64(runs*len(truth)))
+		if math.Abs(got/sep[i]-1) > tol {
+			t.Errorf("%s: simulated separate RMSE %v, ExpectedRMSE %v (tolerance %.1f%%)", s.Format(cb), got, sep[i], 100*tol)
+		}
+		if equal[i] > sep[i]*(1+1e-9) {
+			t.Errorf("%s: equal split + least squares %v worse than separate %v", s.Format(cb), equal[i], sep[i])
+		}
+	}
+}
