@@ -54,52 +54,23 @@ func FromCSV(ctx context.Context, path string, s *Schema, opt Options) (*Cube, e
 	return Build(ctx, t, s, opt)
 }
 
-// Build counts the rows of an open table into a cube over the schema.
-func Build(ctx context.Context, t *source.CSV, s *Schema, opt Options) (*Cube, error) {
+// Build counts the records of an open fact table (CSV, Parquet or the
+// groups of an SQL table; see package source) into a cube over the schema.
+// Every schema dimension must be a column. A value outside its
+// dimension's declared domain is an error naming the table, row and
+// column. The domain's size is checked against opt.CellLimit before
+// anything is allocated or read.
+func Build(ctx context.Context, t source.Table, s *Schema, opt Options) (*Cube, error) {
 	limit := opt.CellLimit
 	if limit == 0 {
 		limit = DefaultCellLimit
-	}
-	cols := make([]int, s.NumDims())
-	for i := range cols {
-		c, err := t.Column(s.Dim(i).Name)
-		if err != nil {
-			return nil, err
-		}
-		cols[i] = c
 	}
 	c, err := New(s, limit)
 	if err != nil {
 		return nil, err
 	}
-	for n := 0; ; n++ {
-		if n&0xffff == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			if opt.Progress != nil {
-				opt.Progress(t.BytesRead())
-			}
-		}
-		rec, err := t.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		cell := 0
-		for i, col := range cols {
-			j, ok := s.index[i][rec[col]]
-			if !ok {
-				return nil, t.Errorf(col, "value %q is not in the declared domain of %q (%s)", rec[col], s.dims[i].Name, domainList(s.dims[i].Values))
-			}
-			cell += j * s.strides[i]
-		}
-		c.Counts[cell]++
-	}
-	if opt.Progress != nil {
-		opt.Progress(t.BytesRead())
+	if _, err := count(ctx, t, s, []target{newTarget(s, Base(s.NumDims()), c.Counts)}, opt); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
