@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -344,4 +345,27 @@ func BenchmarkAggregate(b *testing.B) {
 		tab.Close()
 	}
 	b.ReportMetric(float64(len(rows))*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mrows/s")
+}
+
+// TestInferSchema reads the domains of CSV and Parquet files (numeric
+// columns sorted as numbers) and warns that they are not private.
+func TestInferSchema(t *testing.T) {
+	rows := makeFacts(500, 5)
+	rows[7].Age = 12 // sorts after 9 as a number, before 2 as text
+	for _, path := range []string{writeFactsCSV(t, rows, false), writeFactsParquet(t, rows)} {
+		var log strings.Builder
+		s, err := InferSchema(context.Background(), path, []string{"region", "age"}, slog.New(slog.NewTextHandler(&log, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Dim(0).Values; !slices.Equal(got, []string{"centre", "east", "north", "south", "west"}) {
+			t.Errorf("%s: region domain %q", path, got)
+		}
+		if got := s.Dim(1).Values; !slices.Equal(got, []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "12"}) {
+			t.Errorf("%s: age domain %q", path, got)
+		}
+		if !strings.Contains(log.String(), "NOT differentially private") || !strings.Contains(log.String(), path) {
+			t.Errorf("%s: log %q", path, log.String())
+		}
+	}
 }

@@ -83,26 +83,32 @@ func domainList(v []string) string {
 	return strings.Join(v[:show], ", ") + fmt.Sprintf(", ... %d values in all", len(v))
 }
 
-// InferSchema reads the named columns of a CSV fact table and returns a
-// schema whose domains are the values that occur, sorted (numerically when
-// every value of a column is a number).
+// InferSchema reads the named columns of a fact table file (CSV or
+// Parquet, see source.Open) and returns a schema whose domains are the
+// values that occur, sorted (numerically when every value of a column is a
+// number).
 //
 // Domains inferred from the data are NOT private: the presence of a value
 // in the domain reveals that some row has it, and a release over them is
 // not differentially private. It exists for exploration on public or
 // synthetic data; log warns about it.
 func InferSchema(ctx context.Context, path string, columns []string, log *slog.Logger) (*Schema, error) {
-	t, err := source.OpenCSV(path)
+	t, err := source.Open(ctx, source.Spec{Path: path})
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
-	cols := make([]int, len(columns))
+	return InferSchemaFrom(ctx, t, columns, log)
+}
+
+// InferSchemaFrom is InferSchema on an open table (a database table, for
+// instance). The same warning applies: the result is NOT private.
+func InferSchemaFrom(ctx context.Context, t source.Table, columns []string, log *slog.Logger) (*Schema, error) {
+	if err := t.Select(ctx, columns); err != nil {
+		return nil, err
+	}
 	seen := make([]map[string]bool, len(columns))
-	for i, name := range columns {
-		if cols[i], err = t.Column(name); err != nil {
-			return nil, err
-		}
+	for i := range seen {
 		seen[i] = map[string]bool{}
 	}
 	for n := 0; ; n++ {
@@ -111,15 +117,17 @@ func InferSchema(ctx context.Context, path string, columns []string, log *slog.L
 				return nil, err
 			}
 		}
-		rec, err := t.Next()
+		rec, _, err := t.NextRecord()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return nil, err
 		}
-		for i, c := range cols {
-			seen[i][rec[c]] = true
+		for i, v := range rec {
+			if !seen[i][string(v)] { // looking up first does not allocate
+				seen[i][string(v)] = true
+			}
 		}
 	}
 	dims := make([]Dimension, len(columns))
@@ -131,7 +139,7 @@ func InferSchema(ctx context.Context, path string, columns []string, log *slog.L
 		sortValues(vals)
 		dims[i] = Dimension{Name: name, Values: vals}
 	}
-	log.Warn("domains inferred from the data: the release is NOT differentially private (the domain itself reveals which values occur)", "file", path)
+	log.Warn("domains inferred from the data: the release is NOT differentially private (the domain itself reveals which values occur)", "table", t.Name())
 	return NewSchema(dims)
 }
 
