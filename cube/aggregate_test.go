@@ -369,3 +369,45 @@ func TestInferSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestValueIndexMatchesMap compares valueIndex with a map on domains of
+// short, long, empty and NUL-padded values, for members and non-members.
+func TestValueIndexMatchesMap(t *testing.T) {
+	r := noise.NewSeeded(9)
+	randValue := func() string {
+		b := make([]byte, r.Uint64N(20))
+		for i := range b {
+			b[i] = "ab\x00"[r.Uint64N(3)]
+		}
+		return string(b)
+	}
+	for _, size := range []int{1, 2, 7, 100, 5000} {
+		want := map[string]int{}
+		var vals []string
+		for _, v := range []string{"", "a", "a\x00", "\x00", "abcdefgh", "abcdefgh\x00", "abcdefghi"} {
+			if len(vals) < size {
+				want[v] = len(vals)
+				vals = append(vals, v)
+			}
+		}
+		for len(vals) < size {
+			v := randValue()
+			if _, dup := want[v]; !dup {
+				want[v] = len(vals)
+				vals = append(vals, v)
+			}
+		}
+		vi := newValueIndex(vals)
+		probes := append(slices.Clone(vals), "zz", "a\x00\x00", "abcdefgh\x00\x00")
+		for range 2000 {
+			probes = append(probes, randValue())
+		}
+		for _, p := range probes {
+			j, ok := vi.lookup([]byte(p))
+			k, in := want[p]
+			if ok != in || (in && j != k) {
+				t.Fatalf("size %d: lookup(%q) = %d, %v; want %d, %v", size, p, j, ok, k, in)
+			}
+		}
+	}
+}
