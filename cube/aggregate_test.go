@@ -411,3 +411,35 @@ func TestValueIndexMatchesMap(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBuildSources counts the same 200,000 rows of three dimensions
+// from CSV, Parquet and SQLite (where the database does the GROUP BY):
+// rows/s of the fact table.
+func BenchmarkBuildSources(b *testing.B) {
+	ctx := context.Background()
+	s := factSchema(b)
+	rows := makeFacts(200_000, 6)
+	specs := []struct {
+		name string
+		spec source.Spec
+	}{
+		{"csv", source.Spec{Path: writeFactsCSV(b, rows, false)}},
+		{"parquet", source.Spec{Path: writeFactsParquet(b, rows)}},
+		{"sqlite", source.Spec{Path: writeFactsSQLite(b, rows), Table: "facts"}},
+	}
+	for _, sp := range specs {
+		b.Run(sp.name, func(b *testing.B) {
+			for b.Loop() {
+				tab, err := source.Open(ctx, sp.spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := Build(ctx, tab, s, Options{}); err != nil {
+					b.Fatal(err)
+				}
+				tab.Close()
+			}
+			b.ReportMetric(float64(len(rows))*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mrows/s")
+		})
+	}
+}

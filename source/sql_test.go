@@ -187,4 +187,21 @@ func TestPostgres(t *testing.T) {
 	}
 	defer tab.Close()
 	checkSQL(t, tab)
+
+	// A schema-qualified name.
+	var schema string
+	if err := db.QueryRow("SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	q, err := Open(context.Background(), Spec{Path: dsn, Table: schema + ".people"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if err := q.Select(context.Background(), []string{"age", "sex"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := groups(t, q); !slices.Equal(got, wantGroups) {
+		t.Errorf("%s.people: groups %q, want %q", schema, got, wantGroups)
+	}
 }
