@@ -87,7 +87,7 @@ func (c *CSV) next() ([][]byte, error) {
 		return nil, fmt.Errorf("%s: %s: %w", c.name, c.where(), err)
 	}
 	if len(rec) != len(c.header) {
-		return nil, fmt.Errorf("%s: %s: %w: %d fields, the header has %d", c.name, c.where(), csv.ErrFieldCount, len(rec), len(c.header))
+		return nil, fmt.Errorf("%s: %s: %w (%d, the header has %d)", c.name, c.where(), csv.ErrFieldCount, len(rec), len(c.header))
 	}
 	return rec, nil
 }

@@ -14,7 +14,7 @@ import (
 
 // Parquet streams a Parquet file row group by row group, reading only the
 // selected columns' chunks (column projection). A selected column must be
-// a top-level, non-repeated column of strings (BYTE_ARRAY or
+// a non-repeated column (a nested one is named by its dotted path) of strings (BYTE_ARRAY or
 // FIXED_LEN_BYTE_ARRAY, plain or dictionary-encoded), integers (INT32,
 // INT64: their decimal form is the value) or booleans ("true", "false").
 // A null is an error naming the file, row group, row and column.
@@ -84,6 +84,9 @@ func (p *Parquet) Select(_ context.Context, columns []string) error {
 	p.leaf = make([]int, len(columns))
 	for i, name := range columns {
 		leaf, ok := schema.Lookup(name)
+		if !ok && strings.Contains(name, ".") {
+			leaf, ok = schema.Lookup(strings.Split(name, ".")...) // a nested column
+		}
 		if !ok {
 			return fmt.Errorf("%s: no column %q (the file has %s)", p.name, name, strings.Join(p.Columns(), ", "))
 		}

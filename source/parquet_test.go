@@ -169,6 +169,25 @@ func TestParquetErrors(t *testing.T) {
 	if _, _, again := p2.NextRecord(); !errors.Is(again, last) && again.Error() != last.Error() {
 		t.Errorf("after an error NextRecord returned %v", again)
 	}
+	type address struct {
+		City string `parquet:"city,dict"`
+	}
+	type nested struct {
+		Home address `parquet:"home"`
+	}
+	path = writeParquet(t, []nested{{address{"Oslo"}}, {address{"Rome"}}}, 10)
+	p3, err := OpenParquet(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p3.Close()
+	if err := p3.Select(ctx, []string{"home.city"}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, err := p3.NextRecord(); err != nil || string(rec[0]) != "Oslo" {
+		t.Errorf("home.city = %q, %v", rec, err)
+	}
+
 	bad := filepath.Join(t.TempDir(), "bad.parquet")
 	os.WriteFile(bad, []byte("PAR1 not really"), 0o644)
 	if _, err := OpenParquet(bad); err == nil || !strings.Contains(err.Error(), "bad.parquet") {

@@ -48,7 +48,7 @@ func TestCSVErrorsNameFileAndRow(t *testing.T) {
 	}
 	c.Next()
 	_, err = c.Next()
-	if err == nil || !strings.Contains(err.Error(), "t.csv: row 3") {
+	if err == nil || !strings.Contains(err.Error(), "t.csv: row 3: wrong number of fields (1, the header has 2)") {
 		t.Errorf("short row error %v does not name file and row", err)
 	}
 	c, _ = NewCSV("t.csv", strings.NewReader("a,b\n1,x\n"))

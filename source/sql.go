@@ -44,7 +44,9 @@ func OpenSQL(ctx context.Context, driver, dsn, table string) (*SQL, error) {
 	switch driver {
 	case "sqlite":
 		name, s.where = "sqlite", dsn
-		dsn = "file:" + dsn + "?mode=ro&_pragma=query_only(1)"
+		// An SQLite URI filename: %, ? and # in the path are escaped.
+		esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(dsn)
+		dsn = "file:" + esc + "?mode=ro&_pragma=query_only(1)"
 	case "postgres":
 		name, s.where = "pgx", redactURL(dsn)
 	default:

@@ -125,6 +125,20 @@ func TestSQLite(t *testing.T) {
 	}
 	s.Close()
 
+	// A file name with the characters of an SQLite URI.
+	weird := filepath.Join(t.TempDir(), "we?ird#100%.db")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(weird, b, 0o644)
+	w, err := Open(ctx, Spec{Path: weird, Table: "people"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSQL(t, w)
+	w.Close()
+
 	s, err = OpenSQL(ctx, "sqlite", path, "holes")
 	if err != nil {
 		t.Fatal(err)
