@@ -127,8 +127,13 @@ func writeFactsSQLite(t testing.TB, rows []fact) string {
 	if _, err := tx.Exec("CREATE TABLE facts (sex TEXT, age INTEGER, region TEXT, extra TEXT)"); err != nil {
 		t.Fatal(err)
 	}
+	ins, err := tx.Prepare("INSERT INTO facts VALUES (?, ?, ?, ?)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ins.Close()
 	for _, f := range rows {
-		if _, err := tx.Exec("INSERT INTO facts VALUES (?, ?, ?, ?)", f.Sex, f.Age, f.Region, f.Extra); err != nil {
+		if _, err := ins.Exec(f.Sex, f.Age, f.Region, f.Extra); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -225,6 +230,14 @@ func TestAggregateErrors(t *testing.T) {
 			words: pqPath + `: row group 2, row 535 (row 1235 of the file), column "region": value "atlantis"`},
 		{name: "sqlite", run: agg(source.Spec{Path: dbPath, Table: "facts"}, []Cuboid{region}, 0),
 			words: `sqlite table "facts" of ` + dbPath + `: column "region" (a group of 1 rows): value "atlantis"`},
+		{name: "cancelled", is: context.Canceled, run: func() error {
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			tab, _ := source.Open(ctx, source.Spec{Path: csvPath})
+			defer tab.Close()
+			_, _, err := Aggregate(cctx, tab, s, []Cuboid{region}, Options{})
+			return err
+		}, words: "canceled"},
 		{name: "missing column", run: func() error {
 			s2, _ := NewSchema([]Dimension{{Name: "tenure", Values: []string{"own"}}})
 			tab, _ := source.Open(ctx, source.Spec{Path: pqPath})

@@ -9,10 +9,11 @@ import (
 	"testing/iotest"
 )
 
-// readAll returns the records of the fast reader, and the error that ended
-// them (nil at the end of the input), reading through r.
-func readAll(r io.Reader) ([][]string, int, error) {
-	cr := newCSVReader(r)
+// readAll returns the records of the fast reader with a buffer of size
+// bytes, and the error that ended them (nil at the end of the input) with
+// the line its record started on, reading through r.
+func readAll(r io.Reader, size int) ([][]string, int, error) {
+	cr := newCSVReaderSize(r, size)
 	var out [][]string
 	for {
 		rec, err := cr.read()
@@ -52,24 +53,29 @@ func stdAll(in string) ([][]string, int, error) {
 }
 
 // compareWithStd checks the fast reader against encoding/csv on in, read
-// whole, one byte at a time, and through a buffer smaller than a record.
+// whole, one byte at a time, and through buffers smaller than a record.
 func compareWithStd(t *testing.T, in string) {
 	t.Helper()
 	want, wantLine, wantErr := stdAll(in)
-	readers := map[string]func() io.Reader{
-		"whole":    func() io.Reader { return strings.NewReader(in) },
-		"one byte": func() io.Reader { return iotest.OneByteReader(strings.NewReader(in)) },
-	}
-	for name, mk := range readers {
-		got, gotLine, gotErr := readAll(mk())
+	for _, rd := range []struct {
+		name string
+		r    io.Reader
+		size int
+	}{
+		{"whole", strings.NewReader(in), csvBufSize},
+		{"one byte", iotest.OneByteReader(strings.NewReader(in)), csvBufSize},
+		{"1-byte buffer", strings.NewReader(in), 1},
+		{"5-byte buffer", iotest.HalfReader(strings.NewReader(in)), 5},
+	} {
+		got, gotLine, gotErr := readAll(rd.r, rd.size)
 		if !equalRecords(got, want) {
-			t.Fatalf("%s: %q: records %q, encoding/csv %q", name, in, got, want)
+			t.Fatalf("%s: %q: records %q, encoding/csv %q", rd.name, in, got, want)
 		}
 		if (gotErr == nil) != (wantErr == nil) || (wantErr != nil && !errors.Is(gotErr, wantErr)) {
-			t.Fatalf("%s: %q: error %v, encoding/csv %v", name, in, gotErr, wantErr)
+			t.Fatalf("%s: %q: error %v, encoding/csv %v", rd.name, in, gotErr, wantErr)
 		}
 		if wantErr != nil && gotLine != wantLine {
-			t.Fatalf("%s: %q: error on the record starting on line %d, encoding/csv says %d", name, in, gotLine, wantLine)
+			t.Fatalf("%s: %q: error on the record starting on line %d, encoding/csv says %d", rd.name, in, gotLine, wantLine)
 		}
 	}
 }
@@ -154,4 +160,20 @@ func FuzzCSVReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		compareWithStd(t, in)
 	})
+}
+
+// TestCSVReadError: a failed read is an error naming the file and row, not
+// a short last record.
+func TestCSVReadError(t *testing.T) {
+	in := io.MultiReader(strings.NewReader("a,b\n1,2\n3,4"), iotest.ErrReader(errors.New("disk on fire")))
+	c, err := NewCSV("t.csv", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := c.Next(); err == nil || !strings.Contains(err.Error(), "t.csv: row 3") || !strings.Contains(err.Error(), "disk on fire") {
+		t.Errorf("Next = %q, %v; want the read error", rec, err)
+	}
 }
