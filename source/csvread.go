@@ -20,6 +20,7 @@ type csvReader struct {
 	pos   int // start of the unread data in buf
 	end   int // end of the data in buf
 	eof   bool
+	rerr  error // a failed read, returned when more data is needed
 	n     int64 // bytes read from r
 	line  int   // lines consumed so far
 	start int   // line on which the last record started
@@ -111,6 +112,9 @@ func (r *csvReader) read() ([][]byte, error) {
 // fill moves the unread data to the front of buf, growing buf if it is all
 // unread, and reads until buf is full or the input ends.
 func (r *csvReader) fill() error {
+	if r.rerr != nil {
+		return r.rerr
+	}
 	if r.eof {
 		return nil
 	}
@@ -131,8 +135,11 @@ func (r *csvReader) fill() error {
 			return nil
 		}
 		if err != nil {
-			// Not a short final record: the read failed.
-			return err
+			// Parse what arrived first; the error comes when more is
+			// needed, so a cut-off last record is never taken for a
+			// short one.
+			r.rerr = err
+			return nil
 		}
 	}
 	return nil
