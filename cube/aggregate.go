@@ -188,11 +188,12 @@ func outside(t source.Table, s *Schema, i int, v []byte) error {
 }
 
 // valueIndex maps a value's bytes to its position in a dimension's declared
-// domain without allocating: open addressing over a table at most a quarter
-// full. A value of up to 8 bytes is compared as one machine word; a longer
-// one by a 64-bit hash and then its bytes. This is several times faster
-// than a map[string]int lookup on short values, and reading a fact table
-// spends most of its time looking values up.
+// domain without allocating: open addressing (linear probing) over a table
+// at most half full, 32 to 64 bytes per domain value. A value of up to 8
+// bytes is compared as one machine word; a longer one by a 64-bit hash and
+// then its bytes. This is several times faster than a map[string]int lookup
+// on short values, and reading a fact table spends most of its time looking
+// values up.
 type valueIndex struct {
 	shift uint
 	slots []valueSlot
@@ -207,7 +208,7 @@ type valueSlot struct {
 
 func newValueIndex(vals []string) valueIndex {
 	bits := uint(2)
-	for 1<<bits < 4*len(vals) {
+	for 1<<bits < 2*len(vals) {
 		bits++
 	}
 	v := valueIndex{shift: 64 - bits, slots: make([]valueSlot, 1<<bits), vals: vals}
