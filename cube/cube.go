@@ -54,52 +54,23 @@ func FromCSV(ctx context.Context, path string, s *Schema, opt Options) (*Cube, e
 	return Build(ctx, t, s, opt)
 }
 
-// Build counts the rows of an open table into a cube over the schema.
-func Build(ctx context.Context, t *source.CSV, s *Schema, opt Options) (*Cube, error) {
+// Build counts the records of an open fact table (CSV, Parquet or the
+// groups of an SQL table; see package source) into a cube over the schema.
+// Every schema dimension must be a column. A value outside its
+// dimension's declared domain is an error naming the table, row and
+// column. The domain's size is checked against opt.CellLimit before
+// anything is allocated or read.
+func Build(ctx context.Context, t source.Table, s *Schema, opt Options) (*Cube, error) {
 	limit := opt.CellLimit
 	if limit == 0 {
 		limit = DefaultCellLimit
-	}
-	cols := make([]int, s.NumDims())
-	for i := range cols {
-		c, err := t.Column(s.Dim(i).Name)
-		if err != nil {
-			return nil, err
-		}
-		cols[i] = c
 	}
 	c, err := New(s, limit)
 	if err != nil {
 		return nil, err
 	}
-	for n := 0; ; n++ {
-		if n&0xffff == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			if opt.Progress != nil {
-				opt.Progress(t.BytesRead())
-			}
-		}
-		rec, err := t.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		cell := 0
-		for i, col := range cols {
-			j, ok := s.index[i][rec[col]]
-			if !ok {
-				return nil, t.Errorf(col, "value %q is not in the declared domain of %q (%s)", rec[col], s.dims[i].Name, domainList(s.dims[i].Values))
-			}
-			cell += j * s.strides[i]
-		}
-		c.Counts[cell]++
-	}
-	if opt.Progress != nil {
-		opt.Progress(t.BytesRead())
+	if _, err := count(ctx, t, s, []target{newTarget(s, Base(s.NumDims()), c.Counts)}, opt); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -112,26 +83,32 @@ func domainList(v []string) string {
 	return strings.Join(v[:show], ", ") + fmt.Sprintf(", ... %d values in all", len(v))
 }
 
-// InferSchema reads the named columns of a CSV fact table and returns a
-// schema whose domains are the values that occur, sorted (numerically when
-// every value of a column is a number).
+// InferSchema reads the named columns of a fact table file (CSV or
+// Parquet, see source.Open) and returns a schema whose domains are the
+// values that occur, sorted (numerically when every value of a column is a
+// number).
 //
 // Domains inferred from the data are NOT private: the presence of a value
 // in the domain reveals that some row has it, and a release over them is
 // not differentially private. It exists for exploration on public or
 // synthetic data; log warns about it.
 func InferSchema(ctx context.Context, path string, columns []string, log *slog.Logger) (*Schema, error) {
-	t, err := source.OpenCSV(path)
+	t, err := source.Open(ctx, source.Spec{Path: path})
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
-	cols := make([]int, len(columns))
+	return InferSchemaFrom(ctx, t, columns, log)
+}
+
+// InferSchemaFrom is InferSchema on an open table (a database table, for
+// instance). The same warning applies: the result is NOT private.
+func InferSchemaFrom(ctx context.Context, t source.Table, columns []string, log *slog.Logger) (*Schema, error) {
+	if err := t.Select(ctx, columns); err != nil {
+		return nil, err
+	}
 	seen := make([]map[string]bool, len(columns))
-	for i, name := range columns {
-		if cols[i], err = t.Column(name); err != nil {
-			return nil, err
-		}
+	for i := range seen {
 		seen[i] = map[string]bool{}
 	}
 	for n := 0; ; n++ {
@@ -140,15 +117,17 @@ func InferSchema(ctx context.Context, path string, columns []string, log *slog.L
 				return nil, err
 			}
 		}
-		rec, err := t.Next()
+		rec, _, err := t.NextRecord()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return nil, err
 		}
-		for i, c := range cols {
-			seen[i][rec[c]] = true
+		for i, v := range rec {
+			if !seen[i][string(v)] { // looking up first does not allocate
+				seen[i][string(v)] = true
+			}
 		}
 	}
 	dims := make([]Dimension, len(columns))
@@ -160,7 +139,7 @@ func InferSchema(ctx context.Context, path string, columns []string, log *slog.L
 		sortValues(vals)
 		dims[i] = Dimension{Name: name, Values: vals}
 	}
-	log.Warn("domains inferred from the data: the release is NOT differentially private (the domain itself reveals which values occur)", "file", path)
+	log.Warn("domains inferred from the data: the release is NOT differentially private (the domain itself reveals which values occur)", "table", t.Name())
 	return NewSchema(dims)
 }
 

@@ -1,127 +1,140 @@
-// Package source reads fact tables row by row, so that tables larger than
-// memory can be aggregated. Errors name the file, the row (1-based, counting
-// the header as row 1) and the column.
+// Package source reads fact tables as streams of weighted records, so that
+// tables larger than memory can be aggregated: CSV files, Parquet files, and
+// tables in SQLite or PostgreSQL databases (counted with GROUP BY in the
+// database). Open picks the format from the path or URL.
+//
+// Errors name the file or table, the row (1-based, counting a CSV header as
+// row 1; within its row group for Parquet) and the column.
 package source
 
 import (
-	"encoding/csv"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
+	"sync/atomic"
 )
 
-// CSV streams a CSV file with a header row.
-type CSV struct {
-	name   string
-	f      *os.File
-	r      *csv.Reader
-	header []string
-	row    int // number of the row last returned by Next (the header is row 1)
-	bytes  func() int64
+// Table is a fact table read as weighted records over chosen columns: a
+// row of a CSV or Parquet file is one record of weight 1, a row of an SQL
+// GROUP BY is the group's values with its count as weight. Every value is
+// given as text (the bytes of a CSV field, a Parquet string, an integer's
+// decimal form, an SQL value cast to TEXT).
+type Table interface {
+	// Name returns what errors call the table (a path or a table name).
+	Name() string
+	// Select chooses the columns NextRecord returns, in that order. A
+	// missing column is an error naming the table and listing the columns
+	// it has. Call it once, before NextRecord.
+	Select(ctx context.Context, columns []string) error
+	// NextRecord returns the selected values of the next record and its
+	// weight (at least 1), or io.EOF after the last one. The slices are
+	// valid until the next call.
+	NextRecord() (values [][]byte, weight int64, err error)
+	// FieldError returns an error about selected column i of the record
+	// last returned, naming the table, the record's position and the
+	// column.
+	FieldError(i int, format string, args ...any) error
+	// BytesRead returns how many bytes of input have been read, for
+	// progress reports (0 where it is not known).
+	BytesRead() int64
+	// Close releases the file or database connection.
+	Close() error
 }
 
-// OpenCSV opens path and reads its header. Close the result when done.
-func OpenCSV(path string) (*CSV, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("fact table: %w", err)
+// Spec says where a fact table is.
+type Spec struct {
+	// Path is a CSV file, a Parquet file, an SQLite database file, or a
+	// postgres:// (or postgresql://) URL.
+	Path string
+	// Table names the table of an SQLite or PostgreSQL database,
+	// optionally schema-qualified ("census.persons"). It is required for
+	// databases and refused for files.
+	Table string
+}
+
+// Open opens the fact table spec describes: a postgres:// URL is a
+// PostgreSQL database; a file starting with the Parquet magic "PAR1" is
+// Parquet, one starting with "SQLite format 3" is an SQLite database, and
+// any other file is CSV with a header row. Close the result when done.
+func Open(ctx context.Context, spec Spec) (Table, error) {
+	if spec.Path == "" {
+		return nil, errors.New("fact table: no path given")
 	}
-	c, err := NewCSV(path, f)
+	if isPostgresURL(spec.Path) {
+		return OpenSQL(ctx, "postgres", spec.Path, spec.Table)
+	}
+	kind, err := sniff(spec.Path)
 	if err != nil {
-		f.Close()
 		return nil, err
 	}
-	c.f = f
-	return c, nil
+	if kind == "sqlite" {
+		return OpenSQL(ctx, "sqlite", spec.Path, spec.Table)
+	}
+	if spec.Table != "" {
+		return nil, fmt.Errorf("%s: a table name (%q) is only for databases; this is a %s file", spec.Path, spec.Table, kind)
+	}
+	if kind == "parquet" {
+		return OpenParquet(spec.Path)
+	}
+	return OpenCSV(spec.Path)
 }
 
-// NewCSV reads a CSV table with a header row from r; name is used in errors.
-func NewCSV(name string, r io.Reader) (*CSV, error) {
-	cr := &countingReader{r: r}
-	c := &CSV{name: name, r: csv.NewReader(cr), bytes: func() int64 { return cr.n }}
-	c.r.ReuseRecord = true
-	c.r.FieldsPerRecord = 0 // every row must have as many fields as the header
-	h, err := c.r.Read()
-	if errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: the file is empty; a header row is required", name)
-	}
+func isPostgresURL(p string) bool {
+	return strings.HasPrefix(p, "postgres://") || strings.HasPrefix(p, "postgresql://")
+}
+
+// sniff returns "parquet", "sqlite" or "CSV" from a file's first bytes.
+func sniff(path string) (string, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: header: %w", name, err)
+		return "", fmt.Errorf("fact table: %w", err)
 	}
-	c.header = slices.Clone(h)
-	for i, col := range c.header {
-		c.header[i] = strings.TrimSpace(strings.TrimPrefix(col, "\ufeff"))
+	defer f.Close()
+	var b [16]byte
+	n, err := io.ReadFull(f, b[:])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("fact table: %s: %w", path, err)
 	}
-	c.row = 1
-	return c, nil
+	switch {
+	case n >= 4 && string(b[:4]) == "PAR1":
+		return "parquet", nil
+	case n == 16 && string(b[:]) == "SQLite format 3\x00":
+		return "sqlite", nil
+	}
+	return "CSV", nil
 }
 
-// Name returns the name used in errors (the path for OpenCSV).
-func (c *CSV) Name() string { return c.name }
-
-// Header returns the column names.
-func (c *CSV) Header() []string { return c.header }
-
-// Column returns the index of the named column or an error listing the
-// columns the file has.
-func (c *CSV) Column(name string) (int, error) {
-	for i, h := range c.header {
-		if h == name {
-			return i, nil
+// selectColumns maps names to positions in have, or returns an error
+// naming the table and listing what it has.
+func selectColumns(table string, have, names []string) ([]int, error) {
+	idx := make([]int, len(names))
+	for i, name := range names {
+		idx[i] = -1
+		for j, h := range have {
+			if h == name {
+				idx[i] = j
+				break
+			}
+		}
+		if idx[i] < 0 {
+			return nil, fmt.Errorf("%s: no column %q (the table has %s)", table, name, strings.Join(have, ", "))
 		}
 	}
-	return 0, fmt.Errorf("%s: no column %q (the header has %s)", c.name, name, strings.Join(c.header, ", "))
+	return idx, nil
 }
 
-// Next returns the next row's fields, or io.EOF after the last row. The
-// slice is reused by the following call.
-func (c *CSV) Next() ([]string, error) {
-	rec, err := c.r.Read()
-	if err == io.EOF {
-		return nil, io.EOF
-	}
-	c.row++
-	if err != nil {
-		var pe *csv.ParseError
-		if errors.As(err, &pe) {
-			return nil, fmt.Errorf("%s: row %d: %w", c.name, pe.StartLine, pe.Err)
-		}
-		return nil, fmt.Errorf("%s: row %d: %w", c.name, c.row, err)
-	}
-	return rec, nil
+// countingReaderAt counts the bytes read through it; parquet-go may read
+// from several goroutines.
+type countingReaderAt struct {
+	r io.ReaderAt
+	n atomic.Int64
 }
 
-// Row returns the number of the row last returned by Next, counting the
-// header as row 1 (so it matches the line number of simple files).
-func (c *CSV) Row() int { return c.row }
-
-// Errorf returns an error about column col of the current row.
-func (c *CSV) Errorf(col int, format string, args ...any) error {
-	return fmt.Errorf("%s: row %d, column %q: %s", c.name, c.row, c.header[col], fmt.Sprintf(format, args...))
-}
-
-// BytesRead returns how many bytes of the input have been consumed, for
-// progress reporting.
-func (c *CSV) BytesRead() int64 { return c.bytes() }
-
-// Close closes the file opened by OpenCSV.
-func (c *CSV) Close() error {
-	if c.f == nil {
-		return nil
-	}
-	return c.f.Close()
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
+func (c *countingReaderAt) ReadAt(b []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(b, off)
+	c.n.Add(int64(n))
 	return n, err
 }

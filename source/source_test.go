@@ -1,6 +1,8 @@
 package source
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -46,7 +48,7 @@ func TestCSVErrorsNameFileAndRow(t *testing.T) {
 	}
 	c.Next()
 	_, err = c.Next()
-	if err == nil || !strings.Contains(err.Error(), "t.csv: row 3") {
+	if err == nil || !strings.Contains(err.Error(), "t.csv: row 3: wrong number of fields (1, the header has 2)") {
 		t.Errorf("short row error %v does not name file and row", err)
 	}
 	c, _ = NewCSV("t.csv", strings.NewReader("a,b\n1,x\n"))
@@ -71,4 +73,70 @@ func TestCSVErrorsNameFileAndRow(t *testing.T) {
 		t.Error("no bytes counted")
 	}
 	f.Close()
+}
+
+// TestOpenPicksTheFormat opens the same facts as CSV, Parquet and SQLite by
+// content, whatever the file is called.
+func TestOpenPicksTheFormat(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	csvPath := filepath.Join(dir, "facts.parquet") // a misleading name
+	os.WriteFile(csvPath, []byte("sex,age\nF,30\n"), 0o644)
+	pq := writeParquet(t, people(3), 10)
+	db := sqliteFacts(t)
+	for _, tc := range []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{Path: csvPath}, "*source.CSV"},
+		{Spec{Path: pq}, "*source.Parquet"},
+		{Spec{Path: db, Table: "people"}, "*source.SQL"},
+	} {
+		tab, err := Open(ctx, tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%T", tab); got != tc.want {
+			t.Errorf("Open(%v) = %s, want %s", tc.spec, got, tc.want)
+		}
+		if err := tab.Select(ctx, []string{"sex"}); err != nil {
+			t.Errorf("%v: %v", tc.spec, err)
+		}
+		tab.Close()
+	}
+	for _, tc := range []struct {
+		spec  Spec
+		words string
+	}{
+		{Spec{}, "no path"},
+		{Spec{Path: csvPath, Table: "people"}, "only for databases; this is a CSV file"},
+		{Spec{Path: pq, Table: "people"}, "this is a parquet file"},
+		{Spec{Path: filepath.Join(dir, "missing.csv")}, "missing.csv"},
+	} {
+		if _, err := Open(ctx, tc.spec); err == nil || !strings.Contains(err.Error(), tc.words) {
+			t.Errorf("Open(%v) error %v, want %q", tc.spec, err, tc.words)
+		}
+	}
+}
+
+// TestCSVNextStringsSurviveTheNextRow: Next reuses its slice but not the
+// strings, which callers keep (metricdp keeps ids).
+func TestCSVNextStringsSurviveTheNextRow(t *testing.T) {
+	c, err := NewCSV("t.csv", strings.NewReader("a,b\n\"x,1\",y\n\nz,\"w\"\"\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, _ := c.Next()
+	first := []string{r1[0], r1[1]}
+	r2, err := c.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first[0] != "x,1" || first[1] != "y" || r2[0] != "z" || r2[1] != `w"` {
+		t.Errorf("rows %q then %q", first, r2)
+	}
+	// The blank line makes the row and line numbers differ.
+	if e := c.Errorf(0, "bad"); e.Error() != `t.csv: row 3 (line 4), column "a": bad` {
+		t.Errorf("Errorf = %v", e)
+	}
 }

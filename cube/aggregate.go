@@ -1,0 +1,272 @@
+package cube
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+
+	"github.com/knowdp/knowdp/source"
+)
+
+// Aggregate reads a fact table once and counts its records straight into
+// each requested cuboid (row-major over the cuboid's dimensions, as
+// Project returns them), without building the base cuboid: memory and time
+// grow with the cells of the requested cuboids, not with the base domain.
+// rows is the number of rows counted (the sum of the records' weights).
+//
+// Every schema dimension is read and checked, requested or not: a value
+// outside its declared domain is an error naming the table, row and column,
+// exactly as Build reports it, so the rows counted are the rows Build would
+// count. opt.CellLimit bounds the total number of cells of the requested
+// cuboids, checked before anything is allocated or read.
+func Aggregate(ctx context.Context, t source.Table, s *Schema, cuboids []Cuboid, opt Options) (tables map[Cuboid][]float64, rows int64, err error) {
+	limit := opt.CellLimit
+	if limit == 0 {
+		limit = DefaultCellLimit
+	}
+	full := Base(s.NumDims())
+	var uniq []Cuboid
+	for _, cb := range cuboids {
+		if cb&^full != 0 {
+			return nil, 0, fmt.Errorf("aggregate: cuboid %#x names dimensions the schema (%d dimensions) does not have", uint64(cb), s.NumDims())
+		}
+		if !slices.Contains(uniq, cb) {
+			uniq = append(uniq, cb)
+		}
+	}
+	if err := checkCuboidCells(s, uniq, limit); err != nil {
+		return nil, 0, err
+	}
+	tables = make(map[Cuboid][]float64, len(uniq))
+	targets := make([]target, len(uniq))
+	for k, cb := range uniq {
+		out := make([]float64, s.CuboidSize(cb))
+		tables[cb] = out
+		targets[k] = newTarget(s, cb, out)
+	}
+	rows, err = count(ctx, t, s, targets, opt)
+	if err != nil {
+		return nil, 0, err
+	}
+	return tables, rows, nil
+}
+
+// checkCuboidCells refuses a set of cuboids whose cells add up to more than
+// limit (or overflow), naming each cuboid and its size.
+func checkCuboidCells(s *Schema, cuboids []Cuboid, limit int) error {
+	total, over := uint64(0), false
+	parts := make([]string, len(cuboids))
+	for k, cb := range cuboids {
+		n, ok := uint64(1), true
+		for _, i := range cb.Dims() {
+			hi, lo := bits.Mul64(n, uint64(s.Size(i)))
+			if hi != 0 || lo > math.MaxInt {
+				ok = false
+				break
+			}
+			n = lo
+		}
+		if !ok {
+			over = true
+			parts[k] = s.Format(cb) + " more than 2^63"
+			continue
+		}
+		parts[k] = fmt.Sprintf("%s %d", s.Format(cb), n)
+		total += n
+		if total > math.MaxInt {
+			over = true
+		}
+	}
+	if over || total > uint64(limit) {
+		return fmt.Errorf("the requested cuboids have %s cells in all (%s), above the limit of %d; raise the limit or request smaller cuboids",
+			cellCount(total, over), strings.Join(parts, ", "), limit)
+	}
+	return nil
+}
+
+func cellCount(n uint64, over bool) string {
+	if over {
+		return "more than 2^63"
+	}
+	return fmt.Sprint(n)
+}
+
+// target is one table being counted: for each schema dimension, the stride
+// of that dimension in the table (0 if the table does not have it).
+type target struct {
+	dims    []int
+	strides []int
+	out     []float64
+}
+
+func newTarget(s *Schema, cb Cuboid, out []float64) target {
+	dims := cb.Dims()
+	strides := make([]int, len(dims))
+	n := 1
+	for k := len(dims) - 1; k >= 0; k-- {
+		strides[k] = n
+		n *= s.Size(dims[k])
+	}
+	return target{dims: dims, strides: strides, out: out}
+}
+
+// count reads every record of t, maps each schema dimension's value to its
+// index in the declared domain, and adds the record's weight to one cell
+// of every target. It returns the total weight.
+func count(ctx context.Context, t source.Table, s *Schema, targets []target, opt Options) (int64, error) {
+	names := s.names()
+	if err := t.Select(ctx, names); err != nil {
+		return 0, err
+	}
+	idx := make([]int, len(names))
+	vi := make([]valueIndex, len(names))
+	for i := range vi {
+		vi[i] = newValueIndex(s.dims[i].Values)
+	}
+	// A single target over every dimension (Build) needs no index array.
+	base := len(targets) == 1 && len(targets[0].dims) == len(names)
+	var rows int64
+	for n := 0; ; n++ {
+		if n&0xffff == 0 {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+			if opt.Progress != nil {
+				opt.Progress(t.BytesRead())
+			}
+		}
+		rec, w, err := t.NextRecord()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+		if base {
+			cell := 0
+			for i, v := range rec {
+				j, ok := vi[i].lookup(v)
+				if !ok {
+					return 0, outside(t, s, i, v)
+				}
+				cell += j * s.strides[i]
+			}
+			targets[0].out[cell] += float64(w)
+		} else {
+			for i, v := range rec {
+				j, ok := vi[i].lookup(v)
+				if !ok {
+					return 0, outside(t, s, i, v)
+				}
+				idx[i] = j
+			}
+			for k := range targets {
+				tg := &targets[k]
+				cell := 0
+				for m, d := range tg.dims {
+					cell += idx[d] * tg.strides[m]
+				}
+				tg.out[cell] += float64(w)
+			}
+		}
+		rows += w
+	}
+	if opt.Progress != nil {
+		opt.Progress(t.BytesRead())
+	}
+	return rows, nil
+}
+
+func outside(t source.Table, s *Schema, i int, v []byte) error {
+	return t.FieldError(i, "value %q is not in the declared domain of %q (%s)", v, s.dims[i].Name, domainList(s.dims[i].Values))
+}
+
+// valueIndex maps a value's bytes to its position in a dimension's declared
+// domain without allocating: open addressing (linear probing) over a table
+// at most half full, 32 to 64 bytes per domain value. A value of up to 8
+// bytes is compared as one machine word; a longer one by a 64-bit hash and
+// then its bytes. This is several times faster than a map[string]int lookup
+// on short values, and reading a fact table spends most of its time looking
+// values up.
+type valueIndex struct {
+	shift uint
+	slots []valueSlot
+	vals  []string
+}
+
+type valueSlot struct {
+	word uint64 // the value's bytes (up to 8) or its hash
+	n    uint32 // 1 + the value's length; 0 marks an empty slot
+	pos  uint32 // position in the domain
+}
+
+func newValueIndex(vals []string) valueIndex {
+	bits := uint(2)
+	for 1<<bits < 2*len(vals) {
+		bits++
+	}
+	v := valueIndex{shift: 64 - bits, slots: make([]valueSlot, 1<<bits), vals: vals}
+	mask := uint64(len(v.slots) - 1)
+	for j, s := range vals {
+		w := valueWord([]byte(s))
+		h := mixValue(w, len(s)) >> v.shift
+		for v.slots[h].n != 0 {
+			h = (h + 1) & mask
+		}
+		v.slots[h] = valueSlot{word: w, n: uint32(len(s) + 1), pos: uint32(j)}
+	}
+	return v
+}
+
+// lookup returns the position of b in the domain.
+func (v *valueIndex) lookup(b []byte) (int, bool) {
+	mask := uint64(len(v.slots) - 1)
+	w := valueWord(b)
+	n := uint32(len(b) + 1)
+	h := mixValue(w, len(b)) >> v.shift
+	for {
+		s := &v.slots[h]
+		if s.n == 0 {
+			return 0, false
+		}
+		if s.word == w && s.n == n && (n <= 9 || v.vals[s.pos] == string(b)) {
+			return int(s.pos), true
+		}
+		h = (h + 1) & mask
+	}
+}
+
+// valueWord packs a value of up to 8 bytes into a word (so equal words
+// and lengths mean equal values), and hashes a longer one.
+func valueWord(b []byte) uint64 {
+	if len(b) > 8 {
+		h := uint64(len(b)) * 0x9e3779b97f4a7c15
+		for len(b) >= 8 {
+			h = (h ^ binary.LittleEndian.Uint64(b)) * 0xbf58476d1ce4e5b9
+			h ^= h >> 29
+			b = b[8:]
+		}
+		return h ^ packBytes(b)*0x94d049bb133111eb
+	}
+	return packBytes(b)
+}
+
+func packBytes(b []byte) uint64 {
+	var w uint64
+	for i, c := range b {
+		w |= uint64(c) << (8 * i)
+	}
+	return w
+}
+
+// mixValue spreads a word over the high bits, which pick the slot.
+func mixValue(w uint64, n int) uint64 {
+	h := (w ^ uint64(n)<<59) * 0x9e3779b97f4a7c15
+	return h ^ h>>29
+}

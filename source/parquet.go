@@ -1,0 +1,244 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// Parquet streams a Parquet file row group by row group, reading only the
+// selected columns' chunks (column projection). A selected column must be
+// a non-repeated column (a nested one is named by its dotted path) of strings (BYTE_ARRAY or
+// FIXED_LEN_BYTE_ARRAY, plain or dictionary-encoded), integers (INT32,
+// INT64: their decimal form is the value) or booleans ("true", "false").
+// A null is an error naming the file, row group, row and column.
+type Parquet struct {
+	name string
+	f    *os.File
+	cr   *countingReaderAt
+	pf   *parquet.File
+	sel  []string
+	leaf []int // column index of each selected column
+
+	group    int   // current row group (0-based)
+	groupRow int64 // rows of the current group already returned
+	before   int64 // rows in the groups before the current one
+	pages    []parquet.Pages
+	readers  []parquet.ValueReader
+	current  []parquet.Page
+
+	batch  []parquet.Value
+	arena  [][]byte // per column: the values of the batch, concatenated
+	offs   [][]int  // per column: arena offsets, one more than the batch
+	n, i   int      // rows in the batch, next row to return
+	out    [][]byte
+	failed error
+}
+
+const parquetBatch = 1024
+
+// OpenParquet opens a Parquet file and reads its footer. Close the result
+// when done.
+func OpenParquet(path string) (*Parquet, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("fact table: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("fact table: %w", err)
+	}
+	cr := &countingReaderAt{r: f}
+	pf, err := parquet.OpenFile(cr, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a readable Parquet file: %w", path, err)
+	}
+	return &Parquet{name: path, f: f, cr: cr, pf: pf}, nil
+}
+
+// Name returns the path.
+func (p *Parquet) Name() string { return p.name }
+
+// Columns returns the file's columns (dotted paths for nested ones).
+func (p *Parquet) Columns() []string {
+	var names []string
+	for _, c := range p.pf.Schema().Columns() {
+		names = append(names, strings.Join(c, "."))
+	}
+	return names
+}
+
+// Select chooses the columns to read (Table); their types are checked here,
+// before any row is read.
+func (p *Parquet) Select(_ context.Context, columns []string) error {
+	schema := p.pf.Schema()
+	p.sel = columns
+	p.leaf = make([]int, len(columns))
+	for i, name := range columns {
+		leaf, ok := schema.Lookup(name)
+		if !ok && strings.Contains(name, ".") {
+			leaf, ok = schema.Lookup(strings.Split(name, ".")...) // a nested column
+		}
+		if !ok {
+			return fmt.Errorf("%s: no column %q (the file has %s)", p.name, name, strings.Join(p.Columns(), ", "))
+		}
+		if leaf.MaxRepetitionLevel > 0 {
+			return fmt.Errorf("%s: column %q is repeated (a list); a fact table needs one value per row", p.name, name)
+		}
+		switch k := leaf.Node.Type().Kind(); k {
+		case parquet.ByteArray, parquet.FixedLenByteArray, parquet.Int32, parquet.Int64, parquet.Boolean:
+		default:
+			return fmt.Errorf("%s: column %q has type %s; use strings, integers or booleans", p.name, name, k)
+		}
+		p.leaf[i] = leaf.ColumnIndex
+	}
+	k := len(columns)
+	p.pages = make([]parquet.Pages, k)
+	p.readers = make([]parquet.ValueReader, k)
+	p.current = make([]parquet.Page, k)
+	p.arena = make([][]byte, k)
+	p.offs = make([][]int, k)
+	p.out = make([][]byte, k)
+	p.batch = make([]parquet.Value, parquetBatch)
+	p.group = -1
+	return nil
+}
+
+// NextRecord returns the selected values of the next row, with weight 1,
+// or io.EOF (Table).
+func (p *Parquet) NextRecord() ([][]byte, int64, error) {
+	if p.failed != nil {
+		return nil, 0, p.failed
+	}
+	if p.batch == nil {
+		return nil, 0, fmt.Errorf("%s: Select was not called", p.name)
+	}
+	for p.i == p.n {
+		if err := p.fill(); err != nil {
+			if err != io.EOF {
+				p.failed = err
+			}
+			return nil, 0, err
+		}
+	}
+	for c := range p.out {
+		o := p.offs[c]
+		p.out[c] = p.arena[c][o[p.i]:o[p.i+1]:o[p.i+1]]
+	}
+	p.i++
+	p.groupRow++
+	return p.out, 1, nil
+}
+
+// fill reads the next batch of rows of every selected column, moving to
+// the next row group when the current one is done.
+func (p *Parquet) fill() error {
+	groups := p.pf.RowGroups()
+	for p.group < 0 || p.groupRow+int64(p.n-p.i) >= groups[p.group].NumRows() {
+		if p.group >= 0 {
+			p.before += groups[p.group].NumRows()
+		}
+		p.closePages()
+		p.group++
+		p.groupRow = 0
+		p.n, p.i = 0, 0
+		if p.group >= len(groups) {
+			return io.EOF
+		}
+		chunks := groups[p.group].ColumnChunks()
+		for c, leaf := range p.leaf {
+			p.pages[c] = chunks[leaf].Pages()
+		}
+	}
+	left := groups[p.group].NumRows() - p.groupRow
+	n := int(min(left, parquetBatch))
+	for c := range p.leaf {
+		p.arena[c] = p.arena[c][:0]
+		p.offs[c] = append(p.offs[c][:0], 0)
+		for got := 0; got < n; {
+			if p.readers[c] == nil {
+				pg, err := p.pages[c].ReadPage()
+				if err != nil {
+					if err == io.EOF {
+						err = errors.New("the column chunk ends before the row group does")
+					}
+					return p.errorf(c, p.groupRow+int64(got)+1, "%v", err)
+				}
+				p.current[c], p.readers[c] = pg, pg.Values()
+			}
+			k, err := p.readers[c].ReadValues(p.batch[:n-got])
+			for _, v := range p.batch[:k] {
+				got++
+				if v.IsNull() {
+					return p.errorf(c, p.groupRow+int64(got), "null value; every row needs a value in the declared domain")
+				}
+				a := p.arena[c]
+				switch v.Kind() {
+				case parquet.ByteArray, parquet.FixedLenByteArray:
+					a = append(a, v.ByteArray()...)
+				case parquet.Int32:
+					a = strconv.AppendInt(a, int64(v.Int32()), 10)
+				case parquet.Int64:
+					a = strconv.AppendInt(a, v.Int64(), 10)
+				case parquet.Boolean:
+					a = strconv.AppendBool(a, v.Boolean())
+				}
+				p.arena[c] = a
+				p.offs[c] = append(p.offs[c], len(a))
+			}
+			if err == io.EOF {
+				parquet.Release(p.current[c])
+				p.current[c], p.readers[c] = nil, nil
+			} else if err != nil {
+				return p.errorf(c, p.groupRow+int64(got)+1, "%v", err)
+			}
+		}
+	}
+	p.n, p.i = n, 0
+	return nil
+}
+
+func (p *Parquet) closePages() {
+	for c, pg := range p.pages {
+		if pg != nil {
+			pg.Close()
+		}
+		p.pages[c], p.readers[c] = nil, nil
+		if p.current[c] != nil {
+			parquet.Release(p.current[c])
+			p.current[c] = nil
+		}
+	}
+}
+
+// errorf names the file, the row group and row (1-based), the row in the
+// file and selected column c.
+func (p *Parquet) errorf(c int, row int64, format string, args ...any) error {
+	return fmt.Errorf("%s: row group %d, row %d (row %d of the file), column %q: %s",
+		p.name, p.group+1, row, p.before+row, p.sel[c], fmt.Sprintf(format, args...))
+}
+
+// FieldError returns an error about selected column i of the row last
+// returned (Table).
+func (p *Parquet) FieldError(i int, format string, args ...any) error {
+	return p.errorf(i, p.groupRow, format, args...)
+}
+
+// BytesRead returns the bytes read from the file so far.
+func (p *Parquet) BytesRead() int64 { return p.cr.n.Load() }
+
+// Close closes the file.
+func (p *Parquet) Close() error {
+	if p.pages != nil {
+		p.closePages()
+	}
+	return p.f.Close()
+}
