@@ -84,11 +84,15 @@ func checkCuboidCells(s *Schema, cuboids []Cuboid, limit int) error {
 		}
 	}
 	if over || total > uint64(limit) {
-		return fmt.Errorf("the requested cuboids have %s cells in all (%s), above the limit of %d; raise the limit or request smaller cuboids",
-			cellCount(total, over), strings.Join(parts, ", "), limit)
+		return fmt.Errorf("%w: the requested cuboids have %s cells in all (%s), above the limit of %d; raise the limit or request smaller cuboids",
+			ErrCellLimit, cellCount(total, over), strings.Join(parts, ", "), limit)
 	}
 	return nil
 }
+
+// ErrCellLimit is wrapped by the errors of Aggregate that refuse cuboids
+// with more cells in all than the limit, before allocating them.
+var ErrCellLimit = errors.New("cell limit exceeded")
 
 func cellCount(n uint64, over bool) string {
 	if over {

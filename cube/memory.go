@@ -16,21 +16,35 @@ import (
 // fit in the memory available.
 var ErrMemory = errors.New("not enough memory")
 
-// ReleaseMemory estimates the bytes that building a cube over s and
-// releasing cuboid from it take: the base cuboid, the released cuboid and
-// the consistency step's work arrays (more for a non-negative release,
-// whose iteration keeps correction terms). It is an estimate for refusing
-// hopeless sizes early, not a bound.
-func ReleaseMemory(s *Schema, cuboid Cuboid, nonneg bool) int64 {
+// ReleaseMemory estimates the bytes that aggregating the cuboids a
+// release needs (ReleaseSpec.Needs, WorkloadSpec.Needs) and releasing
+// those of them in released take: every needed cuboid once, and each
+// released cuboid's noisy copy and consistency work arrays (more for a
+// non-negative release, whose iteration keeps correction terms). It is an
+// estimate for refusing hopeless sizes early, not a bound.
+func ReleaseMemory(s *Schema, needs, released []Cuboid, nonneg bool) int64 {
 	copies := 3.0
 	if nonneg {
 		copies = 6
 	}
-	b := 8 * (float64(s.Cells()) + copies*float64(s.CuboidSize(cuboid)))
-	if s.Cells() < 0 || b > math.MaxInt64/2 {
-		return math.MaxInt64 / 2
+	size := func(c Cuboid) float64 { // in float64: no overflow
+		n := 1.0
+		for _, i := range c.Dims() {
+			n *= float64(s.Size(i))
+		}
+		return n
 	}
-	return int64(b)
+	var cells float64
+	for _, c := range needs {
+		cells += size(c)
+	}
+	for _, c := range released {
+		cells += copies * size(c)
+	}
+	if b := 8 * cells; b < math.MaxInt64/2 {
+		return int64(b)
+	}
+	return math.MaxInt64 / 2
 }
 
 // CheckMemory returns an error wrapping ErrMemory if need bytes exceed the

@@ -8,6 +8,7 @@ import (
 	"math"
 	"runtime"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 
@@ -165,7 +166,29 @@ func (rel *Release) Warnings() []string {
 // exactly. Noise for large cuboids is drawn in parallel from generators
 // split off r in a fixed order, so a seeded release is reproducible.
 func (c *Cube) Release(ctx context.Context, spec ReleaseSpec, r *noise.Rand) (*Release, error) {
-	s := c.Schema
+	tables := map[Cuboid][]float64{}
+	for _, n := range spec.Needs() {
+		if n&^Base(c.Schema.NumDims()) == 0 {
+			tables[n] = c.Project(n)
+		}
+	}
+	return ReleaseFrom(ctx, c.Schema, tables, spec, r)
+}
+
+// Needs returns the cuboids whose exact counts ReleaseFrom needs: the
+// released cuboid and the exact cuboids. They are decided by the spec
+// alone, so a caller can aggregate just them (Aggregate) instead of
+// building the base cube.
+func (spec ReleaseSpec) Needs() []Cuboid {
+	return dedupe(append([]Cuboid{spec.Cuboid}, spec.Exact...))
+}
+
+// ReleaseFrom is (*Cube).Release from the exact counts of the cuboids
+// spec.Needs() lists (row-major over each cuboid's dimensions), so that a
+// release costs memory and time in the cells of the released and exact
+// cuboids, not in those of the base domain. The counts of the released
+// cuboid are not modified.
+func ReleaseFrom(ctx context.Context, s *Schema, tables map[Cuboid][]float64, spec ReleaseSpec, r *noise.Rand) (*Release, error) {
 	eps := spec.Epsilon.Float64()
 	if !(eps > 0) {
 		return nil, errors.New("release: epsilon must be set (> 0)")
@@ -198,8 +221,25 @@ func (c *Cube) Release(ctx context.Context, spec ReleaseSpec, r *noise.Rand) (*R
 	if err := rel.setSensitivity(exact, spec.Sensitivity); err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
-	rel.Invariants = c.Invariants(exact)
-	rel.Counts = c.Project(spec.Cuboid)
+	table := func(c Cuboid) ([]float64, error) {
+		t, ok := tables[c]
+		if !ok || len(t) != s.CuboidSize(c) {
+			return nil, fmt.Errorf("release: the counts of cuboid %s are missing or have the wrong size (%d values for %d cells)", s.Format(c), len(t), s.CuboidSize(c))
+		}
+		return t, nil
+	}
+	for _, e := range exact {
+		t, err := table(e)
+		if err != nil {
+			return nil, err
+		}
+		rel.Invariants = append(rel.Invariants, Invariant{Cuboid: e, Counts: t})
+	}
+	counts, err := table(spec.Cuboid)
+	if err != nil {
+		return nil, err
+	}
+	rel.Counts = slices.Clone(counts)
 	if rel.Sensitivity == 0 {
 		rel.ReleasedExactly = true
 		return rel, nil // determined by the invariants: public already

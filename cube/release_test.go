@@ -419,11 +419,16 @@ func TestCheckMemory(t *testing.T) {
 		})
 	}
 	s := testSchema(t, 10, 10, 10)
-	if got, want := ReleaseMemory(s, Base(3), false), int64(8*(1000+3*1000)); got != want {
+	if got, want := ReleaseMemory(s, []Cuboid{Base(3)}, []Cuboid{Base(3)}, false), int64(8*(1000+3*1000)); got != want {
 		t.Errorf("ReleaseMemory base = %d, want %d", got, want)
 	}
-	if got, want := ReleaseMemory(s, cuboidOf([]int{0}), true), int64(8*(1000+6*10)); got != want {
+	d0, d01 := cuboidOf([]int{0}), cuboidOf([]int{0, 1})
+	if got, want := ReleaseMemory(s, []Cuboid{d0, d01}, []Cuboid{d0}, true), int64(8*(10+100+6*10)); got != want {
 		t.Errorf("ReleaseMemory nonneg {0} = %d, want %d", got, want)
+	}
+	big := testSchema(t, 1<<20, 1<<20, 1<<20)
+	if got := ReleaseMemory(big, []Cuboid{Base(3)}, []Cuboid{Base(3)}, false); got != math.MaxInt64/2 {
+		t.Errorf("ReleaseMemory of 2^60 cells = %d, want saturation", got)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/source"
 )
 
 func releaseCommand() *command {
@@ -32,12 +34,12 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // releaseFlags are the flags of knowdp release, as parsed.
 type releaseFlags struct {
-	data, schema, dims, out, workload, split string
-	infer, nonneg, integer, json             bool
-	exact, cuboids                           stringList
-	epsilon, tol                             float64
-	sensitivity, cellLimit                   int
-	seed                                     seedFlag
+	data, table, schema, dims, out, workload, split string
+	infer, nonneg, integer, json                    bool
+	exact, cuboids                                  stringList
+	epsilon, tol                                    float64
+	sensitivity, cellLimit                          int
+	seed                                            seedFlag
 }
 
 // sidecarPath is where the privacy story of an output CSV goes: the same
@@ -50,7 +52,8 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	// Flags.
 	fs := newFlagSet(e, "release", "release --data FILE --schema FILE --epsilon X [--exact DIMS]... [--cuboid DIMS]... [--workload FILE] [--split S] [--nonneg|--integer] [--seed N] --out FILE|DIR")
 	var f releaseFlags
-	fs.StringVar(&f.data, "data", "", "fact table: CSV `FILE` with a header row and a column per schema dimension (required)")
+	fs.StringVar(&f.data, "data", "", "fact table (required): a CSV `FILE` with a header row and a column per schema dimension, a Parquet file, an SQLite database file or a postgres:// URL (with --table)")
+	fs.StringVar(&f.table, "table", "", "with an SQLite or PostgreSQL --data: the `TABLE` to count (the GROUP BY runs in the database)")
 	fs.StringVar(&f.schema, "schema", "", `schema JSON `+"`FILE`"+` {"dimensions":[{"name":..,"values":[..]}]} declaring every domain (required unless --infer-domains)`)
 	fs.BoolVar(&f.infer, "infer-domains", false, "take each dimension's domain from the data (the columns named by --dims); NOT private, for exploration only")
 	fs.StringVar(&f.dims, "dims", "", "with --infer-domains: comma-separated dimension `COLUMNS`")
@@ -144,42 +147,51 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		}
 		exact = append(exact, c)
 	}
-	if err := s.CheckCells(f.cellLimit); err != nil {
-		return fmt.Errorf("--cell-limit: %w", err)
+	// What to count: the released and exact cuboids only, never the base
+	// domain unless it is released.
+	wspec := cube.WorkloadSpec{Epsilon: eps, Exact: exact, Cuboids: cuboids, Weights: weights, Split: split,
+		Sensitivity: f.sensitivity, DomainsFromData: f.infer}
+	spec := cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cuboids[0], Sensitivity: f.sensitivity,
+		NonNegative: f.nonneg, Integer: f.integer, Tol: f.tol, DomainsFromData: f.infer}
+	needs := spec.Needs()
+	if workload {
+		if needs, err = wspec.Needs(s); err != nil {
+			return err
+		}
 	}
-	var need int64
-	for _, c := range cuboids {
-		need = max(need, cube.ReleaseMemory(s, c, f.nonneg || f.integer))
-	}
-	if err := cube.CheckMemory(need); err != nil {
-		return fmt.Errorf("--cell-limit %d admits this domain of %d cells, but releasing it would run out of memory (%w); coarsen the schema", f.cellLimit, s.Cells(), err)
+	if err := cube.CheckMemory(cube.ReleaseMemory(s, needs, cuboids, f.nonneg || f.integer)); err != nil {
+		return fmt.Errorf("releasing %s would run out of memory (%w); coarsen the schema or release smaller cuboids", formatCuboids(s, cuboids), err)
 	}
 
-	// The data.
+	// The data, counted straight into the cuboids needed.
+	t, err := source.Open(ctx, source.Spec{Path: f.data, Table: f.table})
+	if err != nil {
+		return fmt.Errorf("--data: %w", err)
+	}
+	defer t.Close()
 	var size int64
 	if st, err := os.Stat(f.data); err == nil {
 		size = st.Size()
 	}
 	prog := newProgress(e, "reading "+filepath.Base(f.data), size)
 	var last int64
-	c, err := cube.FromCSV(ctx, f.data, s, cube.Options{CellLimit: f.cellLimit, Progress: func(n int64) {
+	tables, _, err := cube.Aggregate(ctx, t, s, needs, cube.Options{CellLimit: f.cellLimit, Progress: func(n int64) {
 		prog.Add(n - last)
 		last = n
 	}})
 	prog.Done()
 	if err != nil {
+		if errors.Is(err, cube.ErrCellLimit) {
+			return fmt.Errorf("--cell-limit: %w", err)
+		}
 		return err
 	}
 	if workload {
-		spec := cube.WorkloadSpec{Epsilon: eps, Exact: exact, Cuboids: cuboids, Weights: weights, Split: split,
-			Sensitivity: f.sensitivity, DomainsFromData: f.infer}
-		return releaseWorkload(ctx, e, c, spec, &f)
+		return releaseWorkload(ctx, e, s, tables, wspec, &f)
 	}
 
 	// One cuboid: a CSV and its sidecar.
-	spec := cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cuboids[0], Sensitivity: f.sensitivity,
-		NonNegative: f.nonneg, Integer: f.integer, Tol: f.tol, DomainsFromData: f.infer}
-	rel, err := c.Release(ctx, spec, f.seed.rand(e))
+	rel, err := cube.ReleaseFrom(ctx, s, tables, spec, f.seed.rand(e))
 	if err != nil {
 		return err
 	}
@@ -273,6 +285,15 @@ func printRelease(w io.Writer, rel *cube.Release, out, sidecar string) {
 		fmt.Fprintln(w, "guarantee: conditional on the --sensitivity you gave being at least the true generic sensitivity")
 	}
 	fmt.Fprintf(w, "wrote %s and %s\n", out, sidecar)
+}
+
+// formatCuboids formats cuboids as "{a,b}, {c}".
+func formatCuboids(s *cube.Schema, cs []cube.Cuboid) string {
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = s.Format(c)
+	}
+	return strings.Join(names, ", ")
 }
 
 func splitList(s string) []string {

@@ -38,9 +38,9 @@ type workloadSummary struct {
 
 // releaseWorkload releases several cuboids together and writes them, with
 // release.json, into the new directory f.out.
-func releaseWorkload(ctx context.Context, e *env, c *cube.Cube, spec cube.WorkloadSpec, f *releaseFlags) error {
+func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cube.Cuboid][]float64, spec cube.WorkloadSpec, f *releaseFlags) error {
 	r := f.seed.rand(e)
-	w, err := c.ReleaseWorkload(ctx, spec, r)
+	w, err := cube.ReleaseWorkload(ctx, s, tables, spec, r)
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,6 @@ func releaseWorkload(ctx context.Context, e *env, c *cube.Cube, spec cube.Worklo
 	if f.json {
 		return writeJSON(e.stdout, workloadSummary{Out: f.out, Files: names, Metadata: meta})
 	}
-	s := w.Schema
 	fmt.Fprintf(e.stdout, "released %d cuboids for epsilon %.6g in all (budget %.6g; %s) w.r.t. %s\n",
 		len(w.Tables), w.Epsilon, w.Budget, meta.Composition, w.Neighbours)
 	if len(w.Invariants) > 0 {
