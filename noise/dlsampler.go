@@ -55,11 +55,11 @@ type dlSampler struct {
 	ub       uint    // bits of u in the first word
 	lMask    uint64  // 2^m - 1
 	lo, hi   []uint64
-	guide    [guideLen]uint16 // per bucket of U: thresholds certainly above U
-	accShift uint             // L's quick tables are indexed by l >> accShift
-	uLow     uint64           // bits of u not in the first word: 2^(64-ub)-1
-	accLo    [accLen]uint64   // accLo[k] <= floor(exp(-(k+1) 2^accShift/t) 2^64)
-	rejHi    [accLen]uint64   // rejHi[k] >= floor(exp(-k 2^accShift/t) 2^64)
+	guide    []guideEntry   // per bucket of U, indexed by bucket
+	accShift uint           // L's quick tables are indexed by l >> accShift
+	uLow     uint64         // bits of u not in the first word: 2^(64-ub)-1
+	accLo    [accLen]uint64 // accLo[k] <= floor(exp(-(k+1) 2^accShift/t) 2^64)
+	rejHi    [accLen]uint64 // rejHi[k] >= floor(exp(-k 2^accShift/t) 2^64)
 }
 
 // guideSub is the number of bits after U's leading one that index the guide
@@ -67,9 +67,14 @@ type dlSampler struct {
 // thresholds' ratio 1/rho >= e^(1/16), so a bucket holds at most one.
 const guideSub = 4
 
-// guideLen is a power of two above the 65<<guideSub buckets, so that
-// indexing the guide table needs no bounds check.
-const guideLen = 2048
+// guideEntry holds, for one bucket of U, the number g of thresholds
+// certainly above every U in it, and the bounds of thresholds g and g+1
+// (copied from lo and hi, so that the common path makes one load; lo 0 and
+// hi 0 past the table's end).
+type guideEntry struct {
+	lo0, hi0, lo1, hi1 uint64
+	g                  int
+}
 
 // accLen is the size of L's quick tables: they are indexed by the top six
 // bits of l (fewer when m < 6).
@@ -112,16 +117,24 @@ func newDLSampler(t float64) *dlSampler {
 		s.lo, s.hi = append(s.lo, lo), append(s.hi, hi)
 	}
 
-	// Three zeros end lo: sampleWords looks up to two thresholds past the
-	// last without a bounds check, and no U is below 0.
+	// Zeros end lo: sampleWords looks past the last threshold, and no U is
+	// below 0.
 	s.lo = append(s.lo, 0, 0, 0)
-	for b := range 65 << guideSub {
+	s.guide = make([]guideEntry, 65<<guideSub)
+	for b := range s.guide {
 		up := bucketUpper(b, s.xLow)
 		i := 0
 		for i < len(s.hi) && s.lo[i] >= up {
 			i++
 		}
-		s.guide[b] = uint16(i)
+		e := guideEntry{g: i, lo0: s.lo[i], lo1: s.lo[i+1]}
+		if i < len(s.hi) {
+			e.hi0 = s.hi[i]
+		}
+		if i+1 < len(s.hi) {
+			e.hi1 = s.hi[i+1]
+		}
+		s.guide[b] = e
 	}
 
 	if s.m > 0 {
@@ -207,22 +220,25 @@ func toU64Floor(p float64) uint64 {
 func (s *dlSampler) sampleWords(r *Rand, w, x uint64) int64 {
 	x &^= s.xLow
 	xhi := x | s.xLow
-	g := int(s.guide[bucket(x)&(guideLen-1)])
-	lo, hi := s.lo, s.hi
-	n := len(hi)
+	e := &s.guide[bucket(x)]
+	n := len(s.hi)
 	// Skip the thresholds certainly above U: U < (xhi+1) 2^-64 <= th_j.
 	// A bucket holds at most one threshold except for tiny U, so the answer
-	// is almost always g, g+1 or g+2: the three loads are independent and
-	// the steps branch-free (lo is decreasing, and ends with three zeros
-	// that no xhi is below). The loop handles the rare rest.
-	lo = lo[g : g+3]
-	j := g + b2i(xhi < lo[0]) + b2i(xhi < lo[1])
-	if xhi < lo[2] {
-		for j = g + 2; xhi < s.lo[j]; j++ {
+	// is almost always g or g+1, decided from the bucket's entry alone
+	// (branch-free); the loop handles the rare rest.
+	bi := b2i(xhi < e.lo0)
+	sel := -uint64(bi) // all ones if U < th_g
+	j, h := e.g+bi, e.hi0&^sel|e.hi1&sel
+	if xhi < e.lo1&sel {
+		for j = e.g + 2; xhi < s.lo[j]; j++ {
+		}
+		h = 0
+		if j < n {
+			h = s.hi[j]
 		}
 	}
 	// Now U >= th_j is decided if x > hi_j: U >= x 2^-64 >= (hi_j+1) 2^-64.
-	if j < n && x <= hi[j] {
+	if j < n && x <= h {
 		j = s.searchSlow(r, x, j)
 	}
 	var mag uint64
@@ -232,11 +248,14 @@ func (s *dlSampler) sampleWords(r *Rand, w, x uint64) int64 {
 	case j == 0:
 		mag = 0
 	case j < n:
-		mag = 1 + uint64(j-1)<<s.m
-		// L: l uniform, accepted if u < exp(-l/t); quick accept first.
+		// The shift counts are below 64; masking them spares Go's
+		// oversized-shift handling.
+		mag = 1 + uint64(j-1)<<(s.m&63)
+		// L: l uniform, accepted if u < exp(-l/t); quick accept first
+		// (accLo[0] covers l = 0 only in part, so l = 0 is tested).
 		l := (w >> 1) & s.lMask
-		u := (w >> (1 + s.m)) << (64 - s.ub)
-		if l == 0 || u|s.uLow < s.accLo[(l>>s.accShift)&accMask] {
+		u := (w >> ((1 + s.m) & 63)) << ((64 - s.ub) & 63)
+		if u|s.uLow < s.accLo[(l>>(s.accShift&63))&accMask] || l == 0 {
 			mag += l
 		} else {
 			mag += s.lowSlow(r, l, u)

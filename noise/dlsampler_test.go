@@ -84,7 +84,7 @@ func TestDLSamplerTables(t *testing.T) {
 		}
 		for b := range 65 << guideSub {
 			up := bucketUpper(b, s.xLow)
-			for i := range int(s.guide[b]) {
+			for i := range s.guide[b].g {
 				if s.lo[i] < up {
 					t.Fatalf("scale %v bucket %d: guide skips threshold %d below the bucket's top", scale, b, i)
 				}
