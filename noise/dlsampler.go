@@ -17,8 +17,8 @@ import (
 // rejected. Split G = 2^m H + L with 0 <= L < 2^m: the geometric law
 // factorises, P(G = 2^m h + l) = (1-a) a^l (a^(2^m))^h, so H and L are
 // independent, H geometric with ratio rho = a^(2^m) and P(L = l) ∝ a^l.
-// The constructor picks 2^m in (t/16, t/8] (m = 0 for t < 16), so that
-// rho is between e^-1/8 and e^-1/16 and L is nearly uniform.
+// The constructor picks 2^m in (t/32, t/16] (m = 0 for t < 32), so that
+// rho is between e^-1/16 and e^-1/32 and L is nearly uniform.
 //
 // M and H come from one uniform U by inversion against the thresholds
 // th_i = P(M >= 1 + 2^m i) = c rho^i: with j the first i such that
@@ -29,23 +29,24 @@ import (
 // bits drawn so far cannot decide (U's interval meets [lo_i, hi_i+1) 2^-64,
 // probability about 2^-28 for the one-word layout below), it draws more bits
 // and compares with arbitrary precision (lazyU), so every comparison is
-// exact. A guide table indexed by U's leading zeros and next four bits
+// exact. A guide table indexed by U's leading zeros and next five bits
 // starts the search one or two thresholds from the answer. Past the last
 // stored threshold (probability below 2^-27), H = (n-1) + a fresh geometric
 // variable with ratio rho: the geometric law is memoryless. It is drawn by
 // magnitude, the exact inversion by logarithm.
 //
 // L is drawn by rejection: l uniform on [0, 2^m), accepted when an
-// independent uniform u is below a^l = exp(-l/t) >= rho >= e^-1/8. The
+// independent uniform u is below a^l = exp(-l/t) >= rho >= e^-1/16. The
 // comparison is decided by precomputed thresholds exp(-(k+1) 2^s/t) (quick
 // accept) and exp(-k 2^s/t) (quick reject) for the top six bits k of l,
 // then by float64 exp with an error bound, then lazily with arbitrary
-// precision. A rejected l costs one more word (probability below 1/16).
+// precision. A rejected l costs one more word (probability 1-exp(-l/t),
+// below 1/16, 1/64 to 1/32 on average).
 //
 // One 64-bit word usually suffices: bit 0 is the sign, the next m bits are
 // l, the next 16 bits begin u, and the top 47-m bits begin U. When m > 19
-// (t >= 2^23) U takes a second word and u the 63-m bits above l. For m = 0
-// (t < 16), U takes the top 63 bits and there is no L.
+// (t >= 2^24) U takes a second word and u the 63-m bits above l. For m = 0
+// (t < 32), U takes the top 63 bits and there is no L.
 type dlSampler struct {
 	t        float64
 	m        uint    // L has m bits
@@ -63,9 +64,9 @@ type dlSampler struct {
 }
 
 // guideSub is the number of bits after U's leading one that index the guide
-// table: buckets span a factor of at most 1+1/16 in U, less than the
-// thresholds' ratio 1/rho >= e^(1/16), so a bucket holds at most one.
-const guideSub = 4
+// table: buckets span a factor of at most 1+1/32 in U, less than the
+// thresholds' ratio 1/rho >= e^(1/32), so a bucket holds at most one.
+const guideSub = 5
 
 // guideEntry holds, for one bucket of U, the number g of thresholds
 // certainly above every U in it, and the bounds of thresholds g and g+1
@@ -85,8 +86,8 @@ const (
 
 func newDLSampler(t float64) *dlSampler {
 	s := &dlSampler{t: t}
-	if t >= 16 {
-		_, e := math.Frexp(t / 8) // t/8 = f 2^e, f in [1/2, 1)
+	if t >= 32 {
+		_, e := math.Frexp(t / 16) // t/16 = f 2^e, f in [1/2, 1)
 		s.m = uint(e - 1)
 	}
 	s.tHigh = math.Ldexp(t, -int(s.m))

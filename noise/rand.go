@@ -34,9 +34,9 @@
 // The samplers' running time depends on the value they draw (not on the
 // data, except through the value: the output is data plus noise). A
 // DiscreteLaplace sample usually costs one 64-bit word from the generator
-// and a table lookup (two words for scales of 2^23 and more). Values whose
-// low part l (|z|-1 mod 2^m, 2^m being about t/16) is large are rejected and
-// redrawn a little more often (probability 1-exp(-l/t) <= 1/8, one more
+// and a table lookup (two words for scales of 2^24 and more). Values whose
+// low part l (|z|-1 mod 2^m, 2^m being about t/32) is large are rejected and
+// redrawn a little more often (probability 1-exp(-l/t) <= 1/16, one more
 // word each); values in the far tail (probability below 2^-25) take a
 // logarithm; and the rare undecided comparisons take tens of microseconds.
 // A DiscreteGaussian sample takes a geometric number of discrete Laplace
