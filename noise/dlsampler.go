@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"sort"
 )
 
 // The discrete Laplace sampler.
@@ -26,12 +27,13 @@ import (
 // irrational; the constructor stores integers lo_i <= floor(th_i 2^64) <=
 // hi_i (from float64 with a rigorous error bound, about 2^-43 relative),
 // and the sampler compares the bits of U it has drawn with them. When the
-// bits drawn so far cannot decide (U's interval meets [lo_i, hi_i+1) 2^-64,
-// probability about 2^-28 for the one-word layout below), it draws more bits
+// bits drawn so far cannot decide (U's interval meets [lo_i, hi_i+1) 2^-64:
+// probability below n 2^-hb for n thresholds and hb bits of U, from 2^-20
+// for scales near 2^24 down to 2^-54 with two words), it draws more bits
 // and compares with arbitrary precision (lazyU), so every comparison is
 // exact. A guide table indexed by U's leading zeros and next five bits
 // starts the search one or two thresholds from the answer. Past the last
-// stored threshold (probability below 2^-27), H = (n-1) + a fresh geometric
+// stored threshold (probability below 2^-25), H = (n-1) + a fresh geometric
 // variable with ratio rho: the geometric law is memoryless. It is drawn by
 // magnitude, the exact inversion by logarithm.
 //
@@ -57,6 +59,8 @@ type dlSampler struct {
 	lMask    uint64  // 2^m - 1
 	lo, hi   []uint64
 	guide    []guideEntry   // per bucket of U, indexed by bucket
+	guideG   []int32        // per bucket: thresholds certainly above U
+	lzMax    int            // U with more leading zeros is below every threshold
 	accShift uint           // L's quick tables are indexed by l >> accShift
 	uLow     uint64         // bits of u not in the first word: 2^(64-ub)-1
 	accLo    [accLen]uint64 // accLo[k] <= floor(exp(-(k+1) 2^accShift/t) 2^64)
@@ -68,13 +72,12 @@ type dlSampler struct {
 // thresholds' ratio 1/rho >= e^(1/32), so a bucket holds at most one.
 const guideSub = 5
 
-// guideEntry holds, for one bucket of U, the number g of thresholds
-// certainly above every U in it, and the bounds of thresholds g and g+1
-// (copied from lo and hi, so that the common path makes one load; lo 0 and
-// hi 0 past the table's end).
+// guideEntry holds, for one bucket of U, the bounds of thresholds g and
+// g+1, g being the number of thresholds certainly above every U in the
+// bucket (guideG). They are copied from lo and hi so that the common path
+// loads them at once, in parallel with g; past the table's end they are 0.
 type guideEntry struct {
 	lo0, hi0, lo1, hi1 uint64
-	g                  int
 }
 
 // accLen is the size of L's quick tables: they are indexed by the top six
@@ -105,8 +108,10 @@ func newDLSampler(t float64) *dlSampler {
 		s.xLow = 1<<(64-hb) - 1
 	}
 
-	// Thresholds down to where U's prefix of hb bits decides them all.
-	floor := uint64(4) << (64 - min(hb, 62))
+	// Thresholds down to where U's prefix of hb bits decides them all, and
+	// at most down to 2^-30: the far tail costs a logarithm, but keeping the
+	// tables small keeps them in cache.
+	floor := max(uint64(4)<<(64-min(hb, 62)), 1<<34)
 	for i := 0; ; i++ {
 		n := 1 + math.Ldexp(float64(i), int(s.m)) // th_i = 2 exp(-n/t) / (1 + exp(-1/t))
 		lo, hi := thresholdBounds(n, t)
@@ -121,14 +126,28 @@ func newDLSampler(t float64) *dlSampler {
 	// Zeros end lo: sampleWords looks past the last threshold, and no U is
 	// below 0.
 	s.lo = append(s.lo, 0, 0, 0)
-	s.guide = make([]guideEntry, 65<<guideSub)
+	// Every U with more than lz0 leading zeros, lz0 those of lo_(n-1), is
+	// below the last threshold: U < 2^(63-lz0) 2^-64 <= lo_(n-1) 2^-64, as
+	// the bits of xLow are below 2^(63-lz0) too. One block of buckets,
+	// lzMax = lz0+1, serves them all.
+	n := len(s.hi)
+	s.lzMax = 64
+	lz0 := bits.LeadingZeros64(s.lo[n-1])
+	merged := lz0 < 63 && bits.Len64(s.xLow) <= 63-lz0 // false only for tiny t (lo_0 = 0)
+	if merged {
+		s.lzMax = lz0 + 1
+	}
+	s.guide = make([]guideEntry, (s.lzMax+1)<<guideSub)
+	s.guideG = make([]int32, len(s.guide))
 	for b := range s.guide {
 		up := bucketUpper(b, s.xLow)
-		i := 0
-		for i < len(s.hi) && s.lo[i] >= up {
-			i++
+		// The first threshold below up (lo is non-increasing).
+		i := sort.Search(n, func(i int) bool { return s.lo[i] < up })
+		if merged && b>>guideSub == s.lzMax {
+			i = n
 		}
-		e := guideEntry{g: i, lo0: s.lo[i], lo1: s.lo[i+1]}
+		s.guideG[b] = int32(i)
+		e := guideEntry{lo0: s.lo[i], lo1: s.lo[i+1]}
 		if i < len(s.hi) {
 			e.hi0 = s.hi[i]
 		}
@@ -151,10 +170,11 @@ func newDLSampler(t float64) *dlSampler {
 }
 
 // bucket returns the guide bucket of a left-aligned prefix x of U: its
-// number of leading zeros and the guideSub bits after its leading one.
-func bucket(x uint64) int {
+// number of leading zeros (at most lzMax) and the guideSub bits after its
+// leading one.
+func (s *dlSampler) bucket(x uint64) int {
 	lz := bits.LeadingZeros64(x)
-	return lz<<guideSub | int((x<<lz)>>(63-guideSub))&(1<<guideSub-1)
+	return min(lz, s.lzMax)<<guideSub | int((x<<(lz&63))>>(63-guideSub))&(1<<guideSub-1)
 }
 
 // bucketUpper returns an upper bound, saturated at 2^64-1, on U 2^64 for
@@ -221,7 +241,8 @@ func toU64Floor(p float64) uint64 {
 func (s *dlSampler) sampleWords(r *Rand, w, x uint64) int64 {
 	x &^= s.xLow
 	xhi := x | s.xLow
-	e := &s.guide[bucket(x)]
+	b := s.bucket(x)
+	e, g := &s.guide[b], int(s.guideG[b])
 	n := len(s.hi)
 	// Skip the thresholds certainly above U: U < (xhi+1) 2^-64 <= th_j.
 	// A bucket holds at most one threshold except for tiny U, so the answer
@@ -229,9 +250,9 @@ func (s *dlSampler) sampleWords(r *Rand, w, x uint64) int64 {
 	// (branch-free); the loop handles the rare rest.
 	bi := b2i(xhi < e.lo0)
 	sel := -uint64(bi) // all ones if U < th_g
-	j, h := e.g+bi, e.hi0&^sel|e.hi1&sel
+	j, h := g+bi, e.hi0&^sel|e.hi1&sel
 	if xhi < e.lo1&sel {
-		for j = e.g + 2; xhi < s.lo[j]; j++ {
+		for j = g + 2; xhi < s.lo[j]; j++ {
 		}
 		h = 0
 		if j < n {

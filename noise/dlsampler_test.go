@@ -86,10 +86,10 @@ func TestDLSamplerTables(t *testing.T) {
 				}
 			}
 		}
-		for b := range 65 << guideSub {
+		for b := range s.guide {
 			up := bucketUpper(b, s.xLow)
-			for i := range s.guide[b].g {
-				if s.lo[i] < up {
+			for i := range int(s.guideG[b]) {
+				if s.lo[i] < up && (b>>guideSub < s.lzMax || s.lzMax == 64) {
 					t.Fatalf("scale %v bucket %d: guide skips threshold %d below the bucket's top", scale, b, i)
 				}
 			}
@@ -97,7 +97,15 @@ func TestDLSamplerTables(t *testing.T) {
 		r := NewSeeded(1)
 		for range 20000 {
 			x := r.Uint64() >> r.Uint64N(64) &^ s.xLow
-			if up := bucketUpper(bucket(x), s.xLow); x|s.xLow >= up {
+			b := s.bucket(x)
+			if b>>guideSub == s.lzMax && s.lzMax < 64 {
+				// Below every threshold, the bucket's claim.
+				if x|s.xLow >= s.lo[n-1] {
+					t.Fatalf("scale %v: prefix %#x in the last block but not below the last threshold", scale, x)
+				}
+				continue
+			}
+			if up := bucketUpper(b, s.xLow); x|s.xLow >= up {
 				t.Fatalf("scale %v: prefix %#x reaches %#x, above its bucket's bound %#x", scale, x, x|s.xLow, up)
 			}
 		}

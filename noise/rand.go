@@ -25,7 +25,7 @@
 // a wider interval), and compares it with integer bounds on the threshold
 // precomputed in float64 with a rigorous error bound, or computed with such
 // a bound on the spot. When the comparison is the same everywhere in the
-// interval it is returned. Otherwise, which is rare (below 2^-28 per
+// interval it is returned. Otherwise, which is rare (below about 2^-20 per
 // sample), the sampler draws more bits and decides with arbitrary-precision
 // arithmetic.
 //
