@@ -61,8 +61,6 @@ import (
 type Rand struct {
 	src    *rand.ChaCha8
 	seeded bool
-	bits   uint64 // buffered single bits, consumed from the low end
-	nbits  uint
 }
 
 // NewRand returns a cryptographically secure generator: ChaCha8 keyed with
@@ -118,15 +116,4 @@ func (r *Rand) Uint64N(n uint64) uint64 {
 		}
 	}
 	return hi
-}
-
-// bit returns one uniformly random bit, drawn 64 at a time.
-func (r *Rand) bit() uint64 {
-	if r.nbits == 0 {
-		r.bits, r.nbits = r.src.Uint64(), 64
-	}
-	b := r.bits & 1
-	r.bits >>= 1
-	r.nbits--
-	return b
 }
