@@ -321,8 +321,9 @@ func NewGaussian(l2sensitivity, rho float64) (Gaussian, error) {
 	grid := gridFor(min(l2sensitivity, sigma))
 	steps := math.Ceil(l2sensitivity / grid) // exact: grid is a power of two
 	// sigma_g >= steps/sqrt(2 rho) in exact arithmetic: the square root and
-	// the quotient are within 2^-52 (relative) each, and 2^-48 covers both.
-	sg := steps / math.Sqrt(2*rho) * (1 + 0x1p-48)
+	// the quotient are within 2^-52 (relative) each, far inside
+	// calibrationMargin, which also leaves room for float64 checks.
+	sg := steps / math.Sqrt(2*rho) * (1 + calibrationMargin)
 	return newGaussian(grid, sg)
 }
 

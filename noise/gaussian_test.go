@@ -253,7 +253,7 @@ func TestGaussianGridCalibration(t *testing.T) {
 		if lhs.Cmp(rhs) > 0 {
 			t.Errorf("sens %v rho %v: steps^2 > 2 rho sigma_g^2", tc.sens, tc.rho)
 		}
-		if got := g.Rho(tc.sens); got > tc.rho*(1+1e-15) || got < tc.rho*(1-1e-13) {
+		if got := g.Rho(tc.sens); got > tc.rho*(1-0x1p-40) || got < tc.rho*(1-1e-11) {
 			t.Errorf("sens %v rho %v: Rho(sensitivity) = %v", tc.sens, tc.rho, got)
 		}
 		if rel := g.Sigma()/sigma - 1; rel < 0 || rel > 0x1p-19 {

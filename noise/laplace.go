@@ -53,10 +53,12 @@ func NewLaplace(sensitivity, epsilon float64) (Laplace, error) {
 	}
 	grid := gridFor(min(sensitivity, b))
 	// Inputs differing by at most s are rounded to grid points at most
-	// ceil(s/grid) steps apart (see Loss); scale the noise to that, rounding
-	// t up so that the loss never exceeds epsilon.
-	t := math.Ceil(sensitivity/grid) / epsilon
-	return newLaplace(grid, math.Nextafter(t, math.Inf(1)))
+	// ceil(s/grid) steps apart (see Loss); scale the noise to that. t is
+	// raised by a relative calibrationMargin: far more than the one
+	// rounding of the quotient needs, it keeps float64 evaluations of the
+	// loss (Loss itself, audits summing log-probabilities) below epsilon.
+	t := math.Ceil(sensitivity/grid) / epsilon * (1 + calibrationMargin)
+	return newLaplace(grid, t)
 }
 
 // NewLaplaceScale returns the grid Laplace mechanism with noise scale b
@@ -109,6 +111,12 @@ func newLaplace(grid, t float64) (Laplace, error) {
 	}
 	return Laplace{grid: grid, geo: geo}, nil
 }
+
+// calibrationMargin is the relative amount by which NewLaplace and
+// NewGaussian raise the noise above the exact calibration, so that the loss
+// they promise holds with room for the float64 rounding of whoever checks
+// it: Loss(sensitivity) is within 2^-40 (relative) below epsilon.
+const calibrationMargin = 0x1p-40
 
 // gridFor returns the largest power of two at most b*2^-GridBits.
 func gridFor(b float64) float64 {
