@@ -13,7 +13,10 @@ import (
 // exp(logw[i]) / sum_j exp(logw[j]), taking each float64 as the exact real
 // number it represents. It is the sampling step of the exponential mechanism:
 // pass logw[i] = eps*u(i)/(2*sensitivity). Entries may be -Inf (weight zero)
-// but not NaN or +Inf, and at least one must be finite.
+// but not NaN or +Inf, and at least one must be finite. These errors cannot
+// depend on the data when the utilities have finite sensitivity, as the
+// mechanism requires: such a utility is finite on every input, or -Inf on
+// every input for a candidate excluded publicly.
 //
 // It proposes a uniform index and accepts it with probability
 // exp(logw[i] - max logw), so it takes at most len(logw) proposals on
