@@ -21,7 +21,8 @@ const GridBits = 20
 // so every output is a multiple of Grid, computed exactly in float64, and the
 // output distribution depends on x only through round(x/Grid). Rounding is
 // half-up, which commutes with shifts by grid multiples: inputs on the grid,
-// such as counts, are never moved.
+// such as counts, are never moved. Inputs beyond 2^51 grid steps are
+// clamped and NaN is released as 0 (see Add): no input value makes it fail.
 //
 // The accuracy cost, compared with continuous Lap(Scale): the variance is
 // Grid^2 Var(Z) = 2 Scale^2 - Grid^2/6 + O(Grid^4/Scale^2), the rounding moves
