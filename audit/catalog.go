@@ -113,6 +113,13 @@ func (c Case) Run(ctx context.Context, r *noise.Rand, cfg SampleConfig) ([]Row, 
 // with sensitivity 1 for a query of sensitivity 2, the cube release
 // calibrated to sensitivity 1, ignoring the neighbours its exact cuboids
 // induce, and the appendix's refinement on Lap(2/eps) counts.
+//
+// Last come the zCDP mechanisms, whose claim is rho = eps^2/2 (the zCDP
+// parameter a pure eps mechanism satisfies) rather than eps: the discrete
+// Gaussian (noise.NewDiscreteGaussian) on counts 0 and 1 and the grid
+// discrete Gaussian (noise.NewGaussian) on values 0 and 1, audited exactly
+// (see exactZCDP), with controls that must fail: sigma 1% too small, and
+// sensitivity 1 for a query of sensitivity 2.
 func Cases(ctx context.Context, eps privacy.Epsilon) ([]Case, error) {
 	e := eps.Float64()
 	if !(e > 0) {
@@ -120,7 +127,7 @@ func Cases(ctx context.Context, eps privacy.Epsilon) ([]Case, error) {
 	}
 	var out []Case
 	for _, build := range []func(context.Context, float64) ([]Case, error){
-		laplaceCases, exponentialCases, cubeCases, priorCases, metricCases, refineCases, controlCases,
+		laplaceCases, exponentialCases, cubeCases, priorCases, metricCases, refineCases, controlCases, gaussianCases,
 	} {
 		cs, err := build(ctx, e)
 		if err != nil {
@@ -965,4 +972,126 @@ func (r Row) VerdictText() string {
 		fmt.Fprintf(&b, " (bound %.0f%% of claim)", 100*r.Measured/r.Claimed)
 	}
 	return b.String()
+}
+
+// zcdpAlphas are the Rényi orders at which exactZCDP evaluates divergences.
+var zcdpAlphas = []float64{1.25, 1.5, 2, 3, 4, 8, 16, 32, 64}
+
+// exactZCDP audits a zCDP claim exactly: the mechanism is rho-zCDP between
+// two inputs iff D_alpha(P || Q) <= alpha rho for every alpha > 1, both
+// ways, so the measured value is the largest D_alpha/alpha over
+// zcdpAlphas and both directions, compared with the claimed rho. P and Q
+// are N_Z(a, s^2) and N_Z(b, s^2) on the integers (grid units).
+//
+// For s <= 64 the divergence is summed directly over every integer within
+// (alpha-1)|a-b| + 50 s + 10 of a and b (log-sum-exp, terms beyond are below
+// e^-1000 of the largest). For larger s (the grid mechanism, whose sigma is
+// about 2^20 grid steps) completing the square gives D_alpha =
+// alpha (a-b)^2/(2 s^2) + ln(theta((alpha-1)(a-b)) / theta(0)) / (alpha-1)
+// with theta(u) = sum_z exp(-(z-u)^2/(2 s^2)), and Poisson summation gives
+// theta(u)/theta(0) = (1 + 2 sum_k q^(k^2) cos(2 pi k u)) / (1 + 2 sum_k
+// q^(k^2)), q = exp(-2 pi^2 s^2) < e^-80000: exactly 1 in float64.
+func exactZCDP(s float64, a, b int64, claimed float64) (Exact, string) {
+	best := Exact{Claimed: claimed, At: zcdpAlphas[0]}
+	for _, alpha := range zcdpAlphas {
+		for _, dir := range [][2]int64{{a, b}, {b, a}} {
+			var d float64
+			if s <= 64 {
+				d = renyiDiscreteGaussian(s, dir[0], dir[1], alpha)
+			} else {
+				D := float64(dir[0] - dir[1])
+				d = alpha * D * D / (2 * s * s)
+			}
+			if v := d / alpha; v > best.Epsilon {
+				best.Epsilon, best.At = v, alpha
+			}
+		}
+	}
+	best.Verdict = verdict(best.Epsilon, claimed)
+	return best, fmt.Sprintf("alpha = %g (max of D_alpha/alpha over alpha in [1.25, 64], both ways)", best.At)
+}
+
+// renyiDiscreteGaussian returns D_alpha(N_Z(a, s^2) || N_Z(b, s^2)) by
+// summation in log space.
+func renyiDiscreteGaussian(s float64, a, b int64, alpha float64) float64 {
+	lo := min(a, b) - int64((alpha-1)*float64(max(a-b, b-a))+50*s+10)
+	hi := max(a, b) + int64((alpha-1)*float64(max(a-b, b-a))+50*s+10)
+	logsum := func(f func(z int64) float64) float64 {
+		m := math.Inf(-1)
+		for z := lo; z <= hi; z++ {
+			m = math.Max(m, f(z))
+		}
+		var acc float64
+		for z := lo; z <= hi; z++ {
+			acc += math.Exp(f(z) - m)
+		}
+		return m + math.Log(acc)
+	}
+	gauss := func(c int64) func(z int64) float64 {
+		return func(z int64) float64 { d := float64(z - c); return -d * d / (2 * s * s) }
+	}
+	p, q := gauss(a), gauss(b)
+	np, nq := logsum(p), logsum(q)
+	l := logsum(func(z int64) float64 { return alpha*(p(z)-np) + (1-alpha)*(q(z)-nq) })
+	return l / (alpha - 1)
+}
+
+// discreteGaussianCase audits N_Z(0, sigma^2) added to counts a and b.
+func discreteGaussianCase(name, neighbours string, sigma float64, a, b int64, rho float64, control bool) (Case, error) {
+	if _, err := noise.NewDiscreteGaussian(sigma); err != nil {
+		return Case{}, err
+	}
+	return Case{
+		Mechanism:  name,
+		Neighbours: neighbours,
+		Claimed:    rho,
+		Control:    control,
+		Exact: func(context.Context) (Exact, string, error) {
+			ex, where := exactZCDP(sigma, a, b, rho)
+			return ex, where, nil
+		},
+	}, nil
+}
+
+// gridGaussianCase audits g on inputs x and x2, through their grid points.
+func gridGaussianCase(name, neighbours string, g noise.Gaussian, x, x2, rho float64, control bool) Case {
+	return Case{
+		Mechanism:  name,
+		Neighbours: neighbours,
+		Claimed:    rho,
+		Control:    control,
+		Exact: func(context.Context) (Exact, string, error) {
+			a := int64(math.Round(g.Round(x) / g.Grid()))
+			b := int64(math.Round(g.Round(x2) / g.Grid()))
+			ex, where := exactZCDP(g.Dist().Sigma(), a, b, rho)
+			return ex, where, nil
+		},
+	}
+}
+
+// gaussianCases returns the discrete Gaussian mechanisms, calibrated to
+// rho = eps^2/2 for sensitivity 1, and their broken controls.
+func gaussianCases(_ context.Context, eps float64) ([]Case, error) {
+	rho := eps * eps / 2
+	sigma := 1 / math.Sqrt(2*rho) // D^2/(2 sigma^2) = rho for D = 1
+	dg, err := discreteGaussianCase("discrete Gaussian (noise.NewDiscreteGaussian), zCDP: claim and loss are rho = eps^2/2",
+		"counts 0 and 1", sigma, 0, 1, rho, false)
+	if err != nil {
+		return nil, err
+	}
+	g, err := noise.NewGaussian(1, rho)
+	if err != nil {
+		return nil, err
+	}
+	small, err := discreteGaussianCase("discrete Gaussian with sigma 1% too small, zCDP rho",
+		"counts 0 and 1", sigma*0.99, 0, 1, rho, true)
+	if err != nil {
+		return nil, err
+	}
+	return []Case{
+		dg,
+		gridGaussianCase("grid discrete Gaussian (noise.NewGaussian), zCDP rho", "values 0 and 1, L2 sensitivity 1", g, 0, 1, rho, false),
+		small,
+		gridGaussianCase("grid discrete Gaussian calibrated to sensitivity 1, not 2, zCDP rho", "values 0 and 2, L2 sensitivity 2", g, 0, 2, rho, true),
+	}, nil
 }

@@ -34,6 +34,11 @@ func TestCases(t *testing.T) {
 		"grid Laplace with 0.8 times the scale":       1.25,
 		"grid Laplace calibrated to sensitivity 1":    2,
 		"cube release calibrated to sensitivity 1, n": 4,
+		// zCDP rows: rho = eps^2/2 = 0.5, and 4 rho for twice the sensitivity.
+		"discrete Gaussian (noise.NewDiscreteGaussian)": 0.5,
+		"grid discrete Gaussian (noise.NewGaussian)":    0.5,
+		"discrete Gaussian with sigma 1% too small":     0.5 / (0.99 * 0.99),
+		"grid discrete Gaussian calibrated to sensitiv": 2,
 	}
 	seen := map[string]bool{}
 	r := noise.NewSeeded(2024)
@@ -82,5 +87,32 @@ func TestCases(t *testing.T) {
 func TestCasesRejectsUnsetEpsilon(t *testing.T) {
 	if _, err := Cases(bg, privacy.Epsilon{}); err == nil {
 		t.Error("zero eps accepted")
+	}
+}
+
+// TestExactZCDP pins the zCDP audit: the summed divergence equals
+// alpha D^2/(2 s^2) when (alpha-1) D is an integer (every order of
+// zcdpAlphas for D = 4), the closed form used above s = 64 agrees with the
+// summation at s = 64, and the measured rho is D^2/(2 s^2).
+func TestExactZCDP(t *testing.T) {
+	for _, s := range []float64{0.8, 3, 64} {
+		for _, alpha := range zcdpAlphas {
+			got := renyiDiscreteGaussian(s, 0, 4, alpha)
+			if want := alpha * 16 / (2 * s * s); math.Abs(got-want) > 1e-9*want {
+				t.Errorf("s %v alpha %v: D_alpha %v, want %v", s, alpha, got, want)
+			}
+		}
+		ex, _ := exactZCDP(s, 3, 7, 1)
+		if want := 16 / (2 * s * s); math.Abs(ex.Epsilon-want) > 1e-9*want {
+			t.Errorf("s %v: measured rho %v, want %v", s, ex.Epsilon, want)
+		}
+	}
+	// A non-integer (alpha-1) D gives strictly less: D = 1, alpha = 1.5 at
+	// s = 0.7 (the theta ratio is visibly below 1 there).
+	if got, bound := renyiDiscreteGaussian(0.7, 0, 1, 1.5), 1.5/(2*0.49); !(got < bound*(1-1e-6)) {
+		t.Errorf("D_1.5 = %v, want below %v", got, bound)
+	}
+	if ex, _ := exactZCDP(100, 0, 1, 0.5*0.99/1e4); ex.Verdict != Violation {
+		t.Errorf("closed form: rho 1/(2 10^4) against a smaller claim: %v", ex.Verdict)
 	}
 }

@@ -145,3 +145,82 @@ func floorFloat(x *big.Float) (int64, bool) {
 // operations and library functions accurate to one ulp (math.Log, math.Exp);
 // 2^-49 leaves a factor of 8 to spare.
 const ulpGuard = 0x1p-49
+
+// lazyU is a uniform variate on [0, 1) of which the first k bits are known:
+// U is in [a, a + 2^-k). Its later bits are drawn only when a comparison
+// needs them.
+type lazyU struct {
+	a *big.Float
+	k int
+}
+
+// newLazyU returns U whose first k bits are the top k bits of x.
+func newLazyU(x uint64, k uint) *lazyU {
+	a := new(big.Float).SetPrec(64).SetUint64(x)
+	return &lazyU{a: a.SetMantExp(a, -64), k: int(k)}
+}
+
+// less reports whether U < p, drawing bits of U from r until the bits
+// known decide it. bounds(prec) must return lo <= p <= hi with hi-lo of order
+// 2^-prec; p must not be a dyadic rational, or the loop may not end (the
+// thresholds compared are exponentials of non-zero rationals, and such
+// values are transcendental).
+func (u *lazyU) less(r *Rand, bounds func(prec uint) (lo, hi *big.Float)) bool {
+	for {
+		lo, hi := bounds(uint(u.k + 64))
+		b := new(big.Float).SetPrec(uint(u.k+64)).Add(u.a, pow2(-u.k))
+		if b.Cmp(lo) <= 0 {
+			return true
+		}
+		if u.a.Cmp(hi) >= 0 {
+			return false
+		}
+		w := new(big.Float).SetUint64(r.Uint64())
+		w.SetMantExp(w, -u.k-64)
+		u.a.SetPrec(uint(u.k+64)).Add(u.a, w) // exact: a has k+64 bits below the point
+		u.k += 64
+	}
+}
+
+// expBig returns lo <= exp(-n/t) <= hi with hi-lo below about 2^-prec, for
+// n >= 0 and t > 0 (both exact float64 values).
+//
+// n/t is computed to prec+64 bits (relative error 2^-(prec+64)), which moves
+// exp(-n/t) <= 1 by at most (n/t) 2^-(prec+63); bigExp adds 2^-(prec+8), and
+// the final subtraction and addition round by 2^-(prec+64) each. The margin
+// (n/t) 2^-(prec+62) + 2^-(prec+6) covers all of it.
+func expBig(n, t float64, prec uint) (lo, hi *big.Float) {
+	wp := prec + 64
+	q := new(big.Float).SetPrec(wp).SetFloat64(n)
+	q.Quo(q, new(big.Float).SetFloat64(t))
+	e := bigExp(new(big.Float).Neg(q), prec+8)
+	m := new(big.Float).SetPrec(64).Set(q)
+	m.SetMantExp(m, -int(prec+62))
+	m.Add(m, pow2(-int(prec+6)))
+	lo = new(big.Float).SetPrec(wp).Sub(e, m)
+	hi = new(big.Float).SetPrec(wp).Add(e, m)
+	return lo, hi
+}
+
+// thresholdBig returns lo <= 2 exp(-n/t) / (1 + exp(-1/t)) <= hi with hi-lo
+// below about 2^-prec: the discrete Laplace thresholds of dlSampler.
+//
+// With e1, e2 in the intervals of expBig, the value lies in
+// [2 e1lo/(1+e2hi), 2 e1hi/(1+e2lo)]; the divisions, rounded to prec+64 bits,
+// are widened by 2^-(prec+60) (the value is at most 1).
+func thresholdBig(n, t float64, prec uint) (lo, hi *big.Float) {
+	wp := prec + 64
+	e1lo, e1hi := expBig(n, t, prec+2)
+	e2lo, e2hi := expBig(1, t, prec+2)
+	one := big.NewFloat(1)
+	lo = new(big.Float).SetPrec(wp).Add(one, e2hi)
+	lo.Quo(e1lo, lo)
+	hi = new(big.Float).SetPrec(wp).Add(one, e2lo)
+	hi.Quo(e1hi, hi)
+	lo.SetMantExp(lo, 1)
+	hi.SetMantExp(hi, 1)
+	slack := pow2(-int(prec + 60))
+	lo.Sub(lo, slack)
+	hi.Add(hi, slack)
+	return lo, hi
+}

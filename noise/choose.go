@@ -13,7 +13,10 @@ import (
 // exp(logw[i]) / sum_j exp(logw[j]), taking each float64 as the exact real
 // number it represents. It is the sampling step of the exponential mechanism:
 // pass logw[i] = eps*u(i)/(2*sensitivity). Entries may be -Inf (weight zero)
-// but not NaN or +Inf, and at least one must be finite.
+// but not NaN or +Inf, and at least one must be finite. These errors cannot
+// depend on the data when the utilities have finite sensitivity, as the
+// mechanism requires: such a utility is finite on every input, or -Inf on
+// every input for a candidate excluded publicly.
 //
 // It proposes a uniform index and accepts it with probability
 // exp(logw[i] - max logw), so it takes at most len(logw) proposals on
@@ -135,14 +138,31 @@ func NewCategorical(weights []float64) (*Categorical, error) {
 		return nil, errors.New("noise: categorical distribution needs at least one weight")
 	}
 	c := &Categorical{w: slices.Clone(weights), cum: make([]float64, len(weights))}
-	// Prefix sums in double-double arithmetic: the stored high parts are
-	// within 2^-53 (relative) of the exact prefix sums however many terms
-	// there are, which keeps the fast path's ambiguity margins tiny.
-	var hi, lo float64
+	// Scale the weights by a power of two so that the largest is at least
+	// 1/2: exact, and it keeps the prefix sums and the products of the fast
+	// path away from the subnormal range, where their relative error bounds
+	// fail (weights summing to 1e-323 once gave 25%/75% for 50%/50%).
+	// Weights are never scaled down, which could round small ones.
+	var wmax float64
 	for i, x := range weights {
 		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
 			return nil, fmt.Errorf("noise: weight %d is %v; weights must be finite and non-negative", i, x)
 		}
+		wmax = max(wmax, x)
+	}
+	if wmax == 0 {
+		return nil, errors.New("noise: weights must have a positive sum, got 0")
+	}
+	if _, e := math.Frexp(wmax); e < 0 {
+		for i := range c.w {
+			c.w[i] = math.Ldexp(c.w[i], -e)
+		}
+	}
+	// Prefix sums in double-double arithmetic: the stored high parts are
+	// within 2^-53 (relative) of the exact prefix sums however many terms
+	// there are, which keeps the fast path's ambiguity margins tiny.
+	var hi, lo float64
+	for i, x := range c.w {
 		s, e := twoSum(hi, x)
 		lo += e
 		hi, lo = fastTwoSum(s, lo)

@@ -43,3 +43,33 @@ func ExampleChoose() {
 	fmt.Println(i >= 0 && i < len(utility), err)
 	// Output: true <nil>
 }
+
+// A count with L2 sensitivity 1 released under rho-zCDP with rho = 0.5:
+// discrete Gaussian noise with sigma = 1/sqrt(2 rho) = 1, on the grid.
+func ExampleNewGaussian() {
+	g, err := noise.NewGaussian(1, 0.5)
+	if err != nil {
+		panic(err)
+	}
+	r := noise.NewSeeded(1) // reproducible and NOT private; use noise.NewRand() for real releases
+	y, _ := g.Add(r, 42)
+	fmt.Printf("sigma %.4f, rho for a change of 1: %.4f\n", g.Sigma(), g.Rho(1))
+	fmt.Println("on the grid:", y/g.Grid() == float64(int64(y/g.Grid())))
+	// Output:
+	// sigma 1.0000, rho for a change of 1: 0.5000
+	// on the grid: true
+}
+
+// The discrete Gaussian on the integers: exact samples, exact variance.
+func ExampleNewDiscreteGaussian() {
+	g, err := noise.NewDiscreteGaussian(0.5)
+	if err != nil {
+		panic(err)
+	}
+	z := g.Sample(noise.NewSeeded(2)) // seeded: NOT private
+	fmt.Printf("variance %.6f (sigma^2 = 0.25), P(0) = %.6f, rho for sensitivity 1: %v\n", g.Variance(), g.Prob(0), g.Rho(1))
+	fmt.Println("small sample:", z >= -3 && z <= 3)
+	// Output:
+	// variance 0.215013 (sigma^2 = 0.25), P(0) = 0.786571, rho for sensitivity 1: 2
+	// small sample: true
+}
