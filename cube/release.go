@@ -7,8 +7,8 @@ import (
 	"io"
 	"math"
 	"runtime"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 

@@ -74,7 +74,7 @@ func ExampleLinear_Calibrate() {
 	}
 	fmt.Printf("effective sensitivity %.3g, Laplace scale %.6f, loss %.6f <= eps\n", loss.Sensitivity, lap.Scale(), lap.Loss(loss.Sensitivity))
 	// Output:
-	// effective sensitivity 2, Laplace scale 2.000002, loss 1.000000 <= eps
+	// effective sensitivity 2, Laplace scale 2.000000, loss 1.000000 <= eps
 }
 
 // A histogram of four bins under a binary tree of sums (Hay et al. 2010).

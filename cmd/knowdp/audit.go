@@ -87,14 +87,15 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "note: %d control row(s) not flagged: too few samples to detect that breakage\n", missed)
 	}
 	if broken > 0 {
-		return fmt.Errorf("%d audit row(s) found a mechanism exceeding its claimed eps", broken)
+		return fmt.Errorf("%d audit row(s) found a mechanism exceeding its claimed eps (or rho)", broken)
 	}
 	return nil
 }
 
 func writeAuditTable(w io.Writer, rows []audit.Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MECHANISM\tNEIGHBOURS\tMETHOD\tCLAIMED EPS\tMEASURED\tVERDICT\tSAMPLES\tTIME\tWHERE")
+	// Gaussian (zCDP) rows claim and measure rho, the others eps.
+	fmt.Fprintln(tw, "MECHANISM\tNEIGHBOURS\tMETHOD\tCLAIMED EPS/RHO\tMEASURED\tVERDICT\tSAMPLES\tTIME\tWHERE")
 	for _, r := range rows {
 		n := "-"
 		if r.Samples > 0 {
