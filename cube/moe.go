@@ -243,3 +243,23 @@ func (rel *Release) lsMOE90(lap noise.Laplace) (float64, error) {
 	p.setCoverage()
 	return p.moe90(rel.Cuboid), nil
 }
+
+// gaussianMOE90 is MOE90 for a Gaussian release: the error of every cell of
+// the least-squares estimate is a fixed linear combination of independent
+// discrete Gaussians on a grid far finer than sigma, so it is normal to
+// within that discretisation, and its 90% half-width is z_0.95 = 1.6449
+// times its standard deviation (the variance from the residual basis, as
+// for Laplace noise).
+func (rel *Release) gaussianMOE90(g noise.Gaussian) float64 {
+	p := &workloadPlan{s: rel.Schema, sizes: rel.Schema.Sizes(), tables: []Table{{Cuboid: rel.Cuboid, Weight: 1}}}
+	for _, v := range rel.Invariants {
+		p.exact = append(p.exact, v.Cuboid)
+	}
+	p.meas = []measurement{{c: rel.Cuboid, sens: rel.Sensitivity, v: g.Variance()}}
+	p.classify()
+	p.setCoverage()
+	return z95 * math.Sqrt(p.cellVariance(rel.Cuboid))
+}
+
+// z95 is the 0.95 quantile of the standard normal distribution.
+const z95 = 1.6448536269514722

@@ -16,8 +16,47 @@ import (
 	"github.com/knowdp/knowdp/privacy"
 )
 
+// Mechanism selects the noise of a release.
+type Mechanism int
+
+const (
+	// Laplace noise (exact, on a power-of-two grid) calibrated to the L1
+	// generic sensitivity: pure eps-differential privacy.
+	MechanismLaplace Mechanism = iota
+	// Gaussian noise (exact discrete Gaussian on a grid) calibrated to the
+	// L2 generic sensitivity: rho-zero-concentrated differential privacy.
+	MechanismGaussian
+)
+
+// String names the mechanism as the CLI does.
+func (m Mechanism) String() string {
+	if m == MechanismGaussian {
+		return "gaussian"
+	}
+	return "laplace"
+}
+
+// ParseMechanism parses "laplace" or "gaussian".
+func ParseMechanism(name string) (Mechanism, error) {
+	switch name {
+	case "laplace":
+		return MechanismLaplace, nil
+	case "gaussian":
+		return MechanismGaussian, nil
+	}
+	return 0, fmt.Errorf("unknown mechanism %q: use laplace or gaussian", name)
+}
+
 // ReleaseSpec says what to release from a cube and how.
 type ReleaseSpec struct {
+	// Mechanism is Laplace (pure eps, the default) or Gaussian (zCDP, with
+	// Rho instead of Epsilon).
+	Mechanism Mechanism
+	// Rho is the zCDP parameter of a Gaussian release, with respect to the
+	// neighbours induced by the exact cuboids; Delta, if > 0, is the delta
+	// at which its equivalent (eps, delta) guarantee is reported.
+	Rho   privacy.Rho
+	Delta float64
 	// Epsilon is the privacy loss of the release with respect to the
 	// neighbours induced by the exact cuboids.
 	Epsilon privacy.Epsilon
@@ -76,6 +115,17 @@ type Release struct {
 	// unless the iteration hit its sweep limit. Counts may be negative by
 	// at most this much.
 	NonNegativeResidual float64
+	// Mechanism is the noise added. For a Gaussian release Rho is its zCDP
+	// parameter (Epsilon is then the equivalent eps at Delta, if Delta >
+	// 0), L2Sensitivity (L2Squared its square, from L2Rule) the L2 generic
+	// sensitivity the noise is calibrated to, and Sigma its standard
+	// deviation per cell.
+	Mechanism     Mechanism
+	Rho, Delta    float64
+	L2Sensitivity float64
+	L2Squared     int
+	L2Rule        string
+	Sigma         float64
 	// MOE90 is the margin of error of the least-squares estimate: the true
 	// count lies within its value ± MOE90 with probability 90% under the
 	// mechanism (computed from the noise alone, see (*Release).MOE90). The
@@ -190,8 +240,18 @@ func (spec ReleaseSpec) Needs() []Cuboid {
 // cuboid are not modified.
 func ReleaseFrom(ctx context.Context, s *Schema, tables map[Cuboid][]float64, spec ReleaseSpec, r *noise.Rand) (*Release, error) {
 	eps := spec.Epsilon.Float64()
-	if !(eps > 0) {
+	gaussian := spec.Mechanism == MechanismGaussian
+	switch {
+	case !gaussian && !(eps > 0):
 		return nil, errors.New("release: epsilon must be set (> 0)")
+	case gaussian && spec.Rho.IsZero():
+		return nil, errors.New("release: a Gaussian release needs rho (> 0)")
+	case gaussian && !spec.Epsilon.IsZero():
+		return nil, errors.New("release: a Gaussian release is calibrated to rho; leave epsilon unset (its equivalent (eps, delta) is reported for Delta)")
+	case gaussian && spec.Sensitivity != 0:
+		return nil, errors.New("release: a Gaussian release is calibrated to the L2 generic sensitivity, which cannot be overridden")
+	case !(spec.Delta >= 0 && spec.Delta < 1):
+		return nil, fmt.Errorf("release: delta must be in [0, 1), got %v", spec.Delta)
 	}
 	base := Base(s.NumDims())
 	if spec.Cuboid&^base != 0 {
@@ -221,6 +281,19 @@ func ReleaseFrom(ctx context.Context, s *Schema, tables map[Cuboid][]float64, sp
 	if err := rel.setSensitivity(exact, spec.Sensitivity); err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
+	if gaussian {
+		l2, err := GenericL2Sensitivity(s, exact, spec.Cuboid)
+		if err != nil {
+			return nil, fmt.Errorf("release: %w", err)
+		}
+		rel.Mechanism, rel.Rho, rel.Delta = MechanismGaussian, spec.Rho.Float64(), spec.Delta
+		rel.L2Sensitivity, rel.L2Squared, rel.L2Rule = l2.Value, l2.Squared, l2.Rule
+		if spec.Delta > 0 {
+			if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
+				return nil, fmt.Errorf("release: %w", err)
+			}
+		}
+	}
 	table := func(c Cuboid) ([]float64, error) {
 		t, ok := tables[c]
 		if !ok || len(t) != s.CuboidSize(c) {
@@ -244,16 +317,28 @@ func ReleaseFrom(ctx context.Context, s *Schema, tables map[Cuboid][]float64, sp
 		rel.ReleasedExactly = true
 		return rel, nil // determined by the invariants: public already
 	}
-	lap, err := noise.NewLaplace(float64(rel.Sensitivity), eps)
-	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
-	}
-	rel.Scale, rel.Grid = lap.Scale(), lap.Grid()
-	if err := addNoise(ctx, lap, r, rel.Counts); err != nil {
-		return nil, fmt.Errorf("release: %w", err)
-	}
-	if rel.MOE90, err = rel.lsMOE90(lap); err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+	if gaussian {
+		g, err := noise.NewGaussian(rel.L2Sensitivity, rel.Rho)
+		if err != nil {
+			return nil, fmt.Errorf("release: %w", err)
+		}
+		rel.Sigma, rel.Grid = g.Sigma(), g.Grid()
+		if err := addNoise(ctx, g, r, rel.Counts); err != nil {
+			return nil, fmt.Errorf("release: %w", err)
+		}
+		rel.MOE90 = rel.gaussianMOE90(g)
+	} else {
+		lap, err := noise.NewLaplace(float64(rel.Sensitivity), eps)
+		if err != nil {
+			return nil, fmt.Errorf("release: %w", err)
+		}
+		rel.Scale, rel.Grid = lap.Scale(), lap.Grid()
+		if err := addNoise(ctx, lap, r, rel.Counts); err != nil {
+			return nil, fmt.Errorf("release: %w", err)
+		}
+		if rel.MOE90, err = rel.lsMOE90(lap); err != nil {
+			return nil, fmt.Errorf("release: %w", err)
+		}
 	}
 	if rel.NonNegative {
 		// Whatever the iteration reaches is a function of the noisy counts
@@ -340,7 +425,13 @@ func neighbours(s *Schema, exact []Cuboid) string {
 const noiseChunk = 1 << 18
 
 // addNoise adds grid Laplace noise to every element of x, in parallel.
-func addNoise(ctx context.Context, lap noise.Laplace, r *noise.Rand, x []float64) error {
+// noiseAdder is a noise distribution that adds independent noise to every
+// element of a slice: noise.Laplace or noise.Gaussian.
+type noiseAdder interface {
+	AddTo(r *noise.Rand, xs []float64) error
+}
+
+func addNoise(ctx context.Context, lap noiseAdder, r *noise.Rand, x []float64) error {
 	n := (len(x) + noiseChunk - 1) / noiseChunk
 	if n <= 1 {
 		return lap.AddTo(r, x)
@@ -470,6 +561,16 @@ type Metadata struct {
 	// MOE90Note says what it covers.
 	MOE90     float64 `json:"moe90"`
 	MOE90Note string  `json:"moe90_note"`
+	// A Gaussian release: its zCDP rho, the L2 generic sensitivity it is
+	// calibrated to (its square, exact, and its rule), the noise's standard
+	// deviation, and the delta at which Epsilon is its equivalent (eps,
+	// delta) guarantee (Canonne-Kamath-Steinke's conversion).
+	Rho               float64 `json:"rho,omitempty"`
+	L2Sensitivity     float64 `json:"l2_sensitivity,omitempty"`
+	L2Squared         int     `json:"l2_sensitivity_squared,omitempty"`
+	L2SensitivityRule string  `json:"l2_sensitivity_rule,omitempty"`
+	Sigma             float64 `json:"sigma,omitempty"`
+	Delta             float64 `json:"delta,omitempty"`
 	// Integer releases: whether every invariant holds exactly, the largest
 	// deviation otherwise, and how the rounding was done.
 	Integer             bool    `json:"integer"`
@@ -513,6 +614,12 @@ func (rel *Release) Metadata() Metadata {
 		Warnings:            nonNil(rel.Warnings()),
 	}
 	m.MOE90Note = "each released count is within moe90 of the true count with probability 90% under the mechanism (computed from the noise alone, never from the data)"
+	if rel.Mechanism == MechanismGaussian {
+		m.Mechanism = "Gaussian noise on a power-of-two grid (exact discrete Gaussian) on every cell of the declared domain, calibrated to the L2 generic sensitivity (rho-zCDP), then least-squares consistency with the exact cuboids"
+		m.Rho, m.L2Sensitivity, m.L2Squared, m.L2SensitivityRule = rel.Rho, rel.L2Sensitivity, rel.L2Squared, rel.L2Rule
+		m.Sigma, m.Delta, m.Scale = rel.Sigma, rel.Delta, 0
+		m.SensitivityRule = "L1, for reference (the noise is calibrated to the L2 sensitivity): " + m.SensitivityRule
+	}
 	if rel.NonNegative {
 		m.Mechanism += " subject to non-negativity (Dykstra's alternating projections)"
 		m.MOE90Note = "moe90 is that of the least-squares estimate before non-negativity, which moves cells near zero by data-dependent amounts it does not cover (up, on average, for true zeros)"
