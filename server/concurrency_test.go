@@ -12,6 +12,9 @@ import (
 // queries are answered as fit, the answered queries' charges add up to what
 // was spent, and concurrent duplicates resolve to one stored answer.
 func TestConcurrentSpend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped under -short: a 64-client load test")
+	}
 	forEachStore(t, func(t *testing.T, cfg Config) {
 		s := startServer(t, cfg)
 		s.registerArrests("arrests", 1, []string{"year"})

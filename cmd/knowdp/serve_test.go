@@ -146,6 +146,9 @@ type budgetResp struct {
 // that answer without a new charge, and spent equals the sum of the ledger's
 // charges and stays within the budget.
 func TestServeKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped under -short: builds knowdp and kills it under a 64-client load")
+	}
 	bin := buildKnowdp(t)
 	t.Run("sqlite", func(t *testing.T) {
 		killAndAudit(t, bin, "--data-dir", filepath.Join(t.TempDir(), "data"))
