@@ -31,6 +31,9 @@ type entry struct {
 // budgetState is an analyst's budget on one dataset, in steps.
 type budgetState struct {
 	Total, Spent int64
+	// LedgerBytes is the size of the analyst's stored requests and
+	// answers on the dataset (see Config.LedgerQuota).
+	LedgerBytes int64
 }
 
 // budgetError is a refused charge. Its numbers are the analyst's own budget
@@ -125,69 +128,106 @@ func (s *store) charge(ctx context.Context, e *entry, p *plan, cells int, defaul
 
 func (s *store) chargeOnce(ctx context.Context, e *entry, p *plan, cells int, defaultTotal int64) (out *entry, b budgetState, repeat bool, err error) {
 	err = s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO budgets (analyst_id, dataset_id, total_steps, spent_steps) VALUES (?, ?, ?, 0) ON CONFLICT DO NOTHING`),
-			e.AnalystID, e.DatasetID, defaultTotal); err != nil {
-			return err
-		}
-		var cols []byte
-		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT total_steps, spent_steps, columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`+s.d.forUpdate),
-			e.AnalystID, e.DatasetID).Scan(&b.Total, &b.Spent, &cols); err != nil {
-			return err
-		}
-		found, err := s.findEntry(ctx, tx, e.AnalystID, e.DatasetID, e.Hash, e.IdemKey)
-		if err != nil {
-			return err
-		}
-		if found != nil {
-			out, repeat = found, true
-			return nil
-		}
-		charge := p.uniform
-		var newCols []byte
-		if len(p.cells) > 0 {
-			loss, err := decodeColumns(cols, cells)
-			if err != nil {
-				return err
-			}
-			before := maxOf(loss)
-			for _, c := range p.cells {
-				loss[c.cell] += c.steps
-			}
-			charge += maxOf(loss) - before
-			newCols = encodeColumns(loss)
-		}
-		if charge > b.Total-b.Spent {
-			return &budgetError{need: charge, remaining: b.Total - b.Spent}
-		}
-		e.Charge = charge
-		e.SpentAfter = b.Spent + charge
-		e.Created = time.Now().UTC()
-		e.ID = newEntryID()
-		var idem any
-		if e.IdemKey != "" {
-			idem = e.IdemKey
-		}
-		if err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO ledger (id, analyst_id, dataset_id, query_hash, idempotency_key, kind, request_json, answer_json, charge_steps, spent_after_steps, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`),
-			e.ID, e.AnalystID, e.DatasetID, e.Hash, idem, e.Kind, string(e.Request), string(e.Answer), e.Charge, e.SpentAfter, e.Created.UnixNano()).Scan(&e.Seq); err != nil {
-			return err
-		}
-		if newCols != nil {
-			_, err = tx.ExecContext(ctx, s.d.q(`UPDATE budgets SET spent_steps = ?, columns = ? WHERE analyst_id = ? AND dataset_id = ?`), e.SpentAfter, newCols, e.AnalystID, e.DatasetID)
-		} else {
-			_, err = tx.ExecContext(ctx, s.d.q(`UPDATE budgets SET spent_steps = ? WHERE analyst_id = ? AND dataset_id = ?`), e.SpentAfter, e.AnalystID, e.DatasetID)
-		}
-		if err != nil {
-			return err
-		}
-		b.Spent = e.SpentAfter
-		out = e
-		return nil
+		out, b, repeat, err = s.chargeIn(ctx, tx, e, p, cells, defaultTotal)
+		return err
 	})
 	if err != nil {
 		return nil, budgetState{}, false, err
 	}
 	return out, b, repeat, nil
+}
+
+// chargeIn is the body of a charge transaction (see charge): the caller
+// holds the write lock (SQLite) or gets the budget row's lock here
+// (PostgreSQL). On an error nothing it wrote may be kept: the caller rolls
+// back (or rolls back to a savepoint).
+func (s *store) chargeIn(ctx context.Context, tx *sql.Tx, e *entry, p *plan, cells int, defaultTotal int64) (out *entry, b budgetState, repeat bool, err error) {
+	if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO budgets (analyst_id, dataset_id, total_steps, spent_steps) VALUES (?, ?, ?, 0) ON CONFLICT DO NOTHING`),
+		e.AnalystID, e.DatasetID, defaultTotal); err != nil {
+		return nil, b, false, err
+	}
+	var cols []byte
+	if err := tx.QueryRowContext(ctx, s.d.q(`SELECT total_steps, spent_steps, ledger_bytes, columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`+s.d.forUpdate),
+		e.AnalystID, e.DatasetID).Scan(&b.Total, &b.Spent, &b.LedgerBytes, &cols); err != nil {
+		return nil, b, false, err
+	}
+	found, err := s.findEntry(ctx, tx, e.AnalystID, e.DatasetID, e.Hash, e.IdemKey)
+	if err != nil {
+		return nil, b, false, err
+	}
+	if found != nil {
+		return found, b, true, nil
+	}
+	charge, newCols, err := chargeOf(p, cols, cells)
+	if err != nil {
+		return nil, b, false, err
+	}
+	if charge > b.Total-b.Spent {
+		return nil, b, false, &budgetError{need: charge, remaining: b.Total - b.Spent}
+	}
+	e.Charge = charge
+	e.SpentAfter = b.Spent + charge
+	e.Created = time.Now().UTC()
+	e.ID = newEntryID()
+	var idem any
+	if e.IdemKey != "" {
+		idem = e.IdemKey
+	}
+	if err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO ledger (id, analyst_id, dataset_id, query_hash, idempotency_key, kind, request_json, answer_json, charge_steps, spent_after_steps, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`),
+		e.ID, e.AnalystID, e.DatasetID, e.Hash, idem, e.Kind, string(e.Request), string(e.Answer), e.Charge, e.SpentAfter, e.Created.UnixNano()).Scan(&e.Seq); err != nil {
+		return nil, b, false, err
+	}
+	size := entrySize(e)
+	if newCols != nil {
+		_, err = tx.ExecContext(ctx, s.d.q(`UPDATE budgets SET spent_steps = ?, ledger_bytes = ledger_bytes + ?, columns = ? WHERE analyst_id = ? AND dataset_id = ?`), e.SpentAfter, size, newCols, e.AnalystID, e.DatasetID)
+	} else {
+		_, err = tx.ExecContext(ctx, s.d.q(`UPDATE budgets SET spent_steps = ?, ledger_bytes = ledger_bytes + ? WHERE analyst_id = ? AND dataset_id = ?`), e.SpentAfter, size, e.AnalystID, e.DatasetID)
+	}
+	if err != nil {
+		return nil, b, false, err
+	}
+	b.Spent = e.SpentAfter
+	b.LedgerBytes += size
+	return e, b, false, nil
+}
+
+// entrySize is what an entry counts against the analyst's ledger quota.
+func entrySize(e *entry) int64 { return int64(len(e.Request) + len(e.Answer)) }
+
+// chargeOf returns what plan p costs on top of a budget whose per-cell
+// Protocol 1 losses are cols, and the losses after it (nil when p charges
+// no cells). It depends on public quantities only: the request and the
+// analyst's own earlier requests.
+func chargeOf(p *plan, cols []byte, cells int) (charge int64, newCols []byte, err error) {
+	charge = p.uniform
+	if len(p.cells) == 0 {
+		return charge, nil, nil
+	}
+	loss, err := decodeColumns(cols, cells)
+	if err != nil {
+		return 0, nil, err
+	}
+	before := maxOf(loss)
+	for _, c := range p.cells {
+		loss[c.cell] += c.steps
+	}
+	return charge + maxOf(loss) - before, encodeColumns(loss), nil
+}
+
+// budgetNow returns the analyst's budget on a dataset with its per-cell
+// losses, read outside any transaction: what a query would cost now, to
+// refuse an unaffordable one before computing anything. The charge
+// transaction checks again.
+func (s *store) budgetNow(ctx context.Context, analyst, dataset string, defaultTotal int64) (budgetState, []byte, error) {
+	b := budgetState{Total: defaultTotal}
+	var cols []byte
+	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT total_steps, spent_steps, ledger_bytes, columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`), analyst, dataset).
+		Scan(&b.Total, &b.Spent, &b.LedgerBytes, &cols)
+	if errors.Is(err, sql.ErrNoRows) {
+		return b, nil, nil
+	}
+	return b, cols, err
 }
 
 // budget returns the analyst's budget on a dataset (the dataset's default if

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -94,8 +95,12 @@ type plan struct {
 	// per-cell Protocol 1 losses (see chargeState).
 	uniform int64
 	cells   []cellCharge
+	// prepare, if set, does the part of the work that depends on the
+	// request and public data only but is too costly to do before the
+	// budget check (a refinement's SVDs); its errors are input errors.
+	prepare func(ctx context.Context) error
 	// compute draws the answer. Its errors are internal (never shown in
-	// detail to the analyst).
+	// detail to the analyst), and charged.
 	compute func(ctx context.Context, r *noise.Rand) (any, error)
 }
 
@@ -109,6 +114,9 @@ type cellCharge struct {
 // data.
 func decodeQuery(body []byte) (QueryRequest, error) {
 	var q QueryRequest
+	if err := checkDuplicateKeys(body); err != nil {
+		return q, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
@@ -141,7 +149,7 @@ func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
 	}
 	fields, ok := allowed[q.Kind]
 	if !ok {
-		return nil, badInput("kind: %q; use one of %s", q.Kind, strings.Join(queryKinds(), ", "))
+		return nil, badInput("kind: %q; use one of %s", clip(q.Kind), strings.Join(queryKinds(), ", "))
 	}
 	for f, set := range used {
 		if set && !slices.Contains(fields, f) {
@@ -219,8 +227,19 @@ func (d *dataset) neighbourText() string {
 type cuboidAnswer struct {
 	Dimensions []string      `json:"dimensions"`
 	Counts     []float64     `json:"counts"`
-	Privacy    cube.Metadata `json:"privacy"`
+	Privacy    cuboidPrivacy `json:"privacy"`
 }
+
+// cuboidPrivacy is a release's privacy metadata, qualified when it rests on
+// the curator's sensitivity claim.
+type cuboidPrivacy struct {
+	cube.Metadata
+	Guarantee string `json:"guarantee,omitempty"`
+}
+
+// conditionalGuarantee qualifies every answer whose sensitivity knowdp could
+// not compute and took from the curator's policy.
+const conditionalGuarantee = "conditional on the curator's sensitivity claim: knowdp cannot compute the generic sensitivity for these invariants, and the epsilon holds only if the policy's sensitivity is at least the true one"
 
 func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) {
 	if q.Cuboid == nil {
@@ -233,18 +252,34 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 	if size := d.schema.CuboidSize(cb); size > maxAnswerCells {
 		return nil, badInput("cuboid: %s has %d cells; at most %d per answer", d.schema.Format(cb), size, maxAnswerCells)
 	}
-	spec := cube.ReleaseSpec{Epsilon: eps, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg, Sensitivity: d.policy.Sensitivity}
-	charge := epsSteps(eps)
-	if spec.Sensitivity == 0 {
-		sens, err := cube.GenericSensitivity(d.schema, d.exact, cb)
-		if err != nil {
-			return nil, badInput("cuboid: %v", err)
-		}
-		if sens.Value == 0 {
-			charge = 0 // computable from the invariants: public, released exactly
-		}
+	spec := cube.ReleaseSpec{Epsilon: eps, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg}
+	sens, err := cube.GenericSensitivity(d.schema, d.exact, cb)
+	guarantee := ""
+	switch {
+	case err == nil && sens.Value > 0 && d.policy.Sensitivity > sens.Value:
+		// The curator asked for more noise than needed: allowed.
+		spec.Sensitivity = d.policy.Sensitivity
+	case err == nil:
+		// knowdp computed it: the curator's override, if any, is at least
+		// the base cuboid's value (checked at registration), which bounds
+		// this cuboid's (Lemma 4.4); use the computed value.
+	case errors.Is(err, cube.ErrNoClosedForm) && d.policy.Sensitivity > 0:
+		spec.Sensitivity = d.policy.Sensitivity
+		sens = cube.Sensitivity{Value: d.policy.Sensitivity}
+		guarantee = conditionalGuarantee
+	default:
+		return nil, badInput("cuboid: %v", err)
 	}
+	charge := epsSteps(eps)
 	h := newHasher("cuboid", eps)
+	if sens.Value == 0 && spec.Sensitivity == 0 {
+		// Computable from the invariants: public, released exactly, free
+		// and the same whatever epsilon, so stored once per cuboid.
+		charge = 0
+		h = newHasher("cuboid", 0)
+	} else if _, err := noise.NewLaplace(float64(max(sens.Value, spec.Sensitivity)), eps.Float64()); err != nil {
+		return nil, badInput("epsilon: %v is too small for this cuboid (generic sensitivity %d): %v", eps.Float64(), max(sens.Value, spec.Sensitivity), err)
+	}
 	h.int(int64(cb))
 	if q.NonNeg {
 		h.int(1)
@@ -262,7 +297,7 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 			if names == nil {
 				names = []string{}
 			}
-			return cuboidAnswer{Dimensions: names, Counts: rel.Counts, Privacy: rel.Metadata()}, nil
+			return cuboidAnswer{Dimensions: names, Counts: rel.Counts, Privacy: cuboidPrivacy{Metadata: rel.Metadata(), Guarantee: guarantee}}, nil
 		},
 	}, nil
 }
@@ -327,13 +362,13 @@ func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (spars
 		if term.Coef != nil {
 			v, err := term.Coef.Int64()
 			if err != nil || v == 0 || v < -maxCoef || v > maxCoef {
-				return sparseRow{}, badInput("%s.coef: %s; use a non-zero integer between -%d and %d (scale fractional weights and divide the answer)", tname, term.Coef.String(), maxCoef, maxCoef)
+				return sparseRow{}, badInput("%s.coef: %s; use a non-zero integer between -%d and %d (scale fractional weights and divide the answer)", tname, clip(term.Coef.String()), maxCoef, maxCoef)
 			}
 			coef = v
 		}
 		for dim := range term.Where {
 			if _, ok := s.Lookup(dim); !ok {
-				return sparseRow{}, badInput("%s.where: unknown dimension %q (the schema has %s)", tname, dim, strings.Join(s.Names(cube.Base(n)), ", "))
+				return sparseRow{}, badInput("%s.where: unknown dimension %q (the schema has %s)", tname, clip(dim), strings.Join(s.Names(cube.Base(n)), ", "))
 			}
 		}
 		sel := make([][]int, n)
@@ -353,10 +388,10 @@ func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (spars
 				for _, v := range vals {
 					k, ok := s.ValueIndex(i, v)
 					if !ok {
-						return sparseRow{}, badInput("%s.where.%s: unknown value %q (the domain is %s)", tname, s.Dim(i).Name, v, strings.Join(s.Dim(i).Values, ", "))
+						return sparseRow{}, badInput("%s.where.%s: unknown value %q (the domain is %s)", tname, s.Dim(i).Name, clip(v), strings.Join(s.Dim(i).Values, ", "))
 					}
 					if seen[k] {
-						return sparseRow{}, badInput("%s.where.%s: value %q listed twice", tname, s.Dim(i).Name, v)
+						return sparseRow{}, badInput("%s.where.%s: value %q listed twice", tname, s.Dim(i).Name, clip(v))
 					}
 					seen[k] = true
 					sel[i] = append(sel[i], k)
@@ -471,6 +506,9 @@ type linearPrivacy struct {
 	Refinement         string `json:"refinement,omitempty"`
 	Constraints        int    `json:"constraints,omitempty"`
 	Seeded             bool   `json:"seeded"`
+	// Guarantee qualifies the guarantee when it rests on the curator's
+	// sensitivity claim (see Policy.Sensitivity).
+	Guarantee string `json:"guarantee,omitempty"`
 }
 
 const protocol1Accounting = "Protocol 1 (paper 2, Section 5.1) over all linear answers of this analyst on this dataset: " +
@@ -489,13 +527,15 @@ func planLinear(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Eps
 	}
 	S := int64(d.sens.Value)
 	h := newHasher("linear", eps)
+	if S == 0 {
+		h = newHasher("linear", 0) // exact answers: the same whatever epsilon
+	}
 	h.rows(rows)
 	if q.Refine {
 		h.int(1)
 	}
-	var refiner *invariantRefiner
 	if q.Refine {
-		if refiner, err = newInvariantRefiner(ctx, d, rows); err != nil {
+		if err := checkRefineWork(d, rows); err != nil {
 			return nil, err
 		}
 	}
@@ -507,6 +547,7 @@ func planLinear(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Eps
 		SensitivityRule:    d.sens.Rule,
 		Neighbours:         d.neighbourText(),
 		Accounting:         protocol1Accounting,
+		Guarantee:          d.guarantee,
 	}
 	p := &plan{hash: h.sum()}
 	if S == 0 {
@@ -539,10 +580,18 @@ func planLinear(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Eps
 		}
 		p.cells = append(p.cells, cellCharge{c.cell, st})
 	}
-	if refiner != nil {
-		priv.Refinement = "least-squares refinement (paper 1, Theorem 3) with the equalities the invariants imply on these answers; " +
-			"the invariants are the same for every pair of induced neighbours, so this is post-processing and costs nothing more"
-		priv.Constraints = refiner.constraints()
+	var refiner *invariantRefiner
+	if q.Refine {
+		p.prepare = func(ctx context.Context) error {
+			var err error
+			if refiner, err = newInvariantRefiner(ctx, d, rows); err != nil {
+				return err
+			}
+			priv.Refinement = "least-squares refinement (paper 1, Theorem 3) with the equalities the invariants imply on these answers; " +
+				"the invariants are the same for every pair of induced neighbours, so this is post-processing and costs nothing more"
+			priv.Constraints = refiner.constraints()
+			return nil
+		}
 	}
 	p.compute = func(ctx context.Context, r *noise.Rand) (any, error) {
 		priv.Seeded = r.Seeded()

@@ -77,6 +77,9 @@ func openSQLite(dir string) (*store, error) {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	path := filepath.Join(dir, "knowdp.db")
+	if err := privateFiles(path); err != nil {
+		return nil, err
+	}
 	common := "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=FULL"
 	w, err := sql.Open("sqlite", "file:"+path+"?"+common+"&_txlock=immediate")
 	if err != nil {
@@ -93,6 +96,24 @@ func openSQLite(dir string) (*store, error) {
 	r.SetMaxOpenConns(8)
 	r.SetMaxIdleConns(8)
 	return &store{d: sqliteDialect, w: w, r: r}, nil
+}
+
+// privateFiles makes the database file exist with mode 0600 before SQLite
+// opens it, and tightens an existing database and its -wal and -shm files to
+// 0600: they hold the exact counts. SQLite creates the -wal and -shm files
+// with the mode of the database file.
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("data dir: %w", err)
+		}
+	}
+	return nil
 }
 
 // openPostgres connects to the PostgreSQL database named by dsn (a
@@ -173,6 +194,9 @@ var migrations = []string{
 		UNIQUE (analyst_id, idempotency_key)
 	);
 	CREATE INDEX ledger_dataset ON ledger (dataset_id, seq);`,
+	// 2: the bytes of stored requests and answers per analyst and
+	// dataset, bounded by Config.LedgerQuota.
+	`ALTER TABLE budgets ADD COLUMN ledger_bytes BIGINT NOT NULL DEFAULT 0`,
 }
 
 // migrate applies the migrations that have not been applied yet, all in
