@@ -96,10 +96,10 @@ type dataset struct {
 	// that knowdp could not check, and empty otherwise.
 	guarantee string
 	budget    int64 // steps of privacy.EpsilonStep per analyst
-	policy  Policy
-	source  json.RawMessage
-	total   int64
-	created time.Time
+	policy    Policy
+	source    json.RawMessage
+	total     int64
+	created   time.Time
 }
 
 var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)

@@ -30,11 +30,11 @@ type groupCommitter struct {
 
 // chargeReq is one charge waiting to be committed.
 type chargeReq struct {
-	e       *entry
-	p       *plan
-	cells   int
-	total   int64
-	done    chan chargeRes
+	e     *entry
+	p     *plan
+	cells int
+	total int64
+	done  chan chargeRes
 }
 
 type chargeRes struct {

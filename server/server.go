@@ -23,7 +23,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
-
 	"golang.org/x/time/rate"
 
 	"github.com/knowdp/knowdp/noise"
