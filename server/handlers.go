@@ -334,6 +334,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error 
 // computation fails might depend on the data, so a failure is charged like
 // an answer and reported the same way whatever the cause.
 func (s *Server) computeAnswer(ctx context.Context, pl *plan) ([]byte, error) {
+	s.computed.Add(1)
 	if pl.prepare != nil {
 		// Its errors depend on the request and public data only.
 		if err := pl.prepare(ctx); err != nil {

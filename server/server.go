@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -112,6 +113,9 @@ type Server struct {
 	// (SQLite; nil on PostgreSQL, whose row locks let charges commit in
 	// parallel).
 	gc *groupCommitter
+	// computed counts the answers computed (prepared and drawn): what an
+	// analyst made the server work on.
+	computed atomic.Int64
 }
 
 //go:embed openapi.json
