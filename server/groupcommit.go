@@ -5,17 +5,19 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 )
 
 // groupCommitter commits the charges of concurrent queries together: one
 // transaction and one fsync for every charge waiting when the previous
-// commit ended. Each charge runs inside its own savepoint, with exactly the
-// checks of a transaction of its own (budget row, earlier answer of the same
-// query, cost), in arrival order, so the batch is equivalent to running the
-// charges one after another; a charge's caller gets its result only after
-// the whole transaction is durable, and sees an error if the commit fails.
+// commit ended. Each charge gets exactly the checks of a transaction of its
+// own (earlier answer of the same query, cost against the budget), in
+// arrival order, so the batch is equivalent to running the charges one
+// after another; a charge's caller gets its result only after the whole
+// transaction is durable, and an error if the commit fails (then nothing
+// of the batch was stored).
 //
 // It is used on SQLite, where every write transaction holds the database's
 // single write lock and each commit costs an fsync: batching turns N fsyncs
@@ -59,6 +61,8 @@ func (g *groupCommitter) close() {
 	g.once.Do(func() { close(g.stop) })
 	g.wg.Wait()
 }
+
+var debugGC = os.Getenv("KDP_DEBUG_GC") != ""
 
 var errClosed = errors.New("server: closed")
 
@@ -104,33 +108,139 @@ func (g *groupCommitter) loop() {
 				break fill
 			}
 		}
+		t0 := time.Now()
 		g.commit(batch)
+		if debugGC {
+			fmt.Fprintf(os.Stderr, "batch %d %v\n", len(batch), time.Since(t0))
+		}
 	}
 }
 
 // commit runs one batch in one transaction and reports every result.
+//
+// Each budget row of the batch is read once, kept in memory while the
+// batch's charges are applied to it in order (with the per-cell Protocol 1
+// losses decoded once), and written once; each charge costs one INSERT,
+// whose unique constraints detect a query or idempotency key answered
+// before (in an earlier transaction or earlier in this batch). The checks
+// are those of chargeIn, in the same order: an earlier answer first, then
+// the budget.
 func (g *groupCommitter) commit(batch []*chargeReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	st := g.st
 	res := make([]chargeRes, len(batch))
-	err := g.st.tx(ctx, func(tx *sql.Tx) error {
+	type budgetKey struct{ analyst, dataset string }
+	type budgetAcc struct {
+		b       budgetState
+		cols    []byte
+		loss    []int64 // decoded cols, once a charge needs them
+		maxLoss int64
+		dirty   bool
+	}
+	err := st.tx(ctx, func(tx *sql.Tx) error {
+		insert, err := tx.PrepareContext(ctx, `INSERT INTO ledger (id, analyst_id, dataset_id, query_hash, idempotency_key, kind, request_json, answer_json, charge_steps, spent_after_steps, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING seq`)
+		if err != nil {
+			return err
+		}
+		defer insert.Close()
+		accs := map[budgetKey]*budgetAcc{}
+		var order []budgetKey
 		for i, r := range batch {
-			if _, err := tx.ExecContext(ctx, "SAVEPOINT charge"); err != nil {
-				return err
-			}
-			// chargeIn fills in the entry; work on a copy so that a
-			// rolled-back attempt leaves nothing behind.
-			e := *r.e
-			out, b, repeat, err := g.st.chargeIn(ctx, tx, &e, r.p, r.cells, r.total)
-			if err != nil {
-				if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO charge"); rerr != nil {
-					return rerr
+			k := budgetKey{r.e.AnalystID, r.e.DatasetID}
+			acc := accs[k]
+			if acc == nil {
+				if _, err := tx.ExecContext(ctx, `INSERT INTO budgets (analyst_id, dataset_id, total_steps, spent_steps) VALUES (?, ?, ?, 0) ON CONFLICT DO NOTHING`,
+					k.analyst, k.dataset, r.total); err != nil {
+					return err
 				}
+				acc = &budgetAcc{}
+				if err := tx.QueryRowContext(ctx, `SELECT total_steps, spent_steps, ledger_bytes, columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`,
+					k.analyst, k.dataset).Scan(&acc.b.Total, &acc.b.Spent, &acc.b.LedgerBytes, &acc.cols); err != nil {
+					return err
+				}
+				accs[k] = acc
+				order = append(order, k)
 			}
-			if _, err := tx.ExecContext(ctx, "RELEASE charge"); err != nil {
+			charge := r.p.uniform
+			if len(r.p.cells) > 0 {
+				if acc.loss == nil {
+					loss, err := decodeColumns(acc.cols, r.cells)
+					if err != nil {
+						return err
+					}
+					acc.loss, acc.maxLoss = loss, maxOf(loss)
+				}
+				m := acc.maxLoss
+				for _, c := range r.p.cells {
+					m = max(m, acc.loss[c.cell]+c.steps)
+				}
+				charge += m - acc.maxLoss
+			}
+			if charge > acc.b.Total-acc.b.Spent {
+				found, err := st.findEntry(ctx, tx, k.analyst, k.dataset, r.e.Hash, r.e.IdemKey)
+				switch {
+				case err != nil:
+					res[i] = chargeRes{err: err}
+				case found != nil:
+					res[i] = chargeRes{out: found, b: acc.b, repeat: true}
+				default:
+					res[i] = chargeRes{err: &budgetError{need: charge, remaining: acc.b.Total - acc.b.Spent}}
+				}
+				continue
+			}
+			e := *r.e
+			e.Charge = charge
+			e.SpentAfter = acc.b.Spent + charge
+			e.Created = time.Now().UTC()
+			e.ID = newEntryID()
+			var idem any
+			if e.IdemKey != "" {
+				idem = e.IdemKey
+			}
+			err := insert.QueryRowContext(ctx, e.ID, e.AnalystID, e.DatasetID, e.Hash, idem, e.Kind, string(e.Request), string(e.Answer), e.Charge, e.SpentAfter, e.Created.UnixNano()).Scan(&e.Seq)
+			if errors.Is(err, sql.ErrNoRows) {
+				// The same query or idempotency key was answered before.
+				found, err := st.findEntry(ctx, tx, k.analyst, k.dataset, e.Hash, e.IdemKey)
+				switch {
+				case err != nil:
+					res[i] = chargeRes{err: err}
+				case found == nil:
+					return fmt.Errorf("ledger insert of %s conflicted with no stored entry", e.Hash)
+				default:
+					res[i] = chargeRes{out: found, b: acc.b, repeat: true}
+				}
+				continue
+			}
+			if err != nil {
 				return err
 			}
-			res[i] = chargeRes{out: out, b: b, repeat: repeat, err: err}
+			for _, c := range r.p.cells {
+				acc.loss[c.cell] += c.steps
+				acc.maxLoss = max(acc.maxLoss, acc.loss[c.cell])
+			}
+			acc.b.Spent = e.SpentAfter
+			acc.b.LedgerBytes += entrySize(&e)
+			acc.dirty = true
+			res[i] = chargeRes{out: &e, b: acc.b}
+		}
+		for _, k := range order {
+			acc := accs[k]
+			if !acc.dirty {
+				continue
+			}
+			var err error
+			if acc.loss != nil {
+				_, err = tx.ExecContext(ctx, `UPDATE budgets SET spent_steps = ?, ledger_bytes = ?, columns = ? WHERE analyst_id = ? AND dataset_id = ?`,
+					acc.b.Spent, acc.b.LedgerBytes, encodeColumns(acc.loss), k.analyst, k.dataset)
+			} else {
+				_, err = tx.ExecContext(ctx, `UPDATE budgets SET spent_steps = ?, ledger_bytes = ? WHERE analyst_id = ? AND dataset_id = ?`,
+					acc.b.Spent, acc.b.LedgerBytes, k.analyst, k.dataset)
+			}
+			if err != nil {
+				return err
+			}
 		}
 		return nil
 	})

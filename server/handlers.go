@@ -284,7 +284,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error 
 	if err != nil {
 		return err
 	}
-	charge, _, err := chargeOf(pl, cols, d.schema.Cells())
+	charge, err := costOf(pl, cols, d.schema.Cells())
 	if err != nil {
 		return err
 	}

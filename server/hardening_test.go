@@ -442,9 +442,9 @@ func TestStoreDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dead.Close()
-	live := *s.srv.st
-	t.Cleanup(func() { *s.srv.st = live })
-	s.srv.st.w, s.srv.st.r = dead, dead
+	live := s.srv.st
+	t.Cleanup(func() { s.srv.st = live })
+	s.srv.st = &store{d: postgresDialect, w: dead, r: dead}
 	req, _ := http.NewRequest("POST", s.ts.URL+"/v1/datasets/arrests/queries", strings.NewReader(`{"kind":"cuboid","epsilon":0.1,"cuboid":["sex"]}`))
 	req.Header.Set("Authorization", "Bearer "+key)
 	res, err := s.ts.Client().Do(req)

@@ -90,8 +90,8 @@ func (s *store) authenticate(ctx context.Context, key string) (principal, error)
 		analyst sql.NullString
 		name    sql.NullString
 	)
-	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT k.role, k.analyst_id, a.name, k.secret_sha256, k.revoked_at
-		FROM api_keys k LEFT JOIN analysts a ON a.id = k.analyst_id WHERE k.id = ?`), id).
+	err := s.readRow(ctx, `SELECT k.role, k.analyst_id, a.name, k.secret_sha256, k.revoked_at
+		FROM api_keys k LEFT JOIN analysts a ON a.id = k.analyst_id WHERE k.id = ?`, id).
 		Scan(&p.role, &analyst, &name, &stored, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		subtle.ConstantTimeCompare(dummyHash, h)

@@ -75,11 +75,20 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// row runs a one-row query on q: with a cached prepared statement when q is
+// the read pool.
+func (s *store) row(ctx context.Context, q querier, query string, args ...any) *sql.Row {
+	if q == querier(s.r) {
+		return s.readRow(ctx, query, args...)
+	}
+	return q.QueryRowContext(ctx, s.d.q(query), args...)
+}
+
 // findEntry returns the ledger entry of the analyst's query with this hash on
 // the dataset, or of this idempotency key (if idem is set), or nil.
 func (s *store) findEntry(ctx context.Context, q querier, analyst, dataset, hash, idem string) (*entry, error) {
 	if idem != "" {
-		e, err := scanEntry(q.QueryRowContext(ctx, s.d.q(`SELECT `+entryColumns+` FROM ledger WHERE analyst_id = ? AND idempotency_key = ?`), analyst, idem))
+		e, err := scanEntry(s.row(ctx, q, `SELECT `+entryColumns+` FROM ledger WHERE analyst_id = ? AND idempotency_key = ?`, analyst, idem))
 		switch {
 		case err == nil:
 			if e.DatasetID != dataset || e.Hash != hash {
@@ -90,7 +99,7 @@ func (s *store) findEntry(ctx context.Context, q querier, analyst, dataset, hash
 			return nil, err
 		}
 	}
-	e, err := scanEntry(q.QueryRowContext(ctx, s.d.q(`SELECT `+entryColumns+` FROM ledger WHERE analyst_id = ? AND dataset_id = ? AND query_hash = ?`), analyst, dataset, hash))
+	e, err := scanEntry(s.row(ctx, q, `SELECT `+entryColumns+` FROM ledger WHERE analyst_id = ? AND dataset_id = ? AND query_hash = ?`, analyst, dataset, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -215,6 +224,39 @@ func chargeOf(p *plan, cols []byte, cells int) (charge int64, newCols []byte, er
 	return charge + maxOf(loss) - before, encodeColumns(loss), nil
 }
 
+// costOf returns what plan p would cost on a budget whose per-cell losses
+// are cols, like chargeOf, but without building the new losses: it decodes
+// cols in one pass, reading the cells p charges (ascending) on the way.
+func costOf(p *plan, cols []byte, cells int) (int64, error) {
+	if len(p.cells) == 0 {
+		return p.uniform, nil
+	}
+	var before, after int64
+	next := 0
+	for i := range cells {
+		var v uint64
+		if cols != nil {
+			var k int
+			v, k = binary.Uvarint(cols)
+			if k <= 0 {
+				return 0, errors.New("budget columns: corrupt")
+			}
+			cols = cols[k:]
+		}
+		loss := int64(v)
+		before = max(before, loss)
+		if next < len(p.cells) && p.cells[next].cell == i {
+			loss += p.cells[next].steps
+			next++
+		}
+		after = max(after, loss)
+	}
+	if len(cols) != 0 {
+		return 0, errors.New("budget columns: trailing bytes")
+	}
+	return p.uniform + after - before, nil
+}
+
 // budgetNow returns the analyst's budget on a dataset with its per-cell
 // losses, read outside any transaction: what a query would cost now, to
 // refuse an unaffordable one before computing anything. The charge
@@ -222,7 +264,7 @@ func chargeOf(p *plan, cols []byte, cells int) (charge int64, newCols []byte, er
 func (s *store) budgetNow(ctx context.Context, analyst, dataset string, defaultTotal int64) (budgetState, []byte, error) {
 	b := budgetState{Total: defaultTotal}
 	var cols []byte
-	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT total_steps, spent_steps, ledger_bytes, columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`), analyst, dataset).
+	err := s.readRow(ctx, `SELECT total_steps, spent_steps, ledger_bytes, columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, analyst, dataset).
 		Scan(&b.Total, &b.Spent, &b.LedgerBytes, &cols)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, nil, nil
@@ -234,7 +276,7 @@ func (s *store) budgetNow(ctx context.Context, analyst, dataset string, defaultT
 // the analyst has not asked anything yet).
 func (s *store) budget(ctx context.Context, analyst, dataset string, defaultTotal int64) (budgetState, error) {
 	b := budgetState{Total: defaultTotal}
-	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT total_steps, spent_steps FROM budgets WHERE analyst_id = ? AND dataset_id = ?`), analyst, dataset).Scan(&b.Total, &b.Spent)
+	err := s.readRow(ctx, `SELECT total_steps, spent_steps, ledger_bytes FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, analyst, dataset).Scan(&b.Total, &b.Spent, &b.LedgerBytes)
 	if errors.Is(err, sql.ErrNoRows) {
 		return b, nil
 	}

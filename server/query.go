@@ -12,7 +12,6 @@ import (
 	"math"
 	"math/big"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/knowdp/knowdp/cube"
@@ -423,7 +422,7 @@ func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (spars
 			}
 		}
 	}
-	sort.Slice(pairs, func(a, b int) bool { return pairs[a].cell < pairs[b].cell })
+	slices.SortFunc(pairs, func(a, b cellCoef) int { return a.cell - b.cell })
 	var row sparseRow
 	for i := 0; i < len(pairs); {
 		j, sum := i, int64(0)
@@ -461,22 +460,34 @@ func (h *hasher) rows(rows []sparseRow) {
 // the rows of |coefficient|: by how much, in L1, the answers move when one row
 // of that cell is added or removed. Cells are ascending.
 func columnL1(rows []sparseRow) []cellCoef {
+	if len(rows) == 1 {
+		// One row's cells are ascending and distinct already.
+		r := rows[0]
+		out := make([]cellCoef, len(r.cells))
+		for i, c := range r.cells {
+			out[i] = cellCoef{c, abs64(r.coefs[i])}
+		}
+		return out
+	}
 	m := map[int]int64{}
 	for _, r := range rows {
 		for i, c := range r.cells {
-			v := r.coefs[i]
-			if v < 0 {
-				v = -v
-			}
-			m[c] += v
+			m[c] += abs64(r.coefs[i])
 		}
 	}
 	out := make([]cellCoef, 0, len(m))
 	for c, v := range m {
 		out = append(out, cellCoef{c, v})
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].cell < out[b].cell })
+	slices.SortFunc(out, func(a, b cellCoef) int { return a.cell - b.cell })
 	return out
+}
+
+func abs64(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
 }
 
 // linearAnswer is the answer to a linear query request.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
@@ -28,6 +29,27 @@ type store struct {
 	// the same pool and the ledger locks the analyst's budget row with
 	// SELECT ... FOR UPDATE.
 	w, r *sql.DB
+	// stmts caches prepared statements on r, by query text: parsing SQL
+	// is a large part of a small read.
+	stmts sync.Map
+}
+
+// readRow runs a one-row query on the read pool with a cached prepared
+// statement. query has ? placeholders.
+func (s *store) readRow(ctx context.Context, query string, args ...any) *sql.Row {
+	query = s.d.q(query)
+	if v, ok := s.stmts.Load(query); ok {
+		return v.(*sql.Stmt).QueryRowContext(ctx, args...)
+	}
+	st, err := s.r.PrepareContext(ctx, query)
+	if err != nil {
+		return s.r.QueryRowContext(ctx, query, args...) // reports the error
+	}
+	if v, loaded := s.stmts.LoadOrStore(query, st); loaded {
+		st.Close()
+		st = v.(*sql.Stmt)
+	}
+	return st.QueryRowContext(ctx, args...)
 }
 
 // dialect is what differs between SQLite and PostgreSQL.
@@ -130,6 +152,10 @@ func openPostgres(dsn string) (*store, error) {
 
 // Close closes the connection pools.
 func (s *store) Close() error {
+	s.stmts.Range(func(_, v any) bool {
+		v.(*sql.Stmt).Close()
+		return true
+	})
 	err := s.w.Close()
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
