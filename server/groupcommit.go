@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 )
@@ -62,8 +61,6 @@ func (g *groupCommitter) close() {
 	g.wg.Wait()
 }
 
-var debugGC = os.Getenv("KDP_DEBUG_GC") != ""
-
 var errClosed = errors.New("server: closed")
 
 // charge queues a charge and waits until its transaction has committed (or
@@ -108,11 +105,7 @@ func (g *groupCommitter) loop() {
 				break fill
 			}
 		}
-		t0 := time.Now()
 		g.commit(batch)
-		if debugGC {
-			fmt.Fprintf(os.Stderr, "batch %d %v\n", len(batch), time.Since(t0))
-		}
 	}
 }
 

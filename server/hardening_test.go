@@ -460,3 +460,23 @@ func TestStoreDown(t *testing.T) {
 		t.Fatalf("store down: %d Retry-After %q code %q", res.StatusCode, res.Header.Get("Retry-After"), body.Error.Code)
 	}
 }
+
+// TestRefineWorkBound checks that a refinement too costly to compute is
+// refused from the request alone, before budget or data are touched.
+func TestRefineWorkBound(t *testing.T) {
+	s := startServer(t, Config{DataDir: t.TempDir()})
+	s.registerArrests("arrests", 1, []string{"year"})
+	_, key := s.analyst("heavy")
+	qs := make([]LinearQuery, 600)
+	for i := range qs {
+		qs[i] = countQuery(i+1, map[string][]string{"year": {"1997"}})
+	}
+	q := map[string]any{"kind": "linear", "epsilon": 0.5, "refine": true, "queries": qs}
+	before := s.srv.computed.Load()
+	if st, _, raw := s.ask("arrests", key, q, ""); st != http.StatusBadRequest || !strings.Contains(errMsg(raw), "too many to refine together") {
+		t.Fatalf("600 refined queries: %d %s", st, raw)
+	}
+	if s.srv.computed.Load() != before || s.budgetOf("arrests", key).SpentSteps != 0 {
+		t.Fatal("a refused refinement was computed or charged")
+	}
+}

@@ -25,7 +25,7 @@ const maxRefineScan = 1 << 26
 
 // maxRefineColumns bounds the columns of the null-space SVD (queries plus
 // invariant cells): its cost grows as their cube.
-const maxRefineColumns = 1024
+const maxRefineColumns = 512
 
 // checkRefineWork refuses, from the request and the public schema alone, a
 // refinement whose work would exceed the bounds above, before any budget is
