@@ -480,3 +480,31 @@ func TestRefineWorkBound(t *testing.T) {
 		t.Fatal("a refused refinement was computed or charged")
 	}
 }
+
+// TestFailureCharged checks that a computation failing after planning is
+// stored and charged like an answer, and reported with a text that does not
+// depend on the cause.
+func TestFailureCharged(t *testing.T) {
+	s := startServer(t, Config{DataDir: t.TempDir()})
+	s.registerArrests("arrests", 1, []string{"year"})
+	aid, _ := s.analyst("unlucky")
+	d := s.srv.sets["arrests"]
+	var texts []string
+	for i, cause := range []string{"noise: element 0 = 2147483653 cannot be noised", "something else"} {
+		pl := &plan{kind: "cuboid", hash: fmt.Sprint("h", i), request: []byte(`{}`), uniform: steps(0.125),
+			compute: func(context.Context, *noise.Rand) (any, error) { return nil, errors.New(cause) }}
+		ans, err := s.srv.computeAnswer(context.Background(), pl)
+		if err != nil || string(ans) != failedAnswer {
+			t.Fatalf("%s: %s %v", cause, ans, err)
+		}
+		e := &entry{AnalystID: aid, DatasetID: d.id, Hash: pl.hash, Kind: pl.kind, Request: pl.request, Answer: ans}
+		stored, _, _, err := s.srv.gc.charge(e, pl, d.schema.Cells(), d.budget)
+		if err != nil || !stored.failed() || stored.Charge != steps(0.125) {
+			t.Fatalf("%s: stored %+v, %v", cause, stored, err)
+		}
+		texts = append(texts, strings.Replace(failedError(stored).Error(), stored.ID, "ID", 1))
+	}
+	if texts[0] != texts[1] || strings.Contains(texts[0], "noise") {
+		t.Fatalf("failure texts differ or name the cause: %q", texts)
+	}
+}
