@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -123,14 +124,13 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 	defer cancel()
 	st := g.st
 	res := make([]chargeRes, len(batch))
-	type budgetKey struct{ analyst, dataset string }
 	type budgetAcc struct {
 		b       budgetState
-		cols    []byte
-		loss    []int64 // decoded cols, once a charge needs them
+		loss    []int64 // the per-cell losses, once a charge needs them
 		maxLoss int64
 		dirty   bool
 	}
+	accs := map[budgetKey]*budgetAcc{}
 	err := st.tx(ctx, func(tx *sql.Tx) error {
 		insert, err := tx.PrepareContext(ctx, `INSERT INTO ledger (id, analyst_id, dataset_id, query_hash, idempotency_key, kind, request_json, answer_json, charge_steps, spent_after_steps, created_at)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING seq`)
@@ -138,7 +138,6 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 			return err
 		}
 		defer insert.Close()
-		accs := map[budgetKey]*budgetAcc{}
 		var order []budgetKey
 		for i, r := range batch {
 			k := budgetKey{r.e.AnalystID, r.e.DatasetID}
@@ -149,8 +148,8 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 					return err
 				}
 				acc = &budgetAcc{}
-				if err := tx.QueryRowContext(ctx, `SELECT total_steps, spent_steps, ledger_bytes, columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`,
-					k.analyst, k.dataset).Scan(&acc.b.Total, &acc.b.Spent, &acc.b.LedgerBytes, &acc.cols); err != nil {
+				if err := tx.QueryRowContext(ctx, `SELECT total_steps, spent_steps, ledger_bytes FROM budgets WHERE analyst_id = ? AND dataset_id = ?`,
+					k.analyst, k.dataset).Scan(&acc.b.Total, &acc.b.Spent, &acc.b.LedgerBytes); err != nil {
 					return err
 				}
 				accs[k] = acc
@@ -159,11 +158,15 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 			charge := r.p.uniform
 			if len(r.p.cells) > 0 {
 				if acc.loss == nil {
-					loss, err := decodeColumns(acc.cols, r.cells)
+					c, err := st.losses.get(k.analyst, k.dataset, acc.b.LedgerBytes, r.cells, func() (int64, []byte, error) {
+						var cols []byte
+						err := tx.QueryRowContext(ctx, `SELECT columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, k.analyst, k.dataset).Scan(&cols)
+						return acc.b.LedgerBytes, cols, err
+					})
 					if err != nil {
 						return err
 					}
-					acc.loss, acc.maxLoss = loss, maxOf(loss)
+					acc.loss, acc.maxLoss = slices.Clone(c.loss), c.max
 				}
 				m := acc.maxLoss
 				for _, c := range r.p.cells {
@@ -237,6 +240,14 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 		}
 		return nil
 	})
+	if err == nil {
+		// The committed losses are the cache's now; acc is not used again.
+		for k, acc := range accs {
+			if acc.dirty && acc.loss != nil {
+				st.losses.put(k, &cachedLoss{ledgerBytes: acc.b.LedgerBytes, loss: acc.loss, max: acc.maxLoss})
+			}
+		}
+	}
 	for i, r := range batch {
 		if err != nil {
 			res[i] = chargeRes{err: fmt.Errorf("group commit of %d charges: %w", len(batch), err)}

@@ -280,11 +280,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error 
 		}
 		return writeJSON(w, http.StatusOK, viewEntry(found, true, &b))
 	}
-	b, cols, err := s.st.budgetNow(ctx, p.analystID, d.id, d.budget)
-	if err != nil {
-		return err
-	}
-	charge, err := costOf(pl, cols, d.schema.Cells())
+	b, charge, err := s.st.budgetNow(ctx, p.analystID, d.id, d.budget, pl, d.schema.Cells())
 	if err != nil {
 		return err
 	}

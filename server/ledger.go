@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -225,51 +226,112 @@ func chargeOf(p *plan, cols []byte, cells int) (charge int64, newCols []byte, er
 }
 
 // costOf returns what plan p would cost on a budget whose per-cell losses
-// are cols, like chargeOf, but without building the new losses: it decodes
-// cols in one pass, reading the cells p charges (ascending) on the way.
-func costOf(p *plan, cols []byte, cells int) (int64, error) {
-	if len(p.cells) == 0 {
-		return p.uniform, nil
+// are loss (largest: maxLoss), like chargeOf, without changing them.
+func costOf(p *plan, loss []int64, maxLoss int64) int64 {
+	after := maxLoss
+	for _, c := range p.cells {
+		after = max(after, loss[c.cell]+c.steps)
 	}
-	var before, after int64
-	next := 0
-	for i := range cells {
-		var v uint64
-		if cols != nil {
-			var k int
-			v, k = binary.Uvarint(cols)
-			if k <= 0 {
-				return 0, errors.New("budget columns: corrupt")
-			}
-			cols = cols[k:]
-		}
-		loss := int64(v)
-		before = max(before, loss)
-		if next < len(p.cells) && p.cells[next].cell == i {
-			loss += p.cells[next].steps
-			next++
-		}
-		after = max(after, loss)
-	}
-	if len(cols) != 0 {
-		return 0, errors.New("budget columns: trailing bytes")
-	}
-	return p.uniform + after - before, nil
+	return p.uniform + after - maxLoss
 }
 
-// budgetNow returns the analyst's budget on a dataset with its per-cell
-// losses, read outside any transaction: what a query would cost now, to
-// refuse an unaffordable one before computing anything. The charge
-// transaction checks again.
-func (s *store) budgetNow(ctx context.Context, analyst, dataset string, defaultTotal int64) (budgetState, []byte, error) {
+// budgetNow returns the analyst's budget on a dataset and what plan p would
+// cost on it now, read outside any transaction: to refuse an unaffordable
+// query before computing anything. The charge transaction checks again.
+func (s *store) budgetNow(ctx context.Context, analyst, dataset string, defaultTotal int64, p *plan, cells int) (budgetState, int64, error) {
 	b := budgetState{Total: defaultTotal}
-	var cols []byte
-	err := s.readRow(ctx, `SELECT total_steps, spent_steps, ledger_bytes, columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, analyst, dataset).
-		Scan(&b.Total, &b.Spent, &b.LedgerBytes, &cols)
+	err := s.readRow(ctx, `SELECT total_steps, spent_steps, ledger_bytes FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, analyst, dataset).
+		Scan(&b.Total, &b.Spent, &b.LedgerBytes)
 	if errors.Is(err, sql.ErrNoRows) {
-		return b, nil, nil
+		b = budgetState{Total: defaultTotal}
+	} else if err != nil {
+		return b, 0, err
 	}
-	return b, cols, err
+	if len(p.cells) == 0 {
+		return b, p.uniform, nil
+	}
+	c, err := s.losses.get(analyst, dataset, b.LedgerBytes, cells, func() (int64, []byte, error) {
+		var lb int64
+		var cols []byte
+		err := s.readRow(ctx, `SELECT ledger_bytes, columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, analyst, dataset).Scan(&lb, &cols)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil, nil
+		}
+		return lb, cols, err
+	})
+	if err != nil {
+		return b, 0, err
+	}
+	return b, costOf(p, c.loss, c.max), nil
+}
+
+// lossCache keeps the decoded per-cell Protocol 1 losses of recently
+// charged budgets, so that neither the affordability check nor the group
+// commit decodes them per query. An entry is valid for one value of the
+// budget's ledger_bytes: every charge that changes the losses stores an
+// entry and so increases ledger_bytes, in whatever process it ran.
+type lossCache struct {
+	mu sync.Mutex
+	m  map[budgetKey]*cachedLoss
+}
+
+type budgetKey struct{ analyst, dataset string }
+
+// cachedLoss is immutable once cached.
+type cachedLoss struct {
+	ledgerBytes int64
+	loss        []int64
+	max         int64
+}
+
+// Bounds of the loss cache: budgets of datasets with at most
+// maxCachedCells base cells, at most maxCachedBudgets of them (64 MiB).
+const (
+	maxCachedCells   = 1 << 16
+	maxCachedBudgets = 128
+)
+
+// get returns the losses of a budget at ledgerBytes, from the cache or
+// decoded from what read returns (the ledger_bytes and columns read
+// together). The result must not be modified.
+func (c *lossCache) get(analyst, dataset string, ledgerBytes int64, cells int, read func() (int64, []byte, error)) (*cachedLoss, error) {
+	k := budgetKey{analyst, dataset}
+	c.mu.Lock()
+	e := c.m[k]
+	c.mu.Unlock()
+	if e != nil && e.ledgerBytes == ledgerBytes && len(e.loss) == cells {
+		return e, nil
+	}
+	lb, cols, err := read()
+	if err != nil {
+		return nil, err
+	}
+	loss, err := decodeColumns(cols, cells)
+	if err != nil {
+		return nil, err
+	}
+	e = &cachedLoss{ledgerBytes: lb, loss: loss, max: maxOf(loss)}
+	c.put(k, e)
+	return e, nil
+}
+
+// put caches e (which the caller no longer modifies).
+func (c *lossCache) put(k budgetKey, e *cachedLoss) {
+	if len(e.loss) > maxCachedCells {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[budgetKey]*cachedLoss{}
+	}
+	if _, ok := c.m[k]; !ok && len(c.m) >= maxCachedBudgets {
+		for old := range c.m { // evict one at random
+			delete(c.m, old)
+			break
+		}
+	}
+	c.m[k] = e
 }
 
 // budget returns the analyst's budget on a dataset (the dataset's default if
@@ -278,7 +340,7 @@ func (s *store) budget(ctx context.Context, analyst, dataset string, defaultTota
 	b := budgetState{Total: defaultTotal}
 	err := s.readRow(ctx, `SELECT total_steps, spent_steps, ledger_bytes FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, analyst, dataset).Scan(&b.Total, &b.Spent, &b.LedgerBytes)
 	if errors.Is(err, sql.ErrNoRows) {
-		return b, nil
+		return budgetState{Total: defaultTotal}, nil
 	}
 	return b, err
 }

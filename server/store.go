@@ -32,6 +32,8 @@ type store struct {
 	// stmts caches prepared statements on r, by query text: parsing SQL
 	// is a large part of a small read.
 	stmts sync.Map
+	// losses caches decoded Protocol 1 losses (see lossCache).
+	losses lossCache
 }
 
 // readRow runs a one-row query on the read pool with a cached prepared
