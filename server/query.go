@@ -446,6 +446,11 @@ func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (spars
 
 // hashRows adds rows to a canonical hash.
 func (h *hasher) rows(rows []sparseRow) {
+	n := 0
+	for _, r := range rows {
+		n += len(r.cells)
+	}
+	h.b = slices.Grow(h.b, 2*binary.MaxVarintLen32*n+binary.MaxVarintLen64*(len(rows)+1))
 	h.int(int64(len(rows)))
 	for _, r := range rows {
 		h.int(int64(len(r.cells)))
@@ -583,6 +588,7 @@ func planLinear(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Eps
 	}
 	priv.Scale = lambda
 	memo := map[int64]int64{}
+	p.cells = make([]cellCharge, 0, len(cols))
 	for _, c := range cols {
 		st, ok := memo[c.coef]
 		if !ok {
