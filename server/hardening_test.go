@@ -142,12 +142,24 @@ func TestBudgetArithmetic(t *testing.T) {
 // a 400 decided from the request, for cuboid queries as for linear ones.
 func TestTinyEpsilon(t *testing.T) {
 	s := startServer(t, Config{DataDir: t.TempDir()})
-	s.registerArrests("arrests", 1, []string{"year"})
+	req := DatasetRequest{ID: "arrests", Schema: arrestsSchema(t), Source: Source{CSV: filepath.Join(repoRoot(t), "data", "arrests.csv")},
+		Policy: Policy{EpsilonPerAnalyst: 1, Invariants: [][]string{{"year"}}, Metric: &MetricPolicy{Default: 1}}}
+	s.must(http.StatusCreated, "POST", "/admin/v1/datasets", s.admin, req, nil)
 	_, key := s.analyst("tiny")
-	for _, eps := range []float64{1e-9, 1e-11} {
+	for _, eps := range []float64{1e-9, 1e-11, 0x1p-39} {
 		q := map[string]any{"kind": "cuboid", "epsilon": eps, "cuboid": []string{"sex", "agegroup"}}
 		if st, _, raw := s.ask("arrests", key, q, ""); st != http.StatusBadRequest || !strings.Contains(errMsg(raw), "epsilon") {
-			t.Fatalf("epsilon %v: %d %s", eps, st, raw)
+			t.Fatalf("cuboid at epsilon %v: %d %s", eps, st, raw)
+		}
+		// Other kinds may answer or refuse, but never fail.
+		for _, q := range []map[string]any{
+			{"kind": "linear", "epsilon": eps, "queries": []LinearQuery{countQuery(1, map[string][]string{"sex": {"Male"}})}},
+			{"kind": "prior", "epsilon": eps, "query": countQuery(1, map[string][]string{"sex": {"Male"}}), "prior": map[string]any{"values": []int{1, 2}, "probabilities": []float64{0.5, 0.5}}},
+			{"kind": "dx", "epsilon": eps, "queries": []LinearQuery{countQuery(1, map[string][]string{"sex": {"Male"}})}},
+		} {
+			if st, _, raw := s.ask("arrests", key, q, ""); st != http.StatusBadRequest && st != http.StatusCreated {
+				t.Errorf("%s at epsilon %v: %d %s", q["kind"], eps, st, raw)
+			}
 		}
 	}
 }
