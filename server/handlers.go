@@ -21,15 +21,18 @@ type datasetView struct {
 	Neighbours         string           `json:"neighbours"`
 	GenericSensitivity int              `json:"generic_sensitivity"`
 	SensitivityRule    string           `json:"sensitivity_rule"`
-	EpsilonPerAnalyst  float64          `json:"epsilon_per_analyst"`
-	QueryKinds         []string         `json:"query_kinds"`
-	Created            time.Time        `json:"created_at"`
+	// Guarantee qualifies every answer's guarantee when the sensitivity is
+	// the curator's claim (see Policy.Sensitivity).
+	Guarantee         string    `json:"guarantee,omitempty"`
+	EpsilonPerAnalyst float64   `json:"epsilon_per_analyst"`
+	QueryKinds        []string  `json:"query_kinds"`
+	Created           time.Time `json:"created_at"`
 }
 
 func viewDataset(d *dataset) datasetView {
 	v := datasetView{
 		ID: d.id, Name: d.name, Cells: d.schema.Cells(), Invariants: [][]string{},
-		Neighbours: d.neighbourText(), GenericSensitivity: d.sens.Value, SensitivityRule: d.sens.Rule,
+		Neighbours: d.neighbourText(), GenericSensitivity: d.sens.Value, SensitivityRule: d.sens.Rule, Guarantee: d.guarantee,
 		EpsilonPerAnalyst: stepsEpsilon(d.budget), QueryKinds: d.queryKinds(), Created: d.created,
 	}
 	for i := range d.schema.NumDims() {

@@ -349,6 +349,11 @@ func TestSensitivityPolicy(t *testing.T) {
 	if mustUnmarshal(t, r.Answer, &p); st != http.StatusCreated || p.Privacy.GenericSensitivity != computed+3 || p.Privacy.Guarantee != "" {
 		t.Fatalf("high: %d %s", st, raw)
 	}
+	var view datasetView
+	s.must(http.StatusOK, "GET", "/v1/datasets/claim", key, nil, &view)
+	if !strings.Contains(view.Guarantee, "conditional") || view.GenericSensitivity != 5 {
+		t.Fatalf("the dataset view does not say the guarantee is conditional: %+v", view)
+	}
 	for _, q := range []any{lin, map[string]any{"kind": "cuboid", "epsilon": 0.1, "cuboid": []string{"agegroup"}}} {
 		p = priv{}
 		st, r, raw := s.ask("claim", key, q, "")

@@ -76,6 +76,8 @@ func TestCuratorPage(t *testing.T) {
 		return v
 	}
 	datasets, analysts, queries, status := text("#datasets"), text("#analysts"), text("#queries"), text("#status")
+	adminKeys := text("#admin-keys")
+	adminID, _, _ := parseKey(s.admin)
 	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("chromium: screenshot: %v", err)
@@ -93,6 +95,8 @@ func TestCuratorPage(t *testing.T) {
 		{"queries", queries, "cuboid"},
 		{"queries", queries, "alice"},
 		{"status", status, "Loaded"},
+		{"admin keys", adminKeys, adminID + " (this page)"},
+		{"admin keys", adminKeys, "active"},
 	} {
 		if !strings.Contains(c.text, c.want) {
 			t.Errorf("%s shows %q, want it to contain %q", c.what, c.text, c.want)
