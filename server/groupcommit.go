@@ -26,8 +26,11 @@ type groupCommitter struct {
 	st   *store
 	reqs chan *chargeReq
 	stop chan struct{}
-	once sync.Once
-	wg   sync.WaitGroup
+	// exited is closed when the loop has returned: a charge queued after
+	// its last drain is never committed.
+	exited chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
 }
 
 // chargeReq is one charge waiting to be committed.
@@ -51,7 +54,7 @@ type chargeRes struct {
 const maxBatch = 256
 
 func newGroupCommitter(st *store) *groupCommitter {
-	g := &groupCommitter{st: st, reqs: make(chan *chargeReq, maxBatch), stop: make(chan struct{})}
+	g := &groupCommitter{st: st, reqs: make(chan *chargeReq, maxBatch), stop: make(chan struct{}), exited: make(chan struct{})}
 	g.wg.Add(1)
 	go g.loop()
 	return g
@@ -75,12 +78,22 @@ func (g *groupCommitter) charge(e *entry, p *plan, cells int, total int64) (*ent
 	case <-g.stop:
 		return nil, budgetState{}, false, errClosed
 	}
-	res := <-r.done
-	return res.out, res.b, res.repeat, res.err
+	select {
+	case res := <-r.done:
+		return res.out, res.b, res.repeat, res.err
+	case <-g.exited:
+		select {
+		case res := <-r.done:
+			return res.out, res.b, res.repeat, res.err
+		default:
+			return nil, budgetState{}, false, errClosed
+		}
+	}
 }
 
 func (g *groupCommitter) loop() {
 	defer g.wg.Done()
+	defer close(g.exited)
 	for {
 		var batch []*chargeReq
 		select {

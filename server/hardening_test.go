@@ -525,3 +525,18 @@ func TestFailureCharged(t *testing.T) {
 		t.Fatalf("failure texts differ or name the cause: %q", texts)
 	}
 }
+
+// TestGroupCommitClosed checks that a charge sent to a closed group
+// committer fails instead of waiting forever.
+func TestGroupCommitClosed(t *testing.T) {
+	s := startServer(t, Config{DataDir: t.TempDir()})
+	s.registerArrests("arrests", 1)
+	aid, _ := s.analyst("late")
+	d := s.srv.sets["arrests"]
+	s.srv.gc.close()
+	pl := &plan{kind: "cuboid", hash: "h", request: []byte(`{}`), uniform: steps(0.125)}
+	e := &entry{AnalystID: aid, DatasetID: d.id, Hash: pl.hash, Kind: pl.kind, Request: pl.request, Answer: []byte(`{}`)}
+	if _, _, _, err := s.srv.gc.charge(e, pl, d.schema.Cells(), d.budget); !errors.Is(err, errClosed) {
+		t.Fatalf("charge after close: %v", err)
+	}
+}
