@@ -1,11 +1,13 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -19,9 +21,10 @@ import (
 // transaction is durable, and an error if the commit fails (then nothing
 // of the batch was stored).
 //
-// It is used on SQLite, where every write transaction holds the database's
-// single write lock and each commit costs an fsync: batching turns N fsyncs
-// into one.
+// On SQLite every write transaction holds the database's single write lock
+// and each commit costs an fsync; on PostgreSQL the charges of one analyst
+// on one dataset queue on their budget row's lock, each with its own WAL
+// flush. Batching turns N commits into one.
 type groupCommitter struct {
 	st   *store
 	reqs chan *chargeReq
@@ -130,8 +133,8 @@ func (g *groupCommitter) loop() {
 // losses decoded once), and written once; each charge costs one INSERT,
 // whose unique constraints detect a query or idempotency key answered
 // before (in an earlier transaction or earlier in this batch). The checks
-// are those of chargeIn, in the same order: an earlier answer first, then
-// the budget.
+// are those of a transaction of its own, in the same order: an earlier
+// answer first, then the budget.
 func (g *groupCommitter) commit(batch []*chargeReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -145,35 +148,47 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 	}
 	accs := map[budgetKey]*budgetAcc{}
 	err := st.tx(ctx, func(tx *sql.Tx) error {
-		insert, err := tx.PrepareContext(ctx, `INSERT INTO ledger (id, analyst_id, dataset_id, query_hash, idempotency_key, kind, request_json, answer_json, charge_steps, spent_after_steps, created_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING seq`)
+		insert, err := tx.PrepareContext(ctx, st.d.q(`INSERT INTO ledger (id, analyst_id, dataset_id, query_hash, idempotency_key, kind, request_json, answer_json, charge_steps, spent_after_steps, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING seq`))
 		if err != nil {
 			return err
 		}
 		defer insert.Close()
+		// Read (and on PostgreSQL lock) every budget row of the batch
+		// first, in key order: two server processes sharing a PostgreSQL
+		// database then always lock rows in the same order, and cannot
+		// deadlock.
 		var order []budgetKey
+		for _, r := range batch {
+			k := budgetKey{r.e.AnalystID, r.e.DatasetID}
+			if accs[k] == nil {
+				accs[k] = &budgetAcc{b: budgetState{Total: r.total}}
+				order = append(order, k)
+			}
+		}
+		slices.SortFunc(order, func(a, b budgetKey) int {
+			return cmp.Or(strings.Compare(a.analyst, b.analyst), strings.Compare(a.dataset, b.dataset))
+		})
+		for _, k := range order {
+			acc := accs[k]
+			if _, err := tx.ExecContext(ctx, st.d.q(`INSERT INTO budgets (analyst_id, dataset_id, total_steps, spent_steps) VALUES (?, ?, ?, 0) ON CONFLICT DO NOTHING`),
+				k.analyst, k.dataset, acc.b.Total); err != nil {
+				return err
+			}
+			if err := tx.QueryRowContext(ctx, st.d.q(`SELECT total_steps, spent_steps, ledger_bytes FROM budgets WHERE analyst_id = ? AND dataset_id = ?`+st.d.forUpdate),
+				k.analyst, k.dataset).Scan(&acc.b.Total, &acc.b.Spent, &acc.b.LedgerBytes); err != nil {
+				return err
+			}
+		}
 		for i, r := range batch {
 			k := budgetKey{r.e.AnalystID, r.e.DatasetID}
 			acc := accs[k]
-			if acc == nil {
-				if _, err := tx.ExecContext(ctx, `INSERT INTO budgets (analyst_id, dataset_id, total_steps, spent_steps) VALUES (?, ?, ?, 0) ON CONFLICT DO NOTHING`,
-					k.analyst, k.dataset, r.total); err != nil {
-					return err
-				}
-				acc = &budgetAcc{}
-				if err := tx.QueryRowContext(ctx, `SELECT total_steps, spent_steps, ledger_bytes FROM budgets WHERE analyst_id = ? AND dataset_id = ?`,
-					k.analyst, k.dataset).Scan(&acc.b.Total, &acc.b.Spent, &acc.b.LedgerBytes); err != nil {
-					return err
-				}
-				accs[k] = acc
-				order = append(order, k)
-			}
 			charge := r.p.uniform
 			if len(r.p.cells) > 0 {
 				if acc.loss == nil {
 					c, err := st.losses.get(k.analyst, k.dataset, acc.b.LedgerBytes, r.cells, func() (int64, []byte, error) {
 						var cols []byte
-						err := tx.QueryRowContext(ctx, `SELECT columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, k.analyst, k.dataset).Scan(&cols)
+						err := tx.QueryRowContext(ctx, st.d.q(`SELECT columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`), k.analyst, k.dataset).Scan(&cols)
 						return acc.b.LedgerBytes, cols, err
 					})
 					if err != nil {
@@ -241,10 +256,10 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 			}
 			var err error
 			if acc.loss != nil {
-				_, err = tx.ExecContext(ctx, `UPDATE budgets SET spent_steps = ?, ledger_bytes = ?, columns = ? WHERE analyst_id = ? AND dataset_id = ?`,
+				_, err = tx.ExecContext(ctx, st.d.q(`UPDATE budgets SET spent_steps = ?, ledger_bytes = ?, columns = ? WHERE analyst_id = ? AND dataset_id = ?`),
 					acc.b.Spent, acc.b.LedgerBytes, encodeColumns(acc.loss), k.analyst, k.dataset)
 			} else {
-				_, err = tx.ExecContext(ctx, `UPDATE budgets SET spent_steps = ?, ledger_bytes = ? WHERE analyst_id = ? AND dataset_id = ?`,
+				_, err = tx.ExecContext(ctx, st.d.q(`UPDATE budgets SET spent_steps = ?, ledger_bytes = ? WHERE analyst_id = ? AND dataset_id = ?`),
 					acc.b.Spent, acc.b.LedgerBytes, k.analyst, k.dataset)
 			}
 			if err != nil {

@@ -304,17 +304,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error 
 	e := &entry{AnalystID: p.analystID, DatasetID: d.id, Hash: pl.hash, IdemKey: idem, Kind: pl.kind, Request: pl.request, Answer: ans}
 	// From here the charge is committed even if the client goes away: the
 	// answer exists, and its retry with the same Idempotency-Key returns it.
-	var (
-		stored *entry
-		repeat bool
-	)
-	if s.gc != nil {
-		stored, b, repeat, err = s.gc.charge(e, pl, d.schema.Cells(), d.budget)
-	} else {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		stored, b, repeat, err = s.st.charge(cctx, e, pl, d.schema.Cells(), d.budget)
-		cancel()
-	}
+	stored, b, repeat, err := s.gc.charge(e, pl, d.schema.Cells(), d.budget)
 	if err != nil {
 		return err
 	}

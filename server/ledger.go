@@ -107,126 +107,12 @@ func (s *store) findEntry(ctx context.Context, q querier, analyst, dataset, hash
 	return e, err
 }
 
-// charge records an answered query: in one transaction it locks the
-// analyst's budget on the dataset, returns the stored entry instead if the
-// same query (or idempotency key) was answered meanwhile, checks that the
-// charge fits, inserts the ledger row with the full answer and updates the
-// amount spent. The answer may be sent only after charge returns without
-// error; repeat is true when the returned entry is an earlier one (the
-// caller's answer must then be discarded).
-func (s *store) charge(ctx context.Context, e *entry, p *plan, cells int, defaultTotal int64) (out *entry, b budgetState, repeat bool, err error) {
-	for attempt := 0; ; attempt++ {
-		out, b, repeat, err = s.chargeOnce(ctx, e, p, cells, defaultTotal)
-		if err == nil || attempt == 2 {
-			return
-		}
-		var be *budgetError
-		if errors.As(err, &be) || errors.Is(err, errIdemConflict) || ctx.Err() != nil {
-			return
-		}
-		// A unique constraint may have been violated by a concurrent
-		// transaction on another dataset with the same idempotency key
-		// (they lock different budget rows): look again.
-		if found, ferr := s.findEntry(ctx, s.w, e.AnalystID, e.DatasetID, e.Hash, e.IdemKey); ferr != nil {
-			return nil, b, false, ferr
-		} else if found != nil {
-			b, berr := s.budget(ctx, e.AnalystID, e.DatasetID, defaultTotal)
-			return found, b, true, berr
-		}
-	}
-}
-
-func (s *store) chargeOnce(ctx context.Context, e *entry, p *plan, cells int, defaultTotal int64) (out *entry, b budgetState, repeat bool, err error) {
-	err = s.tx(ctx, func(tx *sql.Tx) error {
-		out, b, repeat, err = s.chargeIn(ctx, tx, e, p, cells, defaultTotal)
-		return err
-	})
-	if err != nil {
-		return nil, budgetState{}, false, err
-	}
-	return out, b, repeat, nil
-}
-
-// chargeIn is the body of a charge transaction (see charge): the caller
-// holds the write lock (SQLite) or gets the budget row's lock here
-// (PostgreSQL). On an error nothing it wrote may be kept: the caller rolls
-// back (or rolls back to a savepoint).
-func (s *store) chargeIn(ctx context.Context, tx *sql.Tx, e *entry, p *plan, cells int, defaultTotal int64) (out *entry, b budgetState, repeat bool, err error) {
-	if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO budgets (analyst_id, dataset_id, total_steps, spent_steps) VALUES (?, ?, ?, 0) ON CONFLICT DO NOTHING`),
-		e.AnalystID, e.DatasetID, defaultTotal); err != nil {
-		return nil, b, false, err
-	}
-	var cols []byte
-	if err := tx.QueryRowContext(ctx, s.d.q(`SELECT total_steps, spent_steps, ledger_bytes, columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`+s.d.forUpdate),
-		e.AnalystID, e.DatasetID).Scan(&b.Total, &b.Spent, &b.LedgerBytes, &cols); err != nil {
-		return nil, b, false, err
-	}
-	found, err := s.findEntry(ctx, tx, e.AnalystID, e.DatasetID, e.Hash, e.IdemKey)
-	if err != nil {
-		return nil, b, false, err
-	}
-	if found != nil {
-		return found, b, true, nil
-	}
-	charge, newCols, err := chargeOf(p, cols, cells)
-	if err != nil {
-		return nil, b, false, err
-	}
-	if charge > b.Total-b.Spent {
-		return nil, b, false, &budgetError{need: charge, remaining: b.Total - b.Spent}
-	}
-	e.Charge = charge
-	e.SpentAfter = b.Spent + charge
-	e.Created = time.Now().UTC()
-	e.ID = newEntryID()
-	var idem any
-	if e.IdemKey != "" {
-		idem = e.IdemKey
-	}
-	if err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO ledger (id, analyst_id, dataset_id, query_hash, idempotency_key, kind, request_json, answer_json, charge_steps, spent_after_steps, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`),
-		e.ID, e.AnalystID, e.DatasetID, e.Hash, idem, e.Kind, string(e.Request), string(e.Answer), e.Charge, e.SpentAfter, e.Created.UnixNano()).Scan(&e.Seq); err != nil {
-		return nil, b, false, err
-	}
-	size := entrySize(e)
-	if newCols != nil {
-		_, err = tx.ExecContext(ctx, s.d.q(`UPDATE budgets SET spent_steps = ?, ledger_bytes = ledger_bytes + ?, columns = ? WHERE analyst_id = ? AND dataset_id = ?`), e.SpentAfter, size, newCols, e.AnalystID, e.DatasetID)
-	} else {
-		_, err = tx.ExecContext(ctx, s.d.q(`UPDATE budgets SET spent_steps = ?, ledger_bytes = ledger_bytes + ? WHERE analyst_id = ? AND dataset_id = ?`), e.SpentAfter, size, e.AnalystID, e.DatasetID)
-	}
-	if err != nil {
-		return nil, b, false, err
-	}
-	b.Spent = e.SpentAfter
-	b.LedgerBytes += size
-	return e, b, false, nil
-}
-
 // entrySize is what an entry counts against the analyst's ledger quota.
 func entrySize(e *entry) int64 { return int64(len(e.Request) + len(e.Answer)) }
 
-// chargeOf returns what plan p costs on top of a budget whose per-cell
-// Protocol 1 losses are cols, and the losses after it (nil when p charges
-// no cells). It depends on public quantities only: the request and the
-// analyst's own earlier requests.
-func chargeOf(p *plan, cols []byte, cells int) (charge int64, newCols []byte, err error) {
-	charge = p.uniform
-	if len(p.cells) == 0 {
-		return charge, nil, nil
-	}
-	loss, err := decodeColumns(cols, cells)
-	if err != nil {
-		return 0, nil, err
-	}
-	before := maxOf(loss)
-	for _, c := range p.cells {
-		loss[c.cell] += c.steps
-	}
-	return charge + maxOf(loss) - before, encodeColumns(loss), nil
-}
-
 // costOf returns what plan p would cost on a budget whose per-cell losses
-// are loss (largest: maxLoss), like chargeOf, without changing them.
+// are loss (largest: maxLoss), without changing them: the largest loss it
+// adds under Protocol 1, plus its uniform charge.
 func costOf(p *plan, loss []int64, maxLoss int64) int64 {
 	after := maxLoss
 	for _, c := range p.cells {

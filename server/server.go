@@ -109,9 +109,7 @@ type Server struct {
 	sets  map[string]*dataset
 	limit map[string]*rate.Limiter
 	slots map[string]*analystSlots
-	// gc batches the charges of concurrent queries into one transaction
-	// (SQLite; nil on PostgreSQL, whose row locks let charges commit in
-	// parallel).
+	// gc batches the charges of concurrent queries into one transaction.
 	gc *groupCommitter
 	// computed counts the answers computed (prepared and drawn): what an
 	// analyst made the server work on.
@@ -196,9 +194,7 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 		}
 	}
 	s = &Server{cfg: cfg, st: st, log: log, sets: map[string]*dataset{}, limit: map[string]*rate.Limiter{}, slots: map[string]*analystSlots{}}
-	if st.d.name == "sqlite" {
-		s.gc = newGroupCommitter(st)
-	}
+	s.gc = newGroupCommitter(st)
 	ids, err := st.datasetIDs(ctx)
 	if err != nil {
 		st.Close()
@@ -216,9 +212,7 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 
 // Close stops the group committer and closes the store.
 func (s *Server) Close() error {
-	if s.gc != nil {
-		s.gc.close()
-	}
+	s.gc.close()
 	return s.st.Close()
 }
 
