@@ -341,6 +341,14 @@ func expandQueries(s *cube.Schema, queries []LinearQuery, field string) ([]spars
 	return rows, nil
 }
 
+// termName names a term in an error message; formatted only when one is.
+type termName struct {
+	query string
+	term  int
+}
+
+func (n termName) String() string { return fmt.Sprintf("%s.terms[%d]", n.query, n.term) }
+
 type cellCoef struct {
 	cell int
 	coef int64
@@ -356,7 +364,7 @@ func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (spars
 	n := s.NumDims()
 	var pairs []cellCoef
 	for t, term := range lq.Terms {
-		tname := fmt.Sprintf("%s.terms[%d]", name, t)
+		tname := termName{name, t}
 		coef := int64(1)
 		if term.Coef != nil {
 			v, err := term.Coef.Int64()
