@@ -186,10 +186,10 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 			charge := r.p.uniform
 			if len(r.p.cells) > 0 {
 				if acc.loss == nil {
-					c, err := st.losses.get(k.analyst, k.dataset, acc.b.LedgerBytes, r.cells, func() (int64, []byte, error) {
-						var cols []byte
-						err := tx.QueryRowContext(ctx, st.d.q(`SELECT columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`), k.analyst, k.dataset).Scan(&cols)
-						return acc.b.LedgerBytes, cols, err
+					c, err := st.losses.get(k.analyst, k.dataset, acc.b.LedgerBytes, r.cells, func() (int64, []byte, []byte, error) {
+						var cols, runs []byte
+						err := tx.QueryRowContext(ctx, st.d.q(`SELECT columns, loss_runs FROM budgets WHERE analyst_id = ? AND dataset_id = ?`), k.analyst, k.dataset).Scan(&cols, &runs)
+						return acc.b.LedgerBytes, cols, runs, err
 					})
 					if err != nil {
 						return err
@@ -256,8 +256,8 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 			}
 			var err error
 			if acc.loss != nil {
-				_, err = tx.ExecContext(ctx, st.d.q(`UPDATE budgets SET spent_steps = ?, ledger_bytes = ?, columns = ? WHERE analyst_id = ? AND dataset_id = ?`),
-					acc.b.Spent, acc.b.LedgerBytes, encodeColumns(acc.loss), k.analyst, k.dataset)
+				_, err = tx.ExecContext(ctx, st.d.q(`UPDATE budgets SET spent_steps = ?, ledger_bytes = ?, columns = NULL, loss_runs = ? WHERE analyst_id = ? AND dataset_id = ?`),
+					acc.b.Spent, acc.b.LedgerBytes, encodeRuns(acc.loss), k.analyst, k.dataset)
 			} else {
 				_, err = tx.ExecContext(ctx, st.d.q(`UPDATE budgets SET spent_steps = ?, ledger_bytes = ? WHERE analyst_id = ? AND dataset_id = ?`),
 					acc.b.Spent, acc.b.LedgerBytes, k.analyst, k.dataset)

@@ -540,3 +540,32 @@ func TestGroupCommitClosed(t *testing.T) {
 		t.Fatalf("charge after close: %v", err)
 	}
 }
+
+// TestLossEncodings checks that the run-length encoding of the per-cell
+// losses round-trips, refuses corrupt input, and that budgets stored in the
+// earlier one-varint-per-cell form still decode to the same losses.
+func TestLossEncodings(t *testing.T) {
+	r := noise.NewSeeded(3)
+	for _, loss := range [][]int64{{}, {0}, {0, 0, 0}, {5, 5, 7, 0, 0, 1 << 40}, nil} {
+		if loss == nil {
+			loss = make([]int64, 1000)
+			for i := range loss {
+				loss[i] = int64(r.Uint64()%3) << 30
+			}
+		}
+		got, err := decodeRuns(encodeRuns(loss), len(loss))
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(loss) {
+			t.Fatalf("runs round trip of %d losses: %v", len(loss), err)
+		}
+		var c lossCache
+		old, err := c.get("a", "d", 1, len(loss), func() (int64, []byte, []byte, error) { return 1, encodeColumns(loss), nil, nil })
+		if err != nil || fmt.Sprint(old.loss) != fmt.Sprint(loss) || old.max != maxOf(loss) {
+			t.Fatalf("the earlier encoding of %d losses: %v", len(loss), err)
+		}
+	}
+	for _, bad := range [][]byte{{0, 1}, {3, 1}, {1, 1, 1, 1, 9}, {2}} {
+		if _, err := decodeRuns(bad, 2); err == nil {
+			t.Errorf("corrupt runs %v accepted", bad)
+		}
+	}
+}

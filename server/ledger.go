@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -136,14 +137,14 @@ func (s *store) budgetNow(ctx context.Context, analyst, dataset string, defaultT
 	if len(p.cells) == 0 {
 		return b, p.uniform, nil
 	}
-	c, err := s.losses.get(analyst, dataset, b.LedgerBytes, cells, func() (int64, []byte, error) {
+	c, err := s.losses.get(analyst, dataset, b.LedgerBytes, cells, func() (int64, []byte, []byte, error) {
 		var lb int64
-		var cols []byte
-		err := s.readRow(ctx, `SELECT ledger_bytes, columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, analyst, dataset).Scan(&lb, &cols)
+		var cols, runs []byte
+		err := s.readRow(ctx, `SELECT ledger_bytes, columns, loss_runs FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, analyst, dataset).Scan(&lb, &cols, &runs)
 		if errors.Is(err, sql.ErrNoRows) {
-			return 0, nil, nil
+			return 0, nil, nil, nil
 		}
-		return lb, cols, err
+		return lb, cols, runs, err
 	})
 	if err != nil {
 		return b, 0, err
@@ -178,9 +179,9 @@ const (
 )
 
 // get returns the losses of a budget at ledgerBytes, from the cache or
-// decoded from what read returns (the ledger_bytes and columns read
-// together). The result must not be modified.
-func (c *lossCache) get(analyst, dataset string, ledgerBytes int64, cells int, read func() (int64, []byte, error)) (*cachedLoss, error) {
+// decoded from what read returns (the ledger_bytes, columns and loss_runs
+// read together). The result must not be modified.
+func (c *lossCache) get(analyst, dataset string, ledgerBytes int64, cells int, read func() (int64, []byte, []byte, error)) (*cachedLoss, error) {
 	k := budgetKey{analyst, dataset}
 	c.mu.Lock()
 	e := c.m[k]
@@ -188,11 +189,16 @@ func (c *lossCache) get(analyst, dataset string, ledgerBytes int64, cells int, r
 	if e != nil && e.ledgerBytes == ledgerBytes && len(e.loss) == cells {
 		return e, nil
 	}
-	lb, cols, err := read()
+	lb, cols, runs, err := read()
 	if err != nil {
 		return nil, err
 	}
-	loss, err := decodeColumns(cols, cells)
+	var loss []int64
+	if runs != nil {
+		loss, err = decodeRuns(runs, cells)
+	} else {
+		loss, err = decodeColumns(cols, cells)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -256,6 +262,47 @@ func decodeColumns(b []byte, cells int) ([]int64, error) {
 	}
 	if len(b) != 0 {
 		return nil, errors.New("budget columns: trailing bytes")
+	}
+	return loss, nil
+}
+
+// encodeRuns encodes per-cell losses as runs of equal values: the length
+// of each run and its value, as uvarints.
+func encodeRuns(loss []int64) []byte {
+	var b []byte
+	for i := 0; i < len(loss); {
+		j := i + 1
+		for j < len(loss) && loss[j] == loss[i] {
+			j++
+		}
+		b = binary.AppendUvarint(b, uint64(j-i))
+		b = binary.AppendUvarint(b, uint64(loss[i]))
+		i = j
+	}
+	return b
+}
+
+// decodeRuns is the inverse of encodeRuns, for cells cells.
+func decodeRuns(b []byte, cells int) ([]int64, error) {
+	loss := make([]int64, cells)
+	for i := 0; i < cells; {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n == 0 || n > uint64(cells-i) {
+			return nil, errors.New("budget loss runs: corrupt")
+		}
+		b = b[k:]
+		v, k := binary.Uvarint(b)
+		if k <= 0 || v > math.MaxInt64 {
+			return nil, errors.New("budget loss runs: corrupt")
+		}
+		b = b[k:]
+		for j := range int(n) {
+			loss[i+j] = int64(v)
+		}
+		i += int(n)
+	}
+	if len(b) != 0 {
+		return nil, errors.New("budget loss runs: trailing bytes")
 	}
 	return loss, nil
 }

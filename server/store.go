@@ -225,6 +225,11 @@ var migrations = []string{
 	// 2: the bytes of stored requests and answers per analyst and
 	// dataset, bounded by Config.LedgerQuota.
 	`ALTER TABLE budgets ADD COLUMN ledger_bytes BIGINT NOT NULL DEFAULT 0`,
+	// 3: the per-cell Protocol 1 losses run-length encoded (see
+	// encodeRuns): neighbouring cells often carry the same loss, and the
+	// row is rewritten by every batch of charges. When set, it replaces
+	// columns (which is then NULL).
+	`ALTER TABLE budgets ADD COLUMN loss_runs {{BLOB}}`,
 }
 
 // migrate applies the migrations that have not been applied yet, all in
