@@ -410,6 +410,7 @@ func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (spars
 			}
 		}
 		// Enumerate the selected cells with an odometer over sel.
+		pairs = slices.Grow(pairs, size)
 		pos := make([]int, n)
 		for {
 			cell := 0
@@ -431,7 +432,7 @@ func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (spars
 		}
 	}
 	slices.SortFunc(pairs, func(a, b cellCoef) int { return a.cell - b.cell })
-	var row sparseRow
+	row := sparseRow{cells: make([]int, 0, len(pairs)), coefs: make([]int64, 0, len(pairs))}
 	for i := 0; i < len(pairs); {
 		j, sum := i, int64(0)
 		for ; j < len(pairs) && pairs[j].cell == pairs[i].cell; j++ {
