@@ -242,13 +242,6 @@ func TestLinearPrivacy(t *testing.T) {
 	}
 }
 
-func abs64(x int64) int64 {
-	if x < 0 {
-		return -x
-	}
-	return x
-}
-
 // cellsOf returns, for each cell of cuboid cb, the base cells that add up to
 // it.
 func cellsOf(s *cube.Schema, cb cube.Cuboid) [][]int {

@@ -10,11 +10,21 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/knowdp/knowdp/internal/pgtest"
 )
+
+// processCPU returns the CPU time (user and system) used by this process.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // BenchmarkServe is the load benchmark: analysts' linear queries over
 // loopback HTTP with the durable ledger on (SQLite with synchronous=FULL, and
@@ -52,6 +62,7 @@ func BenchmarkServe(b *testing.B) {
 				var next atomic.Int64
 				var wg sync.WaitGroup
 				b.ResetTimer()
+				cpu0 := processCPU()
 				start := time.Now()
 				for range clients {
 					wg.Add(1)
@@ -82,6 +93,7 @@ func BenchmarkServe(b *testing.B) {
 				}
 				wg.Wait()
 				elapsed := time.Since(start)
+				cpu := processCPU() - cpu0
 				b.StopTimer()
 				slices.Sort(lat)
 				pct := func(p float64) float64 {
@@ -91,6 +103,10 @@ func BenchmarkServe(b *testing.B) {
 				b.ReportMetric(pct(0.50), "p50-ms")
 				b.ReportMetric(pct(0.90), "p90-ms")
 				b.ReportMetric(pct(0.99), "p99-ms")
+				// CPU of the whole process (server and clients) per query:
+				// on a loaded machine, cores / this bounds what an idle one
+				// could do.
+				b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/query")
 			})
 		}
 	}

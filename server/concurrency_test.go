@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+
+	"github.com/knowdp/knowdp/internal/pgtest"
 )
 
 // TestConcurrentSpend has 64 clients race to spend one analyst's budget
@@ -12,6 +14,9 @@ import (
 // queries are answered as fit, the answered queries' charges add up to what
 // was spent, and concurrent duplicates resolve to one stored answer.
 func TestConcurrentSpend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped under -short: a 64-client load test")
+	}
 	forEachStore(t, func(t *testing.T, cfg Config) {
 		s := startServer(t, cfg)
 		s.registerArrests("arrests", 1, []string{"year"})
@@ -87,4 +92,53 @@ func TestConcurrentSpend(t *testing.T) {
 			t.Fatalf("budget left %d steps, enough for another query", b.RemainingSteps)
 		}
 	})
+}
+
+// TestTwoServersOnePostgres has two server processes (two Servers) share one
+// PostgreSQL database while 32 clients spend one analyst's budget through
+// both, on two datasets at once: each group commit locks its budget rows in
+// key order, so no batch deadlocks, and the budget is never exceeded.
+func TestTwoServersOnePostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped under -short: a load test")
+	}
+	cfg := Config{Postgres: pgtest.Schema(t), AdminKey: GenerateKey()}
+	a := startServer(t, cfg)
+	a.registerArrests("one", 1, []string{"year"})
+	a.registerArrests("two", 1, []string{"year"})
+	_, key := a.analyst("shared")
+	b := startServer(t, cfg)
+	eps := 1.0 / 40
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created := map[string]int{}
+	for c := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srv := []*testServer{a, b}[c%2]
+			for i := range 4 {
+				ds := []string{"one", "two"}[(c/2+i)%2]
+				q := map[string]any{"kind": "linear", "epsilon": eps,
+					"queries": []LinearQuery{countQuery(c*4+i+1, map[string][]string{"year": {"1997"}})}}
+				st, _, raw := srv.ask(ds, key, q, "")
+				switch st {
+				case http.StatusCreated:
+					mu.Lock()
+					created[ds]++
+					mu.Unlock()
+				case http.StatusForbidden:
+				default:
+					t.Errorf("status %d: %s", st, raw)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, ds := range []string{"one", "two"} {
+		bv := a.budgetOf(ds, key)
+		if created[ds] != 40 || bv.SpentSteps != 40*steps(eps) || bv.SpentSteps > bv.TotalSteps {
+			t.Errorf("%s: %d answered, spent %d of %d steps; want 40 answers of %d", ds, created[ds], bv.SpentSteps, bv.TotalSteps, steps(eps))
+		}
+	}
 }

@@ -8,12 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/source"
 )
 
 // DatasetRequest is what a curator sends to register a dataset.
@@ -59,9 +62,12 @@ type Policy struct {
 	// with respect to the neighbours they induce (paper 3).
 	Invariants [][]string `json:"invariants,omitempty"`
 	// Sensitivity, when > 0, replaces the generic sensitivity of the base
-	// cuboid given the invariants. It is the curator's claim and a value
-	// below the true one voids every guarantee; it is needed only where no
-	// closed form exists (three or more invariants on a large domain).
+	// cuboid given the invariants. Where knowdp computes that sensitivity
+	// (cube.GenericSensitivity), a smaller value is refused at registration
+	// and a larger one adds noise. Where it cannot (cube.ErrNoClosedForm:
+	// several invariants on a large domain) the value is the curator's
+	// claim, and every answer's privacy metadata says its guarantee is
+	// conditional on it.
 	Sensitivity int `json:"sensitivity,omitempty"`
 	// Metric, if set, enables d_X queries (paper 4) with this metric.
 	Metric *MetricPolicy `json:"metric,omitempty"`
@@ -85,21 +91,24 @@ type dataset struct {
 	// sens is the generic sensitivity S of the base cuboid given the
 	// invariants: two induced neighbours' base cuboids are at most S apart
 	// in L1, so a linear query set is charged S times its add/remove loss.
-	sens    cube.Sensitivity
-	budget  int64 // steps of privacy.EpsilonStep per analyst
-	policy  Policy
-	source  json.RawMessage
-	total   int64
-	created time.Time
+	sens cube.Sensitivity
+	// guarantee is conditionalGuarantee when sens is the curator's claim
+	// that knowdp could not check, and empty otherwise.
+	guarantee string
+	budget    int64 // steps of privacy.EpsilonStep per analyst
+	policy    Policy
+	source    json.RawMessage
+	total     int64
+	created   time.Time
 }
 
 var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // buildDataset validates a registration request and counts the source into a
 // cube. Errors are for the curator and may name data values.
-func buildDataset(ctx context.Context, req DatasetRequest, cellLimit int) (*dataset, error) {
+func buildDataset(ctx context.Context, req DatasetRequest, cellLimit int, sourceDirs []string) (*dataset, error) {
 	if !idPattern.MatchString(req.ID) {
-		return nil, fmt.Errorf("id %q: use 1 to 64 lower-case letters, digits, - and _, starting with a letter or digit", req.ID)
+		return nil, fmt.Errorf("id %q: use 1 to 64 lower-case letters, digits, - and _, starting with a letter or digit", clip(req.ID))
 	}
 	if req.Name == "" {
 		req.Name = req.ID
@@ -123,13 +132,16 @@ func buildDataset(ctx context.Context, req DatasetRequest, cellLimit int) (*data
 	case req.Source.CSV != "" && req.Source.SQL != nil:
 		return nil, errors.New("source: give csv or sql, not both")
 	case req.Source.CSV != "":
-		c, err = cube.FromCSV(ctx, req.Source.CSV, schema, cube.Options{CellLimit: cellLimit})
+		path, err := sourcePath(sourceDirs, req.Source.CSV, "source.csv")
 		if err != nil {
-			return nil, fmt.Errorf("source: %w", err)
+			return nil, err
+		}
+		if c, err = countCSV(ctx, path, schema, cellLimit); err != nil {
+			return nil, err
 		}
 		d.source, _ = json.Marshal(map[string]string{"csv": req.Source.CSV})
 	case req.Source.SQL != nil:
-		c, err = countSQL(ctx, *req.Source.SQL, schema, cellLimit)
+		c, err = countSQL(ctx, *req.Source.SQL, schema, cellLimit, sourceDirs)
 		if err != nil {
 			return nil, fmt.Errorf("source: %w", err)
 		}
@@ -161,16 +173,25 @@ func (d *dataset) applyPolicy() error {
 		}
 		d.exact = append(d.exact, cb)
 	}
+	computed, err := cube.GenericSensitivity(d.schema, d.exact, cube.Base(d.schema.NumDims()))
+	d.guarantee = ""
 	switch {
 	case p.Sensitivity < 0:
 		return fmt.Errorf("policy.sensitivity: must be positive, got %d", p.Sensitivity)
-	case p.Sensitivity > 0:
-		d.sens = cube.Sensitivity{Value: p.Sensitivity, Rule: "given by the curator"}
+	case p.Sensitivity == 0 && err != nil:
+		return fmt.Errorf("policy.invariants: %w (set policy.sensitivity explicitly)", err)
+	case p.Sensitivity == 0:
+		d.sens = computed
+	case err == nil && p.Sensitivity < computed.Value:
+		// A smaller value would make every epsilon a lie.
+		return fmt.Errorf("policy.sensitivity: %d is below the generic sensitivity knowdp computes for these invariants, %d (%s); give at least %d, or leave it out", p.Sensitivity, computed.Value, computed.Rule, computed.Value)
+	case err == nil:
+		d.sens = cube.Sensitivity{Value: p.Sensitivity, Rule: fmt.Sprintf("given by the curator (at least the computed %d: %s)", computed.Value, computed.Rule)}
+	case errors.Is(err, cube.ErrNoClosedForm):
+		d.sens = cube.Sensitivity{Value: p.Sensitivity, Rule: "given by the curator; knowdp cannot compute it for these invariants"}
+		d.guarantee = conditionalGuarantee
 	default:
-		d.sens, err = cube.GenericSensitivity(d.schema, d.exact, cube.Base(d.schema.NumDims()))
-		if err != nil {
-			return fmt.Errorf("policy.invariants: %w (set policy.sensitivity explicitly)", err)
-		}
+		return fmt.Errorf("policy.invariants: %w", err)
 	}
 	return d.checkMetric()
 }
@@ -184,6 +205,77 @@ func (d *dataset) setCube(c *cube.Cube) error {
 	d.cube, d.total = c, int64(t)
 	d.inv = c.Invariants(d.exact)
 	return nil
+}
+
+// resolveDirs returns the absolute, symlink-free form of each source
+// directory, refusing one that is not a directory.
+func resolveDirs(dirs []string) ([]string, error) {
+	out := make([]string, 0, len(dirs))
+	for _, dir := range dirs {
+		abs, err := filepath.Abs(dir)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("source dir %s: %w", dir, err)
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("source dir %s: not a directory", dir)
+		}
+		out = append(out, abs)
+	}
+	return out, nil
+}
+
+// sourcePath resolves a curator's file source (symbolic links included) and
+// checks that it lies inside one of the source directories: the server reads
+// files on its own machine, with its own rights, so a curator may name only
+// the files the operator exposed at start.
+func sourcePath(dirs []string, name, field string) (string, error) {
+	if len(dirs) == 0 {
+		return "", fmt.Errorf("%s: file sources are disabled: the server was started without a source directory (knowdp serve --source-dir DIR, Config.SourceDirs)", field)
+	}
+	abs, err := filepath.Abs(name)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s: %s: %w", field, name, errors.Unwrap(err))
+	}
+	for _, dir := range dirs {
+		if rel, err := filepath.Rel(dir, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && rel != "." {
+			return abs, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %s is outside the source directories (%s)", field, name, strings.Join(dirs, ", "))
+}
+
+// countCSV counts a CSV source into a cube. Its errors name the file, row
+// and column but never quote the file's contents (not even its header): a
+// server error must not become a way to read files.
+func countCSV(ctx context.Context, path string, s *cube.Schema, cellLimit int) (*cube.Cube, error) {
+	t, err := source.OpenCSV(path)
+	if err != nil {
+		return nil, fmt.Errorf("source.csv: %s: not a readable CSV file with a header row", path)
+	}
+	defer t.Close()
+	header := map[string]bool{}
+	for _, h := range t.Header() {
+		header[h] = true
+	}
+	for i := range s.NumDims() {
+		if name := s.Dim(i).Name; !header[name] {
+			return nil, fmt.Errorf("source.csv: %s: the header row has no column %q", path, name)
+		}
+	}
+	c, err := cube.Build(ctx, t, s, cube.Options{CellLimit: cellLimit})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("source.csv: %s: row %d is malformed or has a value outside its column's declared domain (values are not quoted)", path, t.Row())
+	}
+	return c, nil
 }
 
 // quoteIdent quotes a possibly schema-qualified SQL identifier.
@@ -203,7 +295,7 @@ func quoteIdent(name string) (string, error) {
 
 // countSQL aggregates a table in its own database with GROUP BY and fills the
 // counts into a dense cube, rejecting values outside the declared domains.
-func countSQL(ctx context.Context, src SQLSource, s *cube.Schema, cellLimit int) (*cube.Cube, error) {
+func countSQL(ctx context.Context, src SQLSource, s *cube.Schema, cellLimit int, sourceDirs []string) (*cube.Cube, error) {
 	var driver string
 	switch src.Driver {
 	case "sqlite":
@@ -226,7 +318,11 @@ func countSQL(ctx context.Context, src SQLSource, s *cube.Schema, cellLimit int)
 	}
 	dsn := src.DSN
 	if driver == "sqlite" {
-		dsn = "file:" + dsn + "?mode=ro&_pragma=query_only(1)"
+		path, err := sourcePath(sourceDirs, dsn, "source.sql.dsn")
+		if err != nil {
+			return nil, err
+		}
+		dsn = "file:" + path + "?mode=ro&_pragma=query_only(1)"
 	}
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
@@ -269,7 +365,9 @@ func countSQL(ctx context.Context, src SQLSource, s *cube.Schema, cellLimit int)
 			}
 			k, ok := s.ValueIndex(i, v.String)
 			if !ok {
-				return nil, fmt.Errorf("sql %s: column %q has value %q (%d rows), outside its declared domain", src.Table, dim.Name, v.String, count)
+				// The value itself is not quoted: error messages never echo
+				// the source's contents.
+				return nil, fmt.Errorf("sql %s: column %q has a value outside its declared domain (%d rows)", src.Table, dim.Name, count)
 			}
 			cell += k * s.Stride(i)
 		}

@@ -16,12 +16,13 @@ import (
 // A curator registers the arrests data with {year} published exactly and a
 // budget of 2 per analyst, creates an analyst, and the analyst asks for a
 // noisy {year, colour} cuboid twice: the second time the stored answer comes
-// back at no cost.
+// back at no cost. The curator's CSV file is read by the server, so it must
+// lie in a directory the server was started with (SourceDirs).
 func Example() {
 	dir, _ := os.MkdirTemp("", "knowdp-example")
 	defer os.RemoveAll(dir)
 	admin := server.GenerateKey()
-	srv, _, err := server.Open(context.Background(), server.Config{DataDir: dir, AdminKey: admin})
+	srv, _, err := server.Open(context.Background(), server.Config{DataDir: dir, AdminKey: admin, SourceDirs: []string{"../data"}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -55,12 +56,11 @@ func Example() {
 	q := `{"kind": "cuboid", "epsilon": 0.5, "cuboid": ["year", "colour"]}`
 	for range 2 {
 		st, r := call("/v1/datasets/arrests/queries", key, q)
-		b := r["budget"].(map[string]any)
-		fmt.Println("query:", st, "repeat:", r["repeat"], "charged:", r["charged_epsilon"], "remaining:", b["remaining"])
+		fmt.Println("query:", st, "repeat:", r["repeat"], "charged:", r["charged"], "remaining:", r["remaining"])
 	}
 	// Output:
 	// register: 201
 	// analyst: 201
 	// query: 201 repeat: false charged: 0.5 remaining: 1.5
-	// query: 200 repeat: true charged: 0.5 remaining: 1.5
+	// query: 200 repeat: true charged: 0 remaining: 1.5
 }

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -19,15 +21,18 @@ type datasetView struct {
 	Neighbours         string           `json:"neighbours"`
 	GenericSensitivity int              `json:"generic_sensitivity"`
 	SensitivityRule    string           `json:"sensitivity_rule"`
-	EpsilonPerAnalyst  float64          `json:"epsilon_per_analyst"`
-	QueryKinds         []string         `json:"query_kinds"`
-	Created            time.Time        `json:"created_at"`
+	// Guarantee qualifies every answer's guarantee when the sensitivity is
+	// the curator's claim (see Policy.Sensitivity).
+	Guarantee         string    `json:"guarantee,omitempty"`
+	EpsilonPerAnalyst float64   `json:"epsilon_per_analyst"`
+	QueryKinds        []string  `json:"query_kinds"`
+	Created           time.Time `json:"created_at"`
 }
 
 func viewDataset(d *dataset) datasetView {
 	v := datasetView{
 		ID: d.id, Name: d.name, Cells: d.schema.Cells(), Invariants: [][]string{},
-		Neighbours: d.neighbourText(), GenericSensitivity: d.sens.Value, SensitivityRule: d.sens.Rule,
+		Neighbours: d.neighbourText(), GenericSensitivity: d.sens.Value, SensitivityRule: d.sens.Rule, Guarantee: d.guarantee,
 		EpsilonPerAnalyst: stepsEpsilon(d.budget), QueryKinds: d.queryKinds(), Created: d.created,
 	}
 	for i := range d.schema.NumDims() {
@@ -68,6 +73,11 @@ type queryResponse struct {
 	Request json.RawMessage `json:"request"`
 	Answer  json.RawMessage `json:"answer"`
 	Budget  *budgetView     `json:"budget,omitempty"`
+	// Now and Remaining are the budget arithmetic of this request (only
+	// in the response to a query): what it cost (0 when the stored answer
+	// was returned) and the epsilon left afterwards.
+	Now       *float64 `json:"charged,omitempty"`
+	Remaining *float64 `json:"remaining,omitempty"`
 }
 
 func viewEntry(e *entry, repeat bool, b *budgetState) queryResponse {
@@ -76,6 +86,11 @@ func viewEntry(e *entry, repeat bool, b *budgetState) queryResponse {
 	if b != nil {
 		v := viewBudget(*b)
 		q.Budget = &v
+		now := 0.0
+		if !repeat {
+			now = stepsEpsilon(e.Charge)
+		}
+		q.Now, q.Remaining = &now, &v.Remaining
 	}
 	return q
 }
@@ -220,10 +235,13 @@ func idempotencyKey(r *http.Request) (string, error) {
 }
 
 // ask answers a query. The order is what makes the ledger's guarantees
-// hold: validate (refusals charge nothing), return a stored answer if this
-// query or idempotency key was answered before (free, and the same answer),
-// otherwise compute the answer in memory, commit charge and answer in one
-// transaction, and only then write the response.
+// hold and keeps an analyst from spending the server's CPU for free:
+// validate and plan from the request alone (refusals charge nothing); return
+// the stored answer if this query or idempotency key was answered before
+// (free, and the same answer); refuse if the analyst's budget or ledger
+// quota cannot take it, before touching the data; compute the answer in
+// memory, within the analyst's compute quota; commit charge and answer in
+// one transaction, and only then write the response.
 func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error {
 	d, err := s.pathDataset(r)
 	if err != nil {
@@ -241,6 +259,11 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error 
 	if err != nil {
 		return err
 	}
+	slots, leave, err := s.enter(p.analystID)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	ctx := r.Context()
 	pl, err := planQuery(ctx, d, q)
 	if err != nil {
@@ -255,26 +278,123 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error 
 		if err != nil {
 			return err
 		}
+		if found.failed() {
+			return failedError(found)
+		}
 		return writeJSON(w, http.StatusOK, viewEntry(found, true, &b))
 	}
-	ans, err := pl.compute(ctx, newRand())
+	b, charge, err := s.st.budgetNow(ctx, p.analystID, d.id, d.budget, pl, d.schema.Cells())
 	if err != nil {
 		return err
 	}
-	answer, err := json.Marshal(ans)
+	if charge > b.Total-b.Spent {
+		return &budgetError{need: charge, remaining: b.Total - b.Spent}
+	}
+	if b.LedgerBytes >= s.cfg.LedgerQuota {
+		return &apiError{http.StatusTooManyRequests, "ledger_quota", fmt.Sprintf("your stored answers on this dataset reached the ledger quota of %d bytes; ask the curator", s.cfg.LedgerQuota)}
+	}
+	if err := slots.acquire(ctx); err != nil {
+		return err
+	}
+	ans, err := s.computeAnswer(ctx, pl)
+	slots.release()
 	if err != nil {
 		return err
 	}
-	e := &entry{AnalystID: p.analystID, DatasetID: d.id, Hash: pl.hash, IdemKey: idem, Kind: pl.kind, Request: pl.request, Answer: answer}
-	stored, b, repeat, err := s.st.charge(ctx, e, pl, d.schema.Cells(), d.budget)
+	e := &entry{AnalystID: p.analystID, DatasetID: d.id, Hash: pl.hash, IdemKey: idem, Kind: pl.kind, Request: pl.request, Answer: ans}
+	// From here the charge is committed even if the client goes away: the
+	// answer exists, and its retry with the same Idempotency-Key returns it.
+	stored, b, repeat, err := s.gc.charge(e, pl, d.schema.Cells(), d.budget)
 	if err != nil {
 		return err
+	}
+	if stored.failed() {
+		return failedError(stored)
 	}
 	status := http.StatusCreated
 	if repeat {
 		status = http.StatusOK
 	}
 	return writeJSON(w, status, viewEntry(stored, repeat, &b))
+}
+
+// computeAnswer draws the plan's answer and encodes it. An error other than
+// the request's own cancellation becomes a stored failure: whether the
+// computation fails might depend on the data, so a failure is charged like
+// an answer and reported the same way whatever the cause.
+func (s *Server) computeAnswer(ctx context.Context, pl *plan) ([]byte, error) {
+	s.computed.Add(1)
+	if pl.prepare != nil {
+		// Its errors depend on the request and public data only.
+		if err := pl.prepare(ctx); err != nil {
+			return nil, err
+		}
+	}
+	ans, err := pl.compute(ctx, newRand())
+	if err == nil {
+		b, merr := json.Marshal(ans)
+		if merr == nil {
+			return b, nil
+		}
+		err = merr
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	s.log.Error("query computation failed; charged as an answer", "kind", pl.kind, "err", err)
+	return []byte(failedAnswer), nil
+}
+
+// failedAnswer is the stored answer of a computation that failed.
+const failedAnswer = `{"error":"internal error: no answer was produced"}`
+
+func (e *entry) failed() bool { return string(e.Answer) == failedAnswer }
+
+// failedError is the response to a query whose computation failed: the same
+// status and text whatever the cause.
+func failedError(e *entry) error {
+	return &apiError{http.StatusInternalServerError, "internal", fmt.Sprintf("internal error: no answer was produced; query %s was charged %.6g (whether a computation fails may depend on the data, so a failure is not free)", e.ID, stepsEpsilon(e.Charge))}
+}
+
+// analystSlots is one analyst's share of the server: how many of their
+// queries are in the server, and a semaphore for computing.
+type analystSlots struct {
+	inFlight int
+	compute  chan struct{}
+}
+
+func (a *analystSlots) acquire(ctx context.Context) error {
+	select {
+	case a.compute <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (a *analystSlots) release() { <-a.compute }
+
+// enter admits one more query of the analyst, or refuses it with 429 when
+// Config.AnalystInFlight of theirs are in the server already.
+func (s *Server) enter(analyst string) (*analystSlots, func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.slots[analyst]
+	if a == nil {
+		a = &analystSlots{compute: make(chan struct{}, s.cfg.AnalystCompute)}
+		s.slots[analyst] = a
+	}
+	if a.inFlight >= s.cfg.AnalystInFlight {
+		return nil, nil, &apiError{http.StatusTooManyRequests, "too_many_in_flight", fmt.Sprintf("at most %d of your queries may be in progress at once; wait for some to finish", s.cfg.AnalystInFlight)}
+	}
+	a.inFlight++
+	return a, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if a.inFlight--; a.inFlight == 0 {
+			delete(s.slots, analyst)
+		}
+	}, nil
 }
 
 // --- curator ---
@@ -337,7 +457,7 @@ func (s *Server) adminRegister(w http.ResponseWriter, r *http.Request, _ princip
 	} else if !errors.Is(err, errNotFound) {
 		return err
 	}
-	d, err := buildDataset(r.Context(), req, s.cfg.CellLimit)
+	d, err := buildDataset(r.Context(), req, s.cfg.CellLimit, s.cfg.SourceDirs)
 	if err != nil {
 		// Curator-facing: the message may name the file and data values.
 		return &inputError{msg: err.Error()}
@@ -394,6 +514,23 @@ func (s *Server) adminIssueKey(w http.ResponseWriter, r *http.Request, _ princip
 	}
 	return writeJSON(w, http.StatusCreated, map[string]any{"key": k, "api_key": key,
 		"note": "the API key is shown only now; the server keeps only its hash"})
+}
+
+func (s *Server) adminListAdminKeys(w http.ResponseWriter, r *http.Request, _ principal) error {
+	ks, err := s.st.adminKeys(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"keys": ks})
+}
+
+func (s *Server) adminIssueAdminKey(w http.ResponseWriter, r *http.Request, _ principal) error {
+	k, key, err := s.st.issueAdminKey(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, map[string]any{"key": k, "api_key": key,
+		"note": "the admin key is shown only now; the server keeps only its hash. Revoke the old one with DELETE /admin/v1/keys/{id}"})
 }
 
 func (s *Server) adminRevokeKey(w http.ResponseWriter, r *http.Request, p principal) error {

@@ -50,6 +50,10 @@ func startServer(t testing.TB, cfg Config) *testServer {
 	if cfg.AdminKey == "" {
 		cfg.AdminKey = GenerateKey()
 	}
+	if cfg.SourceDirs == nil {
+		// The bundled data and the tests' temporary files.
+		cfg.SourceDirs = []string{filepath.Join(repoRoot(t), "data"), os.TempDir()}
+	}
 	srv, shown, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -90,8 +90,8 @@ func (s *store) authenticate(ctx context.Context, key string) (principal, error)
 		analyst sql.NullString
 		name    sql.NullString
 	)
-	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT k.role, k.analyst_id, a.name, k.secret_sha256, k.revoked_at
-		FROM api_keys k LEFT JOIN analysts a ON a.id = k.analyst_id WHERE k.id = ?`), id).
+	err := s.readRow(ctx, `SELECT k.role, k.analyst_id, a.name, k.secret_sha256, k.revoked_at
+		FROM api_keys k LEFT JOIN analysts a ON a.id = k.analyst_id WHERE k.id = ?`, id).
 		Scan(&p.role, &analyst, &name, &stored, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		subtle.ConstantTimeCompare(dummyHash, h)
@@ -119,10 +119,11 @@ func (s *store) insertKey(ctx context.Context, tx *sql.Tx, id, role, analystID s
 }
 
 // ensureAdminKey makes sure an admin key exists. If fromFile is set it is
-// that key (registered if new); otherwise, the first time only, a new key is
-// generated and returned so the caller can show it once. It returns "" when
-// nothing needs showing.
-func (s *store) ensureAdminKey(ctx context.Context, fromFile string) (shown string, err error) {
+// that key (registered if new; refused if it was revoked: a revocation is
+// final). Otherwise, when no admin key is active, a new key is generated,
+// passed to out (if set) before its hash is stored, and returned so the
+// caller can show it once. It returns "" when nothing needs showing.
+func (s *store) ensureAdminKey(ctx context.Context, fromFile string, out func(string) error) (shown string, err error) {
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		if fromFile != "" {
 			id, h, ok := parseKey(fromFile)
@@ -131,7 +132,8 @@ func (s *store) ensureAdminKey(ctx context.Context, fromFile string) (shown stri
 			}
 			var role string
 			var stored []byte
-			err := tx.QueryRowContext(ctx, s.d.q(`SELECT role, secret_sha256 FROM api_keys WHERE id = ?`), id).Scan(&role, &stored)
+			var revoked sql.NullInt64
+			err := tx.QueryRowContext(ctx, s.d.q(`SELECT role, secret_sha256, revoked_at FROM api_keys WHERE id = ?`), id).Scan(&role, &stored, &revoked)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				return s.insertKey(ctx, tx, id, roleAdmin, "", h)
@@ -139,9 +141,10 @@ func (s *store) ensureAdminKey(ctx context.Context, fromFile string) (shown stri
 				return err
 			case role != roleAdmin || subtle.ConstantTimeCompare(stored, h) != 1:
 				return errors.New("admin key file: its key id is already used by another key")
+			case revoked.Valid:
+				return fmt.Errorf("admin key file: key %s was revoked, and a revoked key stays revoked; delete the file to have a new key generated", id)
 			}
-			_, err = tx.ExecContext(ctx, s.d.q(`UPDATE api_keys SET revoked_at = NULL WHERE id = ?`), id)
-			return err
+			return nil
 		}
 		var n int
 		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM api_keys WHERE role = ? AND revoked_at IS NULL`), roleAdmin).Scan(&n); err != nil {
@@ -151,6 +154,11 @@ func (s *store) ensureAdminKey(ctx context.Context, fromFile string) (shown stri
 			return nil
 		}
 		id, key, h := newKey()
+		if out != nil {
+			if err := out(key); err != nil {
+				return err
+			}
+		}
 		shown = key
 		return s.insertKey(ctx, tx, id, roleAdmin, "", h)
 	})
@@ -158,6 +166,45 @@ func (s *store) ensureAdminKey(ctx context.Context, fromFile string) (shown stri
 		return "", fmt.Errorf("admin key: %w", err)
 	}
 	return shown, nil
+}
+
+// adminKeys lists the admin keys, revoked ones included.
+func (s *store) adminKeys(ctx context.Context) ([]keyView, error) {
+	rows, err := s.r.QueryContext(ctx, s.d.q(`SELECT id, created_at, revoked_at FROM api_keys WHERE role = ? ORDER BY created_at`), roleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []keyView{}
+	for rows.Next() {
+		var k keyView
+		var created int64
+		var revoked sql.NullInt64
+		if err := rows.Scan(&k.ID, &created, &revoked); err != nil {
+			return nil, err
+		}
+		k.Created = time.Unix(0, created).UTC()
+		if revoked.Valid {
+			t := time.Unix(0, revoked.Int64).UTC()
+			k.Revoked = &t
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// issueAdminKey issues another admin key (to rotate keys: issue, switch,
+// revoke the old one).
+func (s *store) issueAdminKey(ctx context.Context) (keyView, string, error) {
+	var kv keyView
+	var key string
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		id, k, h := newKey()
+		key = k
+		kv = keyView{ID: id, Created: time.Now().UTC()}
+		return s.insertKey(ctx, tx, id, roleAdmin, "", h)
+	})
+	return kv, key, err
 }
 
 // GenerateKey returns a new API key in knowdp's format, for an admin key file

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"sync"
 	"time"
 )
 
@@ -31,6 +33,9 @@ type entry struct {
 // budgetState is an analyst's budget on one dataset, in steps.
 type budgetState struct {
 	Total, Spent int64
+	// LedgerBytes is the size of the analyst's stored requests and
+	// answers on the dataset (see Config.LedgerQuota).
+	LedgerBytes int64
 }
 
 // budgetError is a refused charge. Its numbers are the analyst's own budget
@@ -72,11 +77,20 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// row runs a one-row query on q: with a cached prepared statement when q is
+// the read pool.
+func (s *store) row(ctx context.Context, q querier, query string, args ...any) *sql.Row {
+	if q == querier(s.r) {
+		return s.readRow(ctx, query, args...)
+	}
+	return q.QueryRowContext(ctx, s.d.q(query), args...)
+}
+
 // findEntry returns the ledger entry of the analyst's query with this hash on
 // the dataset, or of this idempotency key (if idem is set), or nil.
 func (s *store) findEntry(ctx context.Context, q querier, analyst, dataset, hash, idem string) (*entry, error) {
 	if idem != "" {
-		e, err := scanEntry(q.QueryRowContext(ctx, s.d.q(`SELECT `+entryColumns+` FROM ledger WHERE analyst_id = ? AND idempotency_key = ?`), analyst, idem))
+		e, err := scanEntry(s.row(ctx, q, `SELECT `+entryColumns+` FROM ledger WHERE analyst_id = ? AND idempotency_key = ?`, analyst, idem))
 		switch {
 		case err == nil:
 			if e.DatasetID != dataset || e.Hash != hash {
@@ -87,116 +101,138 @@ func (s *store) findEntry(ctx context.Context, q querier, analyst, dataset, hash
 			return nil, err
 		}
 	}
-	e, err := scanEntry(q.QueryRowContext(ctx, s.d.q(`SELECT `+entryColumns+` FROM ledger WHERE analyst_id = ? AND dataset_id = ? AND query_hash = ?`), analyst, dataset, hash))
+	e, err := scanEntry(s.row(ctx, q, `SELECT `+entryColumns+` FROM ledger WHERE analyst_id = ? AND dataset_id = ? AND query_hash = ?`, analyst, dataset, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	return e, err
 }
 
-// charge records an answered query: in one transaction it locks the
-// analyst's budget on the dataset, returns the stored entry instead if the
-// same query (or idempotency key) was answered meanwhile, checks that the
-// charge fits, inserts the ledger row with the full answer and updates the
-// amount spent. The answer may be sent only after charge returns without
-// error; repeat is true when the returned entry is an earlier one (the
-// caller's answer must then be discarded).
-func (s *store) charge(ctx context.Context, e *entry, p *plan, cells int, defaultTotal int64) (out *entry, b budgetState, repeat bool, err error) {
-	for attempt := 0; ; attempt++ {
-		out, b, repeat, err = s.chargeOnce(ctx, e, p, cells, defaultTotal)
-		if err == nil || attempt == 2 {
-			return
-		}
-		var be *budgetError
-		if errors.As(err, &be) || errors.Is(err, errIdemConflict) || ctx.Err() != nil {
-			return
-		}
-		// A unique constraint may have been violated by a concurrent
-		// transaction on another dataset with the same idempotency key
-		// (they lock different budget rows): look again.
-		if found, ferr := s.findEntry(ctx, s.w, e.AnalystID, e.DatasetID, e.Hash, e.IdemKey); ferr != nil {
-			return nil, b, false, ferr
-		} else if found != nil {
-			b, berr := s.budget(ctx, e.AnalystID, e.DatasetID, defaultTotal)
-			return found, b, true, berr
-		}
+// entrySize is what an entry counts against the analyst's ledger quota.
+func entrySize(e *entry) int64 { return int64(len(e.Request) + len(e.Answer)) }
+
+// costOf returns what plan p would cost on a budget whose per-cell losses
+// are loss (largest: maxLoss), without changing them: the largest loss it
+// adds under Protocol 1, plus its uniform charge.
+func costOf(p *plan, loss []int64, maxLoss int64) int64 {
+	after := maxLoss
+	for _, c := range p.cells {
+		after = max(after, loss[c.cell]+c.steps)
 	}
+	return p.uniform + after - maxLoss
 }
 
-func (s *store) chargeOnce(ctx context.Context, e *entry, p *plan, cells int, defaultTotal int64) (out *entry, b budgetState, repeat bool, err error) {
-	err = s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO budgets (analyst_id, dataset_id, total_steps, spent_steps) VALUES (?, ?, ?, 0) ON CONFLICT DO NOTHING`),
-			e.AnalystID, e.DatasetID, defaultTotal); err != nil {
-			return err
+// budgetNow returns the analyst's budget on a dataset and what plan p would
+// cost on it now, read outside any transaction: to refuse an unaffordable
+// query before computing anything. The charge transaction checks again.
+func (s *store) budgetNow(ctx context.Context, analyst, dataset string, defaultTotal int64, p *plan, cells int) (budgetState, int64, error) {
+	b := budgetState{Total: defaultTotal}
+	err := s.readRow(ctx, `SELECT total_steps, spent_steps, ledger_bytes FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, analyst, dataset).
+		Scan(&b.Total, &b.Spent, &b.LedgerBytes)
+	if errors.Is(err, sql.ErrNoRows) {
+		b = budgetState{Total: defaultTotal}
+	} else if err != nil {
+		return b, 0, err
+	}
+	if len(p.cells) == 0 {
+		return b, p.uniform, nil
+	}
+	c, err := s.losses.get(analyst, dataset, b.LedgerBytes, cells, func() (int64, []byte, []byte, error) {
+		var lb int64
+		var cols, runs []byte
+		err := s.readRow(ctx, `SELECT ledger_bytes, columns, loss_runs FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, analyst, dataset).Scan(&lb, &cols, &runs)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil, nil, nil
 		}
-		var cols []byte
-		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT total_steps, spent_steps, columns FROM budgets WHERE analyst_id = ? AND dataset_id = ?`+s.d.forUpdate),
-			e.AnalystID, e.DatasetID).Scan(&b.Total, &b.Spent, &cols); err != nil {
-			return err
-		}
-		found, err := s.findEntry(ctx, tx, e.AnalystID, e.DatasetID, e.Hash, e.IdemKey)
-		if err != nil {
-			return err
-		}
-		if found != nil {
-			out, repeat = found, true
-			return nil
-		}
-		charge := p.uniform
-		var newCols []byte
-		if len(p.cells) > 0 {
-			loss, err := decodeColumns(cols, cells)
-			if err != nil {
-				return err
-			}
-			before := maxOf(loss)
-			for _, c := range p.cells {
-				loss[c.cell] += c.steps
-			}
-			charge += maxOf(loss) - before
-			newCols = encodeColumns(loss)
-		}
-		if charge > b.Total-b.Spent {
-			return &budgetError{need: charge, remaining: b.Total - b.Spent}
-		}
-		e.Charge = charge
-		e.SpentAfter = b.Spent + charge
-		e.Created = time.Now().UTC()
-		e.ID = newEntryID()
-		var idem any
-		if e.IdemKey != "" {
-			idem = e.IdemKey
-		}
-		if err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO ledger (id, analyst_id, dataset_id, query_hash, idempotency_key, kind, request_json, answer_json, charge_steps, spent_after_steps, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`),
-			e.ID, e.AnalystID, e.DatasetID, e.Hash, idem, e.Kind, string(e.Request), string(e.Answer), e.Charge, e.SpentAfter, e.Created.UnixNano()).Scan(&e.Seq); err != nil {
-			return err
-		}
-		if newCols != nil {
-			_, err = tx.ExecContext(ctx, s.d.q(`UPDATE budgets SET spent_steps = ?, columns = ? WHERE analyst_id = ? AND dataset_id = ?`), e.SpentAfter, newCols, e.AnalystID, e.DatasetID)
-		} else {
-			_, err = tx.ExecContext(ctx, s.d.q(`UPDATE budgets SET spent_steps = ? WHERE analyst_id = ? AND dataset_id = ?`), e.SpentAfter, e.AnalystID, e.DatasetID)
-		}
-		if err != nil {
-			return err
-		}
-		b.Spent = e.SpentAfter
-		out = e
-		return nil
+		return lb, cols, runs, err
 	})
 	if err != nil {
-		return nil, budgetState{}, false, err
+		return b, 0, err
 	}
-	return out, b, repeat, nil
+	return b, costOf(p, c.loss, c.max), nil
+}
+
+// lossCache keeps the decoded per-cell Protocol 1 losses of recently
+// charged budgets, so that neither the affordability check nor the group
+// commit decodes them per query. An entry is valid for one value of the
+// budget's ledger_bytes: every charge that changes the losses stores an
+// entry and so increases ledger_bytes, in whatever process it ran.
+type lossCache struct {
+	mu sync.Mutex
+	m  map[budgetKey]*cachedLoss
+}
+
+type budgetKey struct{ analyst, dataset string }
+
+// cachedLoss is immutable once cached.
+type cachedLoss struct {
+	ledgerBytes int64
+	loss        []int64
+	max         int64
+}
+
+// Bounds of the loss cache: budgets of datasets with at most
+// maxCachedCells base cells, at most maxCachedBudgets of them (64 MiB).
+const (
+	maxCachedCells   = 1 << 16
+	maxCachedBudgets = 128
+)
+
+// get returns the losses of a budget at ledgerBytes, from the cache or
+// decoded from what read returns (the ledger_bytes, columns and loss_runs
+// read together). The result must not be modified.
+func (c *lossCache) get(analyst, dataset string, ledgerBytes int64, cells int, read func() (int64, []byte, []byte, error)) (*cachedLoss, error) {
+	k := budgetKey{analyst, dataset}
+	c.mu.Lock()
+	e := c.m[k]
+	c.mu.Unlock()
+	if e != nil && e.ledgerBytes == ledgerBytes && len(e.loss) == cells {
+		return e, nil
+	}
+	lb, cols, runs, err := read()
+	if err != nil {
+		return nil, err
+	}
+	var loss []int64
+	if runs != nil {
+		loss, err = decodeRuns(runs, cells)
+	} else {
+		loss, err = decodeColumns(cols, cells)
+	}
+	if err != nil {
+		return nil, err
+	}
+	e = &cachedLoss{ledgerBytes: lb, loss: loss, max: maxOf(loss)}
+	c.put(k, e)
+	return e, nil
+}
+
+// put caches e (which the caller no longer modifies).
+func (c *lossCache) put(k budgetKey, e *cachedLoss) {
+	if len(e.loss) > maxCachedCells {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[budgetKey]*cachedLoss{}
+	}
+	if _, ok := c.m[k]; !ok && len(c.m) >= maxCachedBudgets {
+		for old := range c.m { // evict one at random
+			delete(c.m, old)
+			break
+		}
+	}
+	c.m[k] = e
 }
 
 // budget returns the analyst's budget on a dataset (the dataset's default if
 // the analyst has not asked anything yet).
 func (s *store) budget(ctx context.Context, analyst, dataset string, defaultTotal int64) (budgetState, error) {
 	b := budgetState{Total: defaultTotal}
-	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT total_steps, spent_steps FROM budgets WHERE analyst_id = ? AND dataset_id = ?`), analyst, dataset).Scan(&b.Total, &b.Spent)
+	err := s.readRow(ctx, `SELECT total_steps, spent_steps, ledger_bytes FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, analyst, dataset).Scan(&b.Total, &b.Spent, &b.LedgerBytes)
 	if errors.Is(err, sql.ErrNoRows) {
-		return b, nil
+		return budgetState{Total: defaultTotal}, nil
 	}
 	return b, err
 }
@@ -226,6 +262,47 @@ func decodeColumns(b []byte, cells int) ([]int64, error) {
 	}
 	if len(b) != 0 {
 		return nil, errors.New("budget columns: trailing bytes")
+	}
+	return loss, nil
+}
+
+// encodeRuns encodes per-cell losses as runs of equal values: the length
+// of each run and its value, as uvarints.
+func encodeRuns(loss []int64) []byte {
+	var b []byte
+	for i := 0; i < len(loss); {
+		j := i + 1
+		for j < len(loss) && loss[j] == loss[i] {
+			j++
+		}
+		b = binary.AppendUvarint(b, uint64(j-i))
+		b = binary.AppendUvarint(b, uint64(loss[i]))
+		i = j
+	}
+	return b
+}
+
+// decodeRuns is the inverse of encodeRuns, for cells cells.
+func decodeRuns(b []byte, cells int) ([]int64, error) {
+	loss := make([]int64, cells)
+	for i := 0; i < cells; {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n == 0 || n > uint64(cells-i) {
+			return nil, errors.New("budget loss runs: corrupt")
+		}
+		b = b[k:]
+		v, k := binary.Uvarint(b)
+		if k <= 0 || v > math.MaxInt64 {
+			return nil, errors.New("budget loss runs: corrupt")
+		}
+		b = b[k:]
+		for j := range int(n) {
+			loss[i+j] = int64(v)
+		}
+		i += int(n)
+	}
+	if len(b) != 0 {
+		return nil, errors.New("budget loss runs: trailing bytes")
 	}
 	return loss, nil
 }

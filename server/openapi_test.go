@@ -112,6 +112,7 @@ func TestErrorsIndependentOfData(t *testing.T) {
 		`{"kind":"linear","epsilon":0.2,"queries":[{"terms":[{"where":{"sex":["Female"]}}]}]}`,
 		`{"kind":"linear","epsilon":0.01,"refine":true,"queries":[{"terms":[{"where":{"year":["1997"]}}]}]}`,
 		`{"kind":"linear","epsilon":1e-12,"queries":[{"terms":[{"coef":1048576}]}]}`,
+		`{"kind":"cuboid","epsilon":1e-9,"cuboid":["sex"]}`, // too small for the sampler
 		`{"kind":"prior","epsilon":0.01,"query":{"terms":[{"where":{"year":["2002"]}}]},"prior":{"values":[1,2],"probabilities":[0.5,0.5]}}`,
 		`{"kind":"prior","epsilon":0.01,"fraction":true,"query":{"terms":[{}]},"prior":{"pieces":[{"lo":0,"hi":1,"density":1}]}}`,
 		`{"kind":"linear","epsilon":0.5,"queries":[{"terms":[{"where":{"year":["1997"]}}]}]}`, // over budget

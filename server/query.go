@@ -7,11 +7,11 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/knowdp/knowdp/cube"
@@ -94,8 +94,12 @@ type plan struct {
 	// per-cell Protocol 1 losses (see chargeState).
 	uniform int64
 	cells   []cellCharge
+	// prepare, if set, does the part of the work that depends on the
+	// request and public data only but is too costly to do before the
+	// budget check (a refinement's SVDs); its errors are input errors.
+	prepare func(ctx context.Context) error
 	// compute draws the answer. Its errors are internal (never shown in
-	// detail to the analyst).
+	// detail to the analyst), and charged.
 	compute func(ctx context.Context, r *noise.Rand) (any, error)
 }
 
@@ -109,6 +113,9 @@ type cellCharge struct {
 // data.
 func decodeQuery(body []byte) (QueryRequest, error) {
 	var q QueryRequest
+	if err := checkDuplicateKeys(body); err != nil {
+		return q, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
@@ -141,7 +148,7 @@ func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
 	}
 	fields, ok := allowed[q.Kind]
 	if !ok {
-		return nil, badInput("kind: %q; use one of %s", q.Kind, strings.Join(queryKinds(), ", "))
+		return nil, badInput("kind: %q; use one of %s", clip(q.Kind), strings.Join(queryKinds(), ", "))
 	}
 	for f, set := range used {
 		if set && !slices.Contains(fields, f) {
@@ -219,8 +226,19 @@ func (d *dataset) neighbourText() string {
 type cuboidAnswer struct {
 	Dimensions []string      `json:"dimensions"`
 	Counts     []float64     `json:"counts"`
-	Privacy    cube.Metadata `json:"privacy"`
+	Privacy    cuboidPrivacy `json:"privacy"`
 }
+
+// cuboidPrivacy is a release's privacy metadata, qualified when it rests on
+// the curator's sensitivity claim.
+type cuboidPrivacy struct {
+	cube.Metadata
+	Guarantee string `json:"guarantee,omitempty"`
+}
+
+// conditionalGuarantee qualifies every answer whose sensitivity knowdp could
+// not compute and took from the curator's policy.
+const conditionalGuarantee = "conditional on the curator's sensitivity claim: knowdp cannot compute the generic sensitivity for these invariants, and the epsilon holds only if the policy's sensitivity is at least the true one"
 
 func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) {
 	if q.Cuboid == nil {
@@ -233,18 +251,34 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 	if size := d.schema.CuboidSize(cb); size > maxAnswerCells {
 		return nil, badInput("cuboid: %s has %d cells; at most %d per answer", d.schema.Format(cb), size, maxAnswerCells)
 	}
-	spec := cube.ReleaseSpec{Epsilon: eps, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg, Sensitivity: d.policy.Sensitivity}
-	charge := epsSteps(eps)
-	if spec.Sensitivity == 0 {
-		sens, err := cube.GenericSensitivity(d.schema, d.exact, cb)
-		if err != nil {
-			return nil, badInput("cuboid: %v", err)
-		}
-		if sens.Value == 0 {
-			charge = 0 // computable from the invariants: public, released exactly
-		}
+	spec := cube.ReleaseSpec{Epsilon: eps, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg}
+	sens, err := cube.GenericSensitivity(d.schema, d.exact, cb)
+	guarantee := ""
+	switch {
+	case err == nil && sens.Value > 0 && d.policy.Sensitivity > sens.Value:
+		// The curator asked for more noise than needed: allowed.
+		spec.Sensitivity = d.policy.Sensitivity
+	case err == nil:
+		// knowdp computed it: the curator's override, if any, is at least
+		// the base cuboid's value (checked at registration), which bounds
+		// this cuboid's (Lemma 4.4); use the computed value.
+	case errors.Is(err, cube.ErrNoClosedForm) && d.policy.Sensitivity > 0:
+		spec.Sensitivity = d.policy.Sensitivity
+		sens = cube.Sensitivity{Value: d.policy.Sensitivity}
+		guarantee = conditionalGuarantee
+	default:
+		return nil, badInput("cuboid: %v", err)
 	}
+	charge := epsSteps(eps)
 	h := newHasher("cuboid", eps)
+	if sens.Value == 0 && spec.Sensitivity == 0 {
+		// Computable from the invariants: public, released exactly, free
+		// and the same whatever epsilon, so stored once per cuboid.
+		charge = 0
+		h = newHasher("cuboid", 0)
+	} else if _, err := noise.NewLaplace(float64(max(sens.Value, spec.Sensitivity)), eps.Float64()); err != nil {
+		return nil, badInput("epsilon: %v is too small for this cuboid (generic sensitivity %d): %v", eps.Float64(), max(sens.Value, spec.Sensitivity), err)
+	}
 	h.int(int64(cb))
 	if q.NonNeg {
 		h.int(1)
@@ -262,7 +296,7 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 			if names == nil {
 				names = []string{}
 			}
-			return cuboidAnswer{Dimensions: names, Counts: rel.Counts, Privacy: rel.Metadata()}, nil
+			return cuboidAnswer{Dimensions: names, Counts: rel.Counts, Privacy: cuboidPrivacy{Metadata: rel.Metadata(), Guarantee: guarantee}}, nil
 		},
 	}, nil
 }
@@ -307,6 +341,14 @@ func expandQueries(s *cube.Schema, queries []LinearQuery, field string) ([]spars
 	return rows, nil
 }
 
+// termName names a term in an error message; formatted only when one is.
+type termName struct {
+	query string
+	term  int
+}
+
+func (n termName) String() string { return fmt.Sprintf("%s.terms[%d]", n.query, n.term) }
+
 type cellCoef struct {
 	cell int
 	coef int64
@@ -322,18 +364,18 @@ func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (spars
 	n := s.NumDims()
 	var pairs []cellCoef
 	for t, term := range lq.Terms {
-		tname := fmt.Sprintf("%s.terms[%d]", name, t)
+		tname := termName{name, t}
 		coef := int64(1)
 		if term.Coef != nil {
 			v, err := term.Coef.Int64()
 			if err != nil || v == 0 || v < -maxCoef || v > maxCoef {
-				return sparseRow{}, badInput("%s.coef: %s; use a non-zero integer between -%d and %d (scale fractional weights and divide the answer)", tname, term.Coef.String(), maxCoef, maxCoef)
+				return sparseRow{}, badInput("%s.coef: %s; use a non-zero integer between -%d and %d (scale fractional weights and divide the answer)", tname, clip(term.Coef.String()), maxCoef, maxCoef)
 			}
 			coef = v
 		}
 		for dim := range term.Where {
 			if _, ok := s.Lookup(dim); !ok {
-				return sparseRow{}, badInput("%s.where: unknown dimension %q (the schema has %s)", tname, dim, strings.Join(s.Names(cube.Base(n)), ", "))
+				return sparseRow{}, badInput("%s.where: unknown dimension %q (the schema has %s)", tname, clip(dim), strings.Join(s.Names(cube.Base(n)), ", "))
 			}
 		}
 		sel := make([][]int, n)
@@ -353,10 +395,10 @@ func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (spars
 				for _, v := range vals {
 					k, ok := s.ValueIndex(i, v)
 					if !ok {
-						return sparseRow{}, badInput("%s.where.%s: unknown value %q (the domain is %s)", tname, s.Dim(i).Name, v, strings.Join(s.Dim(i).Values, ", "))
+						return sparseRow{}, badInput("%s.where.%s: unknown value %q (the domain is %s)", tname, s.Dim(i).Name, clip(v), strings.Join(s.Dim(i).Values, ", "))
 					}
 					if seen[k] {
-						return sparseRow{}, badInput("%s.where.%s: value %q listed twice", tname, s.Dim(i).Name, v)
+						return sparseRow{}, badInput("%s.where.%s: value %q listed twice", tname, s.Dim(i).Name, clip(v))
 					}
 					seen[k] = true
 					sel[i] = append(sel[i], k)
@@ -368,6 +410,7 @@ func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (spars
 			}
 		}
 		// Enumerate the selected cells with an odometer over sel.
+		pairs = slices.Grow(pairs, size)
 		pos := make([]int, n)
 		for {
 			cell := 0
@@ -388,8 +431,8 @@ func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (spars
 			}
 		}
 	}
-	sort.Slice(pairs, func(a, b int) bool { return pairs[a].cell < pairs[b].cell })
-	var row sparseRow
+	slices.SortFunc(pairs, func(a, b cellCoef) int { return a.cell - b.cell })
+	row := sparseRow{cells: make([]int, 0, len(pairs)), coefs: make([]int64, 0, len(pairs))}
 	for i := 0; i < len(pairs); {
 		j, sum := i, int64(0)
 		for ; j < len(pairs) && pairs[j].cell == pairs[i].cell; j++ {
@@ -412,6 +455,11 @@ func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (spars
 
 // hashRows adds rows to a canonical hash.
 func (h *hasher) rows(rows []sparseRow) {
+	n := 0
+	for _, r := range rows {
+		n += len(r.cells)
+	}
+	h.b = slices.Grow(h.b, 2*binary.MaxVarintLen32*n+binary.MaxVarintLen64*(len(rows)+1))
 	h.int(int64(len(rows)))
 	for _, r := range rows {
 		h.int(int64(len(r.cells)))
@@ -426,22 +474,34 @@ func (h *hasher) rows(rows []sparseRow) {
 // the rows of |coefficient|: by how much, in L1, the answers move when one row
 // of that cell is added or removed. Cells are ascending.
 func columnL1(rows []sparseRow) []cellCoef {
+	if len(rows) == 1 {
+		// One row's cells are ascending and distinct already.
+		r := rows[0]
+		out := make([]cellCoef, len(r.cells))
+		for i, c := range r.cells {
+			out[i] = cellCoef{c, abs64(r.coefs[i])}
+		}
+		return out
+	}
 	m := map[int]int64{}
 	for _, r := range rows {
 		for i, c := range r.cells {
-			v := r.coefs[i]
-			if v < 0 {
-				v = -v
-			}
-			m[c] += v
+			m[c] += abs64(r.coefs[i])
 		}
 	}
 	out := make([]cellCoef, 0, len(m))
 	for c, v := range m {
 		out = append(out, cellCoef{c, v})
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].cell < out[b].cell })
+	slices.SortFunc(out, func(a, b cellCoef) int { return a.cell - b.cell })
 	return out
+}
+
+func abs64(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
 }
 
 // linearAnswer is the answer to a linear query request.
@@ -471,6 +531,9 @@ type linearPrivacy struct {
 	Refinement         string `json:"refinement,omitempty"`
 	Constraints        int    `json:"constraints,omitempty"`
 	Seeded             bool   `json:"seeded"`
+	// Guarantee qualifies the guarantee when it rests on the curator's
+	// sensitivity claim (see Policy.Sensitivity).
+	Guarantee string `json:"guarantee,omitempty"`
 }
 
 const protocol1Accounting = "Protocol 1 (paper 2, Section 5.1) over all linear answers of this analyst on this dataset: " +
@@ -489,13 +552,15 @@ func planLinear(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Eps
 	}
 	S := int64(d.sens.Value)
 	h := newHasher("linear", eps)
+	if S == 0 {
+		h = newHasher("linear", 0) // exact answers: the same whatever epsilon
+	}
 	h.rows(rows)
 	if q.Refine {
 		h.int(1)
 	}
-	var refiner *invariantRefiner
 	if q.Refine {
-		if refiner, err = newInvariantRefiner(ctx, d, rows); err != nil {
+		if err := checkRefineWork(d, rows); err != nil {
 			return nil, err
 		}
 	}
@@ -507,6 +572,7 @@ func planLinear(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Eps
 		SensitivityRule:    d.sens.Rule,
 		Neighbours:         d.neighbourText(),
 		Accounting:         protocol1Accounting,
+		Guarantee:          d.guarantee,
 	}
 	p := &plan{hash: h.sum()}
 	if S == 0 {
@@ -531,6 +597,7 @@ func planLinear(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Eps
 	}
 	priv.Scale = lambda
 	memo := map[int64]int64{}
+	p.cells = make([]cellCharge, 0, len(cols))
 	for _, c := range cols {
 		st, ok := memo[c.coef]
 		if !ok {
@@ -539,10 +606,18 @@ func planLinear(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Eps
 		}
 		p.cells = append(p.cells, cellCharge{c.cell, st})
 	}
-	if refiner != nil {
-		priv.Refinement = "least-squares refinement (paper 1, Theorem 3) with the equalities the invariants imply on these answers; " +
-			"the invariants are the same for every pair of induced neighbours, so this is post-processing and costs nothing more"
-		priv.Constraints = refiner.constraints()
+	var refiner *invariantRefiner
+	if q.Refine {
+		p.prepare = func(ctx context.Context) error {
+			var err error
+			if refiner, err = newInvariantRefiner(ctx, d, rows); err != nil {
+				return err
+			}
+			priv.Refinement = "least-squares refinement (paper 1, Theorem 3) with the equalities the invariants imply on these answers; " +
+				"the invariants are the same for every pair of induced neighbours, so this is post-processing and costs nothing more"
+			priv.Constraints = refiner.constraints()
+			return nil
+		}
 	}
 	p.compute = func(ctx context.Context, r *noise.Rand) (any, error) {
 		priv.Seeded = r.Seeded()

@@ -193,33 +193,39 @@ func planDX(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Epsilon
 	if err != nil {
 		return nil, badInput("metric: %v", err)
 	}
-	lm, err := metricdp.NewLaplace(ctx, metric, Q, strategy, d.total)
-	if err != nil {
-		return nil, badInput("queries: %v", err)
-	}
-	_, base, err := metricdp.Baseline(ctx, metric, Q)
-	if err != nil {
-		return nil, badInput("queries: %v", err)
-	}
 	h := newHasher("dx", eps)
 	h.int(int64(T))
 	h.rows(rows)
 	h.int(int64(strategy))
 	names := d.schema.Names(T)
 	priv := dxPrivacy{
-		Mechanism:     "d_X-private Laplace (paper 4, Theorem 1), grid noise checked per pair",
-		Epsilon:       eps.Float64(),
-		Metric:        "epsilon x the dataset's attribute-value metric (metricdp.AttributeMetric)",
-		Universe:      names,
-		Strategy:      strategy.String(),
-		Scales:        lm.Scales(),
-		BaselineScale: base,
-		Neighbours:    "one record moved from base cell u to base cell v, with loss at most epsilon * d(u, v)",
-		Accounting:    "charged epsilon, composed sequentially with the analyst's other answers on this dataset (d_X budgets add along every pair)",
+		Mechanism:  "d_X-private Laplace (paper 4, Theorem 1), grid noise checked per pair",
+		Epsilon:    eps.Float64(),
+		Metric:     "epsilon x the dataset's attribute-value metric (metricdp.AttributeMetric)",
+		Universe:   names,
+		Strategy:   strategy.String(),
+		Neighbours: "one record moved from base cell u to base cell v, with loss at most epsilon * d(u, v)",
+		Accounting: "charged epsilon, composed sequentially with the analyst's other answers on this dataset (d_X budgets add along every pair)",
 	}
+	var lm *metricdp.Laplace
 	return &plan{
 		hash:    h.sum(),
 		uniform: epsSteps(eps),
+		// The noise allocation (an optimisation for the optimal strategy)
+		// depends on the request and the public metric and row count only,
+		// but costs enough to wait for the budget check.
+		prepare: func(ctx context.Context) error {
+			var err error
+			if lm, err = metricdp.NewLaplace(ctx, metric, Q, strategy, d.total); err != nil {
+				return badInput("queries: %v", err)
+			}
+			_, base, err := metricdp.Baseline(ctx, metric, Q)
+			if err != nil {
+				return badInput("queries: %v", err)
+			}
+			priv.Scales, priv.BaselineScale = lm.Scales(), base
+			return nil
+		},
 		compute: func(ctx context.Context, r *noise.Rand) (any, error) {
 			proj := d.cube.Project(T)
 			x := make([]int64, len(proj))

@@ -19,6 +19,39 @@ const maxRefineWork = 1 << 28
 // maxRefineCells bounds the base cells a refinement scans.
 const maxRefineCells = 1 << 22
 
+// maxRefineScan bounds the scan of a refinement over the base cells: cells
+// times (queries + invariants).
+const maxRefineScan = 1 << 26
+
+// maxRefineColumns bounds the columns of the null-space SVD (queries plus
+// invariant cells): its cost grows as their cube.
+const maxRefineColumns = 512
+
+// checkRefineWork refuses, from the request and the public schema alone, a
+// refinement whose work would exceed the bounds above, before any budget is
+// checked or any work done.
+func checkRefineWork(d *dataset, rows []sparseRow) error {
+	if len(d.inv) == 0 {
+		return nil
+	}
+	cells := d.schema.Cells()
+	if cells > maxRefineCells {
+		return badInput("refine: the dataset has %d base cells; refinement is available up to %d", cells, maxRefineCells)
+	}
+	m := 0
+	for _, inv := range d.inv {
+		m += len(inv.Counts)
+	}
+	k := len(rows)
+	if k+m > maxRefineColumns {
+		return badInput("refine: %d queries and %d invariant cells are too many to refine together (at most %d); ask fewer queries or set refine to false", k, m, maxRefineColumns)
+	}
+	if cells*(k+len(d.inv)) > maxRefineScan {
+		return badInput("refine: %d queries over %d base cells are too much work to refine (cells x (queries + invariants) at most %d); ask fewer queries or set refine to false", k, cells, maxRefineScan)
+	}
+	return nil
+}
+
 // invariantRefiner refines noisy answers to linear queries with the equalities
 // that the public invariants imply on them.
 //

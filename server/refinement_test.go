@@ -99,6 +99,9 @@ func TestRefinementVariance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := p.prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	rows, _ := expandQueries(d.schema, yearColourCells(), "q")
 	mu := make([]float64, len(rows))
 	for i, row := range rows {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -12,12 +13,17 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
+	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/time/rate"
 
 	"github.com/knowdp/knowdp/noise"
@@ -49,11 +55,40 @@ type Config struct {
 	// Log receives one line per request (never a key or a secret); nil
 	// discards.
 	Log *slog.Logger
+	// SourceDirs are the only directories whose files (CSV files, SQLite
+	// databases) a curator may register as a dataset's source; symbolic
+	// links are resolved before the check. Empty: file sources are refused.
+	SourceDirs []string
+	// AnalystCompute bounds how many of one analyst's queries are planned
+	// and computed at once (others wait their turn); AnalystInFlight bounds
+	// how many of one analyst's queries may be in the server at all, waiting
+	// or running (beyond it: 429). 0 means DefaultAnalystCompute and
+	// DefaultAnalystInFlight.
+	AnalystCompute, AnalystInFlight int
+	// LedgerQuota bounds the bytes of stored requests and answers of one
+	// analyst on one dataset (beyond it: 429, nothing computed); 0 means
+	// DefaultLedgerQuota.
+	LedgerQuota int64
+	// AdminKeyOut, if set, is called with an admin key that Open generates
+	// (there is no AdminKey and no active admin key) before its hash is
+	// stored: if it fails, nothing is stored and Open fails, so a key is
+	// never kept that nobody saw.
+	AdminKeyOut func(key string) error
 }
+
+// Defaults of the per-analyst quotas.
+const (
+	DefaultAnalystCompute  = 2
+	DefaultAnalystInFlight = 64
+	DefaultLedgerQuota     = 256 << 20
+)
 
 // DefaultCellLimit is the largest base cuboid a dataset may have unless
 // Config.CellLimit says otherwise: 2^24 cells (128 MiB of counts).
 const DefaultCellLimit = 1 << 24
+
+// maxMessage bounds the length of an error message.
+const maxMessage = 1024
 
 // Body size limits.
 const (
@@ -73,6 +108,12 @@ type Server struct {
 	mu    sync.Mutex
 	sets  map[string]*dataset
 	limit map[string]*rate.Limiter
+	slots map[string]*analystSlots
+	// gc batches the charges of concurrent queries into one transaction.
+	gc *groupCommitter
+	// computed counts the answers computed (prepared and drawn): what an
+	// analyst made the server work on.
+	computed atomic.Int64
 }
 
 //go:embed openapi.json
@@ -94,6 +135,23 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 	if cfg.AdminTimeout == 0 {
 		cfg.AdminTimeout = 10 * time.Minute
 	}
+	if cfg.AnalystCompute == 0 {
+		cfg.AnalystCompute = DefaultAnalystCompute
+	}
+	if cfg.AnalystInFlight == 0 {
+		cfg.AnalystInFlight = DefaultAnalystInFlight
+	}
+	if cfg.LedgerQuota == 0 {
+		cfg.LedgerQuota = DefaultLedgerQuota
+	}
+	if cfg.AnalystCompute < 0 || cfg.AnalystInFlight < 0 || cfg.LedgerQuota < 0 {
+		return nil, "", fmt.Errorf("analyst quotas must be >= 0, got compute %d, in flight %d, ledger %d bytes", cfg.AnalystCompute, cfg.AnalystInFlight, cfg.LedgerQuota)
+	}
+	dirs, err := resolveDirs(cfg.SourceDirs)
+	if err != nil {
+		return nil, "", err
+	}
+	cfg.SourceDirs = dirs
 	if cfg.RateLimit < 0 || math.IsNaN(cfg.RateLimit) {
 		return nil, "", fmt.Errorf("rate limit must be >= 0, got %v", cfg.RateLimit)
 	}
@@ -120,11 +178,23 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 		st.Close()
 		return nil, "", err
 	}
-	if adminKey, err = st.ensureAdminKey(ctx, cfg.AdminKey); err != nil {
+	if adminKey, err = st.ensureAdminKey(ctx, cfg.AdminKey, cfg.AdminKeyOut); err != nil {
 		st.Close()
 		return nil, "", err
 	}
-	s = &Server{cfg: cfg, st: st, log: log, sets: map[string]*dataset{}, limit: map[string]*rate.Limiter{}}
+	if others, err := st.adminKeys(ctx); err == nil {
+		var active []string
+		for _, k := range others {
+			if k.Revoked == nil {
+				active = append(active, k.ID)
+			}
+		}
+		if len(active) > 1 {
+			log.Warn("several admin keys are active; list them at GET /admin/v1/admin-keys and revoke the ones no longer used", "key_ids", strings.Join(active, ","))
+		}
+	}
+	s = &Server{cfg: cfg, st: st, log: log, sets: map[string]*dataset{}, limit: map[string]*rate.Limiter{}, slots: map[string]*analystSlots{}}
+	s.gc = newGroupCommitter(st)
 	ids, err := st.datasetIDs(ctx)
 	if err != nil {
 		st.Close()
@@ -140,8 +210,11 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 	return s, adminKey, nil
 }
 
-// Close closes the store.
-func (s *Server) Close() error { return s.st.Close() }
+// Close stops the group committer and closes the store.
+func (s *Server) Close() error {
+	s.gc.close()
+	return s.st.Close()
+}
 
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.mux }
@@ -215,6 +288,8 @@ func (s *Server) routes() {
 		{"POST", "/admin/v1/analysts", roleAdmin, s.adminCreateAnalyst},
 		{"POST", "/admin/v1/analysts/{analyst}/keys", roleAdmin, s.adminIssueKey},
 		{"DELETE", "/admin/v1/keys/{key}", roleAdmin, s.adminRevokeKey},
+		{"GET", "/admin/v1/admin-keys", roleAdmin, s.adminListAdminKeys},
+		{"POST", "/admin/v1/admin-keys", roleAdmin, s.adminIssueAdminKey},
 		{"GET", "/admin/v1/queries", roleAdmin, s.adminQueries},
 	}
 	s.mux = http.NewServeMux()
@@ -363,6 +438,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		ae = &apiError{http.StatusServiceUnavailable, "timeout", "the request took too long and was abandoned; nothing was charged unless a retry with the same idempotency key says so"}
 	case errors.Is(err, context.Canceled):
 		ae = &apiError{499, "canceled", "request canceled"}
+	case storeUnavailable(err):
+		s.log.Error("store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "5")
+		ae = &apiError{http.StatusServiceUnavailable, "unavailable", "the database is unreachable; nothing was charged; retry later (with the same Idempotency-Key for a query)"}
 	default:
 		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		ae = &apiError{http.StatusInternalServerError, "internal", "internal error"}
@@ -371,7 +450,16 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func writeError(w http.ResponseWriter, ae *apiError) {
-	writeJSON(w, ae.status, map[string]any{"error": map[string]string{"code": ae.code, "message": ae.msg}})
+	msg := ae.msg
+	if len(msg) > maxMessage {
+		// Messages may quote client input; never echo a huge one back.
+		cut := maxMessage
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "... (message truncated)"
+	}
+	writeJSON(w, ae.status, map[string]any{"error": map[string]string{"code": ae.code, "message": msg}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {
@@ -402,10 +490,13 @@ func readBody(r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// decodeStrict decodes JSON into v, rejecting unknown fields and trailing
-// data.
+// decodeStrict decodes JSON into v, rejecting duplicate keys, unknown fields
+// and trailing data.
 func decodeStrict(b []byte, v any) error {
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	if err := checkDuplicateKeys(b); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return badInput("request body: %v", err)
@@ -414,6 +505,75 @@ func decodeStrict(b []byte, v any) error {
 		return badInput("request body: trailing data after the JSON object")
 	}
 	return nil
+}
+
+// checkDuplicateKeys refuses a JSON text in which an object, at any depth,
+// has the same key twice: encoding/json would keep the last silently, so
+// what the client meant and what the server did could differ. Syntax errors
+// are left to the decoder, which reports them better. It walks the tokens
+// with an explicit stack, so deep nesting costs no recursion.
+func checkDuplicateKeys(b []byte) error {
+	type frame struct {
+		obj, wantKey bool
+		seen         map[string]bool
+	}
+	var stack []*frame
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	valueDone := func() {
+		if n := len(stack); n > 0 && stack[n-1].obj {
+			stack[n-1].wantKey = true
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF, or a syntax error the decoder will report
+		}
+		if n := len(stack); n > 0 && stack[n-1].wantKey {
+			if key, ok := tok.(string); ok {
+				f := stack[n-1]
+				if f.seen[key] {
+					return badInput("request body: duplicate key %q in one JSON object", clip(key))
+				}
+				f.seen[key] = true
+				f.wantKey = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{obj: true, wantKey: true, seen: map[string]bool{}})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
+}
+
+// clip shortens a client-supplied string for an error message.
+func clip(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("... (%d bytes)", len(s))
+}
+
+// storeUnavailable reports whether err means the database cannot be
+// reached (PostgreSQL down or unreachable), as opposed to a failed query.
+func storeUnavailable(err error) bool {
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ne) || errors.As(err, &ce) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // intParam parses an optional integer query parameter within [lo, hi].

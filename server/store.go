@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
@@ -28,6 +29,29 @@ type store struct {
 	// the same pool and the ledger locks the analyst's budget row with
 	// SELECT ... FOR UPDATE.
 	w, r *sql.DB
+	// stmts caches prepared statements on r, by query text: parsing SQL
+	// is a large part of a small read.
+	stmts sync.Map
+	// losses caches decoded Protocol 1 losses (see lossCache).
+	losses lossCache
+}
+
+// readRow runs a one-row query on the read pool with a cached prepared
+// statement. query has ? placeholders.
+func (s *store) readRow(ctx context.Context, query string, args ...any) *sql.Row {
+	query = s.d.q(query)
+	if v, ok := s.stmts.Load(query); ok {
+		return v.(*sql.Stmt).QueryRowContext(ctx, args...)
+	}
+	st, err := s.r.PrepareContext(ctx, query)
+	if err != nil {
+		return s.r.QueryRowContext(ctx, query, args...) // reports the error
+	}
+	if v, loaded := s.stmts.LoadOrStore(query, st); loaded {
+		st.Close()
+		st = v.(*sql.Stmt)
+	}
+	return st.QueryRowContext(ctx, args...)
 }
 
 // dialect is what differs between SQLite and PostgreSQL.
@@ -77,6 +101,9 @@ func openSQLite(dir string) (*store, error) {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	path := filepath.Join(dir, "knowdp.db")
+	if err := privateFiles(path); err != nil {
+		return nil, err
+	}
 	common := "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=FULL"
 	w, err := sql.Open("sqlite", "file:"+path+"?"+common+"&_txlock=immediate")
 	if err != nil {
@@ -95,6 +122,24 @@ func openSQLite(dir string) (*store, error) {
 	return &store{d: sqliteDialect, w: w, r: r}, nil
 }
 
+// privateFiles makes the database file exist with mode 0600 before SQLite
+// opens it, and tightens an existing database and its -wal and -shm files to
+// 0600: they hold the exact counts. SQLite creates the -wal and -shm files
+// with the mode of the database file.
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("data dir: %w", err)
+		}
+	}
+	return nil
+}
+
 // openPostgres connects to the PostgreSQL database named by dsn (a
 // postgres:// URL or key=value string understood by pgx).
 func openPostgres(dsn string) (*store, error) {
@@ -109,6 +154,10 @@ func openPostgres(dsn string) (*store, error) {
 
 // Close closes the connection pools.
 func (s *store) Close() error {
+	s.stmts.Range(func(_, v any) bool {
+		v.(*sql.Stmt).Close()
+		return true
+	})
 	err := s.w.Close()
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
@@ -173,6 +222,14 @@ var migrations = []string{
 		UNIQUE (analyst_id, idempotency_key)
 	);
 	CREATE INDEX ledger_dataset ON ledger (dataset_id, seq);`,
+	// 2: the bytes of stored requests and answers per analyst and
+	// dataset, bounded by Config.LedgerQuota.
+	`ALTER TABLE budgets ADD COLUMN ledger_bytes BIGINT NOT NULL DEFAULT 0`,
+	// 3: the per-cell Protocol 1 losses run-length encoded (see
+	// encodeRuns): neighbouring cells often carry the same loss, and the
+	// row is rewritten by every batch of charges. When set, it replaces
+	// columns (which is then NULL).
+	`ALTER TABLE budgets ADD COLUMN loss_runs {{BLOB}}`,
 }
 
 // migrate applies the migrations that have not been applied yet, all in

@@ -30,12 +30,24 @@ in PostgreSQL with --db. It prints the address it listens on to stdout.
 
 The curator's admin key comes from --admin-key-file (created with a new key
 if the file does not exist) or, without that flag, is generated at the first
-start and printed once to stderr. The curator's page is at /admin/ and the
-API is described at /openapi.json.
+start and shown once: written to --admin-key-out F (created, mode 0600) if
+given, else to the controlling terminal (/dev/tty), never to the log on
+stderr; with neither, the server refuses to start rather than keep a key
+nobody saw. Admin keys stay valid until revoked (GET /admin/v1/admin-keys,
+DELETE /admin/v1/keys/ID); a revoked key stays revoked.
+
+A curator's CSV file or SQLite database is read by the server on its own
+machine, and only inside a directory given with --source-dir (repeatable;
+symbolic links are resolved). Without --source-dir, file sources are refused.
+
+Each API key may make --rate requests per second (bursts of --burst); each
+analyst may have --analyst-in-flight queries in the server, of which
+--analyst-compute are computed at once. The curator's page is at /admin/
+and the API is described at /openapi.json; docs/server.md has the details.
 `
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "serve", "serve [--data-dir DIR | --db postgres://...] [--addr HOST:PORT] [--admin-key-file F] [--rate R] [--burst B]")
+	fs := newFlagSet(e, "serve", "serve [--data-dir DIR | --db postgres://...] [--addr HOST:PORT] [--source-dir DIR]... [--admin-key-file F | --admin-key-out F] [--rate R] [--burst B]")
 	usage := fs.Usage
 	fs.Usage = func() { usage(); fmt.Fprint(e.stderr, serveHelp) }
 	dataDir := fs.String("data-dir", "knowdp-data", "directory of the embedded SQLite database (used unless --db is given)")
@@ -45,13 +57,22 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	rateLimit := fs.Float64("rate", 20, "requests per second allowed per API key (0: no limit)")
 	burst := fs.Int("burst", 40, "burst size of the per-key rate limit")
 	cellLimit := fs.Int("cell-limit", server.DefaultCellLimit, "refuse datasets whose base cuboid has more cells than this")
+	keyOut := fs.String("admin-key-out", "", "file (created, mode 0600) to write a newly generated admin key to, instead of the terminal")
+	var sourceDirs dirList
+	fs.Var(&sourceDirs, "source-dir", "directory whose CSV and SQLite files curators may register (repeatable); none: file sources are refused")
+	compute := fs.Int("analyst-compute", server.DefaultAnalystCompute, "queries of one analyst computed at once (others wait)")
+	inFlight := fs.Int("analyst-in-flight", server.DefaultAnalystInFlight, "queries of one analyst in the server at once (beyond: 429)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *rateLimit < 0 || *burst < 1 || *cellLimit < 1 {
-		return usageErr(fs, "--rate must be >= 0, --burst and --cell-limit >= 1")
+	if *rateLimit < 0 || *burst < 1 || *cellLimit < 1 || *compute < 1 || *inFlight < 1 {
+		return usageErr(fs, "--rate must be >= 0; --burst, --cell-limit, --analyst-compute and --analyst-in-flight >= 1")
 	}
-	cfg := server.Config{RateLimit: *rateLimit, RateBurst: *burst, CellLimit: *cellLimit, Log: e.log}
+	if *keyFile != "" && *keyOut != "" {
+		return usageErr(fs, "give --admin-key-file or --admin-key-out, not both")
+	}
+	cfg := server.Config{RateLimit: *rateLimit, RateBurst: *burst, CellLimit: *cellLimit, Log: e.log,
+		SourceDirs: sourceDirs, AnalystCompute: *compute, AnalystInFlight: *inFlight}
 	if *db != "" {
 		cfg.Postgres = *db
 	} else {
@@ -64,14 +85,12 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 		cfg.AdminKey = key
 	}
-	srv, shown, err := server.Open(ctx, cfg)
+	cfg.AdminKeyOut = func(key string) error { return showAdminKey(*keyOut, key) }
+	srv, _, err := server.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	if shown != "" {
-		fmt.Fprintf(e.stderr, "admin key (shown once; the server keeps only its hash):\n%s\n", shown)
-	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
@@ -97,6 +116,51 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// dirList is a repeatable flag of directories.
+type dirList []string
+
+func (d *dirList) String() string { return strings.Join(*d, ",") }
+
+func (d *dirList) Set(v string) error {
+	if v == "" {
+		return errors.New("empty directory")
+	}
+	*d = append(*d, v)
+	return nil
+}
+
+// showAdminKey shows a newly generated admin key once: in the file out
+// (created, mode 0600, never overwritten) if given, else on the controlling
+// terminal. The request log goes to stderr, which is often a file or a
+// journal: the key never goes there. With neither, it fails, and the server
+// does not store the key.
+func showAdminKey(out, key string) error {
+	const note = "knowdp admin key (shown once; the server keeps only its hash):\n"
+	if out != "" {
+		f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("--admin-key-out: %w", err)
+		}
+		if _, err := f.WriteString(key + "\n"); err != nil {
+			f.Close()
+			return fmt.Errorf("--admin-key-out: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("--admin-key-out: %w", err)
+		}
+		return f.Close()
+	}
+	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
+	if err != nil {
+		return errors.New("a new admin key was generated but there is no terminal to show it on (the log on stderr never gets it): " +
+			"start with --admin-key-out FILE or --admin-key-file FILE")
+	}
+	defer tty.Close()
+	_, err = fmt.Fprintf(tty, "%s%s\n", note, key)
+	return err
 }
 
 // adminKeyFromFile reads the admin key from path, or writes a new one there

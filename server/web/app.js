@@ -63,11 +63,25 @@ async function load() {
     return;
   }
   try {
-    const [ds, as, qs] = await Promise.all([
+    const [ds, as, qs, ak] = await Promise.all([
       api("GET", "/admin/v1/datasets"),
       api("GET", "/admin/v1/analysts"),
       api("GET", "/admin/v1/queries?limit=50"),
+      api("GET", "/admin/v1/admin-keys"),
     ]);
+    // The id of the key typed in: kdp_<id>_<secret>.
+    const own = (/^kdp_([0-9a-f]{16})_/.exec(key) || [])[1];
+    fill("admin-keys", ak.keys, (tr, k) => {
+      cell(tr, k.id + (k.id === own ? " (this page)" : ""));
+      cell(tr, k.created_at.replace("T", " ").replace(/\.\d+Z$/, ""));
+      const st = cell(tr, k.revoked_at ? "revoked " + k.revoked_at.replace("T", " ").replace(/\.\d+Z$/, "") : "active");
+      if (!k.revoked_at && k.id !== own) {
+        const b = document.createElement("button");
+        b.textContent = "revoke";
+        b.addEventListener("click", () => revoke(k.id));
+        st.appendChild(b);
+      }
+    });
     fill("datasets", ds.datasets, (tr, d) => {
       cell(tr, d.id);
       cell(tr, d.name);
