@@ -202,7 +202,7 @@ func startServe(ctx context.Context, s AveragingSettings) (_ *serveTarget, err e
 		return nil, err
 	}
 	admin := server.GenerateKey()
-	srv, _, err := server.Open(ctx, server.Config{DataDir: dir, AdminKey: admin})
+	srv, _, err := server.Open(ctx, server.Config{DataDir: dir, AdminKey: admin, SourceDirs: []string{dir}})
 	if err != nil {
 		return nil, err
 	}

@@ -275,7 +275,7 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 		// Computable from the invariants: public, released exactly, free
 		// and the same whatever epsilon, so stored once per cuboid.
 		charge = 0
-		h = newHasher("cuboid", 0)
+		h = newHasher("cuboid", privacy.Epsilon{})
 	} else if _, err := noise.NewLaplace(float64(max(sens.Value, spec.Sensitivity)), eps.Float64()); err != nil {
 		return nil, badInput("epsilon: %v is too small for this cuboid (generic sensitivity %d): %v", eps.Float64(), max(sens.Value, spec.Sensitivity), err)
 	}
@@ -553,7 +553,7 @@ func planLinear(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Eps
 	S := int64(d.sens.Value)
 	h := newHasher("linear", eps)
 	if S == 0 {
-		h = newHasher("linear", 0) // exact answers: the same whatever epsilon
+		h = newHasher("linear", privacy.Epsilon{}) // exact answers: the same whatever epsilon
 	}
 	h.rows(rows)
 	if q.Refine {
