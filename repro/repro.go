@@ -25,7 +25,7 @@ import (
 
 // Experiment is one reproducible set of a paper's tables and figures.
 type Experiment struct {
-	Name    string // short name used on the command line: "linear", "knowledge", "dx"
+	Name    string // short name used on the command line: "linear", "knowledge", "dx", "zcdp"
 	Summary string
 	Run     func(ctx context.Context, cfg Config) error
 }
@@ -44,6 +44,7 @@ func All() []Experiment {
 		Linear(),
 		DX(),
 		Knowledge(),
+		ZCDP(),
 	}
 }
 

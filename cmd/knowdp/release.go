@@ -34,12 +34,12 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // releaseFlags are the flags of knowdp release, as parsed.
 type releaseFlags struct {
-	data, table, schema, dims, out, workload, split string
-	infer, nonneg, integer, json                    bool
-	exact, cuboids                                  stringList
-	epsilon, tol                                    float64
-	sensitivity, cellLimit                          int
-	seed                                            seedFlag
+	data, table, schema, dims, out, workload, split, mechanism string
+	infer, nonneg, integer, json                               bool
+	exact, cuboids                                             stringList
+	epsilon, tol, rho, delta                                   float64
+	sensitivity, cellLimit                                     int
+	seed                                                       seedFlag
 }
 
 // sidecarPath is where the privacy story of an output CSV goes: the same
@@ -58,9 +58,12 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&f.infer, "infer-domains", false, "take each dimension's domain from the data (the columns named by --dims); NOT private, for exploration only")
 	fs.StringVar(&f.dims, "dims", "", "with --infer-domains: comma-separated dimension `COLUMNS`")
 	fs.Var(&f.exact, "exact", "comma-separated `DIMS` of a cuboid published exactly (an invariant); repeatable; \"\" is the grand total")
-	fs.Float64Var(&f.epsilon, "epsilon", 0, "privacy loss eps > 0 of the whole release with respect to the neighbours the invariants induce (required)")
+	fs.Float64Var(&f.epsilon, "epsilon", 0, "privacy loss eps > 0 of the whole release with respect to the neighbours the invariants induce (required with --mechanism laplace)")
 	fs.Var(&f.cuboids, "cuboid", "comma-separated `DIMS` of a cuboid to release; repeatable: several cuboids are released together under the one epsilon, all consistent with each other (default: the base cuboid)")
 	fs.StringVar(&f.workload, "workload", "", "JSON `FILE` listing cuboids to release together, with optional weights: [[\"year\"], {\"cuboid\": [\"sex\",\"age\"], \"weight\": 2}]")
+	fs.StringVar(&f.mechanism, "mechanism", "laplace", "`NAME` of the noise: laplace (pure eps, --epsilon) or gaussian (zCDP, --rho; one cuboid)")
+	fs.Float64Var(&f.rho, "rho", 0, "with --mechanism gaussian: the zCDP parameter rho > 0 with respect to the neighbours the invariants induce")
+	fs.Float64Var(&f.delta, "delta", 1e-6, "with --mechanism gaussian: the delta at which the sidecar states the equivalent (eps, delta) guarantee")
 	fs.StringVar(&f.split, "split", "optimal", "with several cuboids, how epsilon is shared among them: optimal (least weighted total variance) or equal")
 	fs.IntVar(&f.sensitivity, "sensitivity", 0, "calibrate the noise to this generic sensitivity: refused below the value knowdp computes; where it has no closed form, the guarantee is conditional on this claim")
 	fs.BoolVar(&f.nonneg, "nonneg", false, "least-squares consistent release with no negative counts")
@@ -76,9 +79,33 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if err := f.check(fs); err != nil {
 		return err
 	}
-	eps, err := privacy.NewEpsilon(f.epsilon)
+	mech, err := cube.ParseMechanism(f.mechanism)
 	if err != nil {
-		return usageErr(fs, "--epsilon: %v", err)
+		return usageErr(fs, "--mechanism: %v", err)
+	}
+	var eps privacy.Epsilon
+	var rho privacy.Rho
+	if mech == cube.MechanismGaussian {
+		switch {
+		case f.epsilon != 0:
+			return usageErr(fs, "--mechanism gaussian is calibrated to --rho; --epsilon does not apply (the equivalent (eps, delta) is reported for --delta)")
+		case len(f.cuboids) > 1 || f.workload != "":
+			return usageErr(fs, "--mechanism gaussian releases one cuboid at a time for now; workloads use laplace")
+		case f.sensitivity != 0:
+			return usageErr(fs, "--sensitivity overrides the L1 generic sensitivity of --mechanism laplace; gaussian uses the L2 one, which knowdp computes")
+		case !(f.delta >= 0 && f.delta < 1):
+			return usageErr(fs, "--delta must be in [0, 1), got %v", f.delta)
+		}
+		if rho, err = privacy.NewRho(f.rho); err != nil {
+			return usageErr(fs, "--rho: %v", err)
+		}
+	} else {
+		if f.rho != 0 {
+			return usageErr(fs, "--rho needs --mechanism gaussian")
+		}
+		if eps, err = privacy.NewEpsilon(f.epsilon); err != nil {
+			return usageErr(fs, "--epsilon: %v", err)
+		}
 	}
 	split, err := cube.ParseSplit(f.split)
 	if err != nil {
@@ -152,7 +179,11 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	wspec := cube.WorkloadSpec{Epsilon: eps, Exact: exact, Cuboids: cuboids, Weights: weights, Split: split,
 		Sensitivity: f.sensitivity, DomainsFromData: f.infer}
 	spec := cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cuboids[0], Sensitivity: f.sensitivity,
-		NonNegative: f.nonneg, Integer: f.integer, Tol: f.tol, DomainsFromData: f.infer}
+		NonNegative: f.nonneg, Integer: f.integer, Tol: f.tol, DomainsFromData: f.infer,
+		Mechanism: mech, Rho: rho}
+	if mech == cube.MechanismGaussian {
+		spec.Delta = f.delta
+	}
 	needs := spec.Needs()
 	if workload {
 		if needs, err = wspec.Needs(s); err != nil {
@@ -272,11 +303,19 @@ func printRelease(w io.Writer, rel *cube.Release, out, sidecar string) {
 		}
 		fmt.Fprintf(w, "exact cuboids (published as they are): %s\n", strings.Join(ex, ", "))
 	}
-	fmt.Fprintf(w, "epsilon %g w.r.t. %s\n", rel.Epsilon, rel.Neighbours)
+	if rel.Mechanism == cube.MechanismGaussian {
+		fmt.Fprintf(w, "rho %.6g (zCDP; (%.6g, %g)-DP) w.r.t. %s\n", rel.Rho, rel.Epsilon, rel.Delta, rel.Neighbours)
+	} else {
+		fmt.Fprintf(w, "epsilon %g w.r.t. %s\n", rel.Epsilon, rel.Neighbours)
+	}
 	if rel.Sensitivity == 0 {
 		fmt.Fprintf(w, "no noise: the cuboid is determined by the exact cuboids (%s); its counts are the TRUE counts\n", rel.SensitivityRule)
 	} else {
-		fmt.Fprintf(w, "generic sensitivity %d (%s); Laplace scale %.6g per cell\n", rel.Sensitivity, rel.SensitivityRule, rel.Scale)
+		if rel.Mechanism == cube.MechanismGaussian {
+			fmt.Fprintf(w, "L2 generic sensitivity %.6g (%s); Gaussian sigma %.6g per cell\n", rel.L2Sensitivity, rel.L2Rule, rel.Sigma)
+		} else {
+			fmt.Fprintf(w, "generic sensitivity %d (%s); Laplace scale %.6g per cell\n", rel.Sensitivity, rel.SensitivityRule, rel.Scale)
+		}
 	}
 	switch rel.Guarantee() {
 	case cube.GuaranteeNone:

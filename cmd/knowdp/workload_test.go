@@ -137,3 +137,42 @@ func TestReleaseWorkloadFileAndErrors(t *testing.T) {
 		t.Error("a failed release left its directory behind")
 	}
 }
+
+func TestReleaseGaussianCommand(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "g.csv")
+	base := []string{"release", "--data", repoFile("data/arrests.csv"), "--schema", repoFile("data/arrests.schema.json"),
+		"--exact", "year", "--exact", "colour,sex", "--cuboid", "year,colour,released"}
+	code, stdout, stderr := runCLI(t, append(base, "--mechanism", "gaussian", "--rho", "0.5", "--delta", "1e-5", "--out", out)...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var meta map[string]any
+	b, err := os.ReadFile(filepath.Join(dir, "g.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta["rho"] != 0.5 || meta["delta"] != 1e-5 || meta["l2_sensitivity"].(float64) <= 0 || meta["sigma"].(float64) <= 0 || meta["private"] != true {
+		t.Errorf("sidecar %s", b)
+	}
+	if !strings.Contains(stdout, "rho 0.5 (zCDP;") {
+		t.Errorf("summary: %s", stdout)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mechanism", "gaussian", "--rho", "0.5", "--epsilon", "1"}, "--epsilon does not apply"},
+		{[]string{"--mechanism", "gaussian"}, "--rho"},
+		{[]string{"--rho", "0.5", "--epsilon", "1"}, "--rho needs --mechanism gaussian"},
+		{[]string{"--mechanism", "poisson", "--epsilon", "1"}, "--mechanism"},
+	} {
+		code, _, stderr := runCLI(t, append(append(base, tc.args...), "--out", filepath.Join(dir, "x.csv"))...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
