@@ -3,9 +3,11 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"math"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/knowdp/knowdp/cube"
@@ -181,5 +183,39 @@ func TestDXAndPrior(t *testing.T) {
 	}
 	if b := s.budgetOf("arrests", key); b.SpentSteps != 3*steps(0.5) {
 		t.Fatalf("spent %d steps, want %d", b.SpentSteps, 3*steps(0.5))
+	}
+}
+
+// TestCuboidIntegerAndMOE: a cuboid query may ask for integer counts; the
+// answer keeps the invariant exactly and carries the margin of error.
+func TestCuboidIntegerAndMOE(t *testing.T) {
+	s := startServer(t, Config{DataDir: t.TempDir()})
+	s.registerArrests("arrests", 4, []string{"year"})
+	_, key := s.analyst("i")
+	st, r, raw := s.ask("arrests", key, `{"kind":"cuboid","epsilon":0.5,"cuboid":["year","sex"],"integer":true}`, "")
+	if st != http.StatusCreated {
+		t.Fatalf("%d %s", st, raw)
+	}
+	var ans struct {
+		Counts  []float64
+		Privacy struct {
+			Integer      bool    `json:"integer"`
+			IntegerExact bool    `json:"integer_exact"`
+			MOE90        float64 `json:"moe90"`
+		}
+	}
+	if err := json.Unmarshal(r.Answer, &ans); err != nil {
+		t.Fatal(err)
+	}
+	if !ans.Privacy.Integer || !ans.Privacy.IntegerExact || ans.Privacy.MOE90 <= 1 {
+		t.Errorf("privacy %+v", ans.Privacy)
+	}
+	for _, v := range ans.Counts {
+		if v < 0 || v != math.Round(v) {
+			t.Fatalf("count %v is not a non-negative integer", v)
+		}
+	}
+	if st, _, raw := s.ask("arrests", key, `{"kind":"cuboid","epsilon":0.5,"cuboid":["sex"],"integer":true,"nonneg":true}`, ""); st != http.StatusBadRequest || !strings.Contains(string(raw), "exclude each other") {
+		t.Errorf("nonneg and integer: %d %s", st, raw)
 	}
 }

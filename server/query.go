@@ -37,6 +37,9 @@ type QueryRequest struct {
 
 	Cuboid []string `json:"cuboid,omitempty"`
 	NonNeg bool     `json:"nonneg,omitempty"`
+	// Integer asks for non-negative integer counts that keep the
+	// invariants (cube.ReleaseSpec.Integer).
+	Integer bool `json:"integer,omitempty"`
 
 	Queries []LinearQuery `json:"queries,omitempty"`
 	Refine  bool          `json:"refine,omitempty"`
@@ -135,13 +138,13 @@ func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
 		return nil, badInput("epsilon: %v", err)
 	}
 	used := map[string]bool{
-		"cuboid": q.Cuboid != nil, "nonneg": q.NonNeg,
+		"cuboid": q.Cuboid != nil, "nonneg": q.NonNeg, "integer": q.Integer,
 		"queries": q.Queries != nil, "refine": q.Refine,
 		"query": q.Query != nil, "fraction": q.Fraction, "prior": q.Prior != nil, "alpha_u": q.AlphaU != 0,
 		"strategy": q.Strategy != "",
 	}
 	allowed := map[string][]string{
-		"cuboid": {"cuboid", "nonneg"},
+		"cuboid": {"cuboid", "nonneg", "integer"},
 		"linear": {"queries", "refine"},
 		"prior":  {"query", "fraction", "prior", "alpha_u"},
 		"dx":     {"queries", "strategy"},
@@ -251,7 +254,10 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 	if size := d.schema.CuboidSize(cb); size > maxAnswerCells {
 		return nil, badInput("cuboid: %s has %d cells; at most %d per answer", d.schema.Format(cb), size, maxAnswerCells)
 	}
-	spec := cube.ReleaseSpec{Epsilon: eps, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg}
+	if q.NonNeg && q.Integer {
+		return nil, badInput("nonneg and integer exclude each other (integer counts are non-negative)")
+	}
+	spec := cube.ReleaseSpec{Epsilon: eps, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg, Integer: q.Integer}
 	sens, err := cube.GenericSensitivity(d.schema, d.exact, cb)
 	guarantee := ""
 	switch {
@@ -280,8 +286,11 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 		return nil, badInput("epsilon: %v is too small for this cuboid (generic sensitivity %d): %v", eps.Float64(), max(sens.Value, spec.Sensitivity), err)
 	}
 	h.int(int64(cb))
-	if q.NonNeg {
+	switch {
+	case q.NonNeg:
 		h.int(1)
+	case q.Integer:
+		h.int(2)
 	}
 	q.Cuboid = d.schema.Names(cb)
 	return &plan{
