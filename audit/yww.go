@@ -220,7 +220,7 @@ func YWWAttack() Attack {
 			"apart with a privacy loss approaching (k+1) eps/2, unbounded in k. The sampling audit measures a lower " +
 			"bound on that loss from the refined answers alone. Post-processing with knowledge whose constant moves " +
 			"with the data is not free: calibrating the raw noise to the refinement's effective sensitivity, " +
-			"sigma = (k+1)/eps for releasing x̂_1 (MATH.md 1), brings the loss back to eps.",
+			"sigma = (k+1)/eps for releasing x̂_1 (docs/math.md section 1), brings the loss back to eps.",
 		Run: runYWW,
 	}
 }

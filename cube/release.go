@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -236,8 +235,9 @@ func (spec ReleaseSpec) Needs() []Cuboid {
 // ReleaseFrom is (*Cube).Release from the exact counts of the cuboids
 // spec.Needs() lists (row-major over each cuboid's dimensions), so that a
 // release costs memory and time in the cells of the released and exact
-// cuboids, not in those of the base domain. The counts of the released
-// cuboid are not modified.
+// cuboids, not in those of the base domain. The release takes the released
+// cuboid's counts over: noise is added to them in place (so a large cuboid
+// is not copied), and the caller must not use them afterwards.
 func ReleaseFrom(ctx context.Context, s *Schema, tables map[Cuboid][]float64, spec ReleaseSpec, r *noise.Rand) (*Release, error) {
 	eps := spec.Epsilon.Float64()
 	gaussian := spec.Mechanism == MechanismGaussian
@@ -312,7 +312,7 @@ func ReleaseFrom(ctx context.Context, s *Schema, tables map[Cuboid][]float64, sp
 	if err != nil {
 		return nil, err
 	}
-	rel.Counts = slices.Clone(counts)
+	rel.Counts = counts
 	if rel.Sensitivity == 0 {
 		rel.ReleasedExactly = true
 		return rel, nil // determined by the invariants: public already

@@ -234,16 +234,20 @@ func TestReleaseWriteCSVAndMetadata(t *testing.T) {
 }
 
 func BenchmarkRelease(b *testing.B) {
-	for _, dims := range []int{6, 7} {
+	for _, tc := range []struct{ dims, exact int }{{6, 1}, {7, 1}, {8, 4}} {
+		dims := tc.dims
 		sizes := make([]int, dims)
 		for i := range sizes {
 			sizes[i] = 10
 		}
 		s := testSchema(b, sizes...)
 		c := &Cube{Schema: s, Counts: make([]float64, s.Cells())}
-		spec := ReleaseSpec{Epsilon: eps(b, 1), Exact: []Cuboid{cuboidOf([]int{0, 1, 2})}, Cuboid: Base(dims)}
+		spec := ReleaseSpec{Epsilon: eps(b, 1), Cuboid: Base(dims)}
+		for _, e := range benchExact[tc.exact] {
+			spec.Exact = append(spec.Exact, cuboidOf(e))
+		}
 		r := noise.NewRand()
-		b.Run(fmt.Sprintf("cells=1e%d", dims), func(b *testing.B) {
+		b.Run(fmt.Sprintf("cells=1e%d/exact=%d", dims, tc.exact), func(b *testing.B) {
 			for b.Loop() {
 				if _, err := c.Release(context.Background(), spec, r); err != nil {
 					b.Fatal(err)

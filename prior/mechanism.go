@@ -164,7 +164,7 @@ func (m *Mechanism) AlphaU() float64 { return m.alphaU }
 func (m *Mechanism) AlphaD() float64 { return m.alphaD }
 
 // PU returns p_u = (1 - alpha_d)/(alpha_u - alpha_d), the prior mass of the
-// set U_u that gets alpha_u when such a ball exists (MATH.md section 2; the
+// set U_u that gets alpha_u when such a ball exists (docs/math.md section 2; the
 // paper prints this as p_d).
 func (m *Mechanism) PU() float64 { return (1 - m.alphaD) / (m.alphaU - m.alphaD) }
 

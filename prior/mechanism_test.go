@@ -183,7 +183,7 @@ func TestPrintedFormulasFail(t *testing.T) {
 	}
 }
 
-// literalAlgorithm1 transcribes Algorithm 1 (with MATH.md's corrections):
+// literalAlgorithm1 transcribes Algorithm 1 (with the corrections of docs/math.md):
 // it enumerates the sets U^1_r = {d <= r} and U^2_r = {d < r} for every
 // radius and applies the then or else branch. O(R^2), for tests.
 func literalAlgorithm1(p *Discrete, d Distance, truth Point, au, ad float64) []float64 {
