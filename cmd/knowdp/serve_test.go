@@ -45,7 +45,7 @@ func TestServeHelp(t *testing.T) {
 type serverProc struct {
 	cmd  *exec.Cmd
 	url  string
-	logs *bytes.Buffer
+	logs *syncWriter // the process's stderr
 }
 
 func startServe(t *testing.T, bin string, args ...string) *serverProc {
@@ -55,8 +55,8 @@ func startServe(t *testing.T, bin string, args ...string) *serverProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &bytes.Buffer{}
-	cmd.Stderr = &syncWriter{w: logs}
+	logs := &syncWriter{w: &bytes.Buffer{}}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func startServe(t *testing.T, bin string, args ...string) *serverProc {
 	case u := <-line:
 		return &serverProc{cmd: cmd, url: u, logs: logs}
 	case <-time.After(20 * time.Second):
-		t.Fatalf("knowdp serve did not start: %s", logs)
+		t.Fatalf("knowdp serve did not start: %s", logs.String())
 	}
 	return nil
 }
@@ -88,6 +88,13 @@ func (s *syncWriter) Write(b []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(b)
+}
+
+// String returns what was written so far, when w is a *bytes.Buffer.
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.(*bytes.Buffer).String()
 }
 
 // client calls a server's API.
@@ -384,8 +391,8 @@ func TestServeAdminKeyOut(t *testing.T) {
 	key := strings.TrimSpace(string(kb))
 	c := &client{t: t, http: &http.Client{Timeout: 15 * time.Second}, url: srv.url}
 	c.must(http.StatusOK, "GET", "/admin/v1/admin-keys", key, nil, nil)
-	if strings.Contains(srv.logs.String(), key) || strings.Contains(srv.logs.String(), "kdp_") {
-		t.Fatalf("the admin key is in the log:\n%s", srv.logs)
+	if logs := srv.logs.String(); strings.Contains(logs, key) || strings.Contains(logs, "kdp_") {
+		t.Fatalf("the admin key is in the log:\n%s", logs)
 	}
 	// The database and its WAL hold the exact counts: owner-only.
 	for _, name := range []string{"knowdp.db", "knowdp.db-wal", "knowdp.db-shm"} {
