@@ -483,8 +483,13 @@ func cmpErr(a, b error) error {
 // then "count" and "moe90" (the cell's margin of error, CellMOE90). Counts
 // are rounded to 6 decimal places.
 func (rel *Release) WriteCSV(w io.Writer) error {
-	s := rel.Schema
-	dims := rel.Cuboid.Dims()
+	return writeTableCSV(w, rel.Schema, rel.Cuboid, rel.Counts, rel.CellMOE90())
+}
+
+// writeTableCSV writes the counts of cuboid c (row-major) with one column
+// per dimension, then "count" and "moe90" (the same margin on every row).
+func writeTableCSV(w io.Writer, s *Schema, c Cuboid, counts []float64, moe90 float64) error {
+	dims := c.Dims()
 	var b strings.Builder
 	for _, d := range dims {
 		b.WriteString(csvField(s.Dim(d).Name))
@@ -494,9 +499,9 @@ func (rel *Release) WriteCSV(w io.Writer) error {
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
-	moe := "," + FormatCount(rel.CellMOE90()) + "\n"
+	moe := "," + FormatCount(moe90) + "\n"
 	idx := make([]int, len(dims))
-	for _, v := range rel.Counts {
+	for _, v := range counts {
 		b.Reset()
 		for k, d := range dims {
 			b.WriteString(csvField(s.Dim(d).Values[idx[k]]))

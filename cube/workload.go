@@ -906,40 +906,7 @@ func TableFileName(s *Schema, c Cuboid) string {
 // WriteCSV writes the table with one column per dimension of its cuboid,
 // then "count" and "moe90" (the same margin of error on every row).
 func (t Table) WriteCSV(w io.Writer, s *Schema) error {
-	dims := t.Cuboid.Dims()
-	var b strings.Builder
-	for _, d := range dims {
-		b.WriteString(csvField(s.Dim(d).Name))
-		b.WriteByte(',')
-	}
-	b.WriteString("count,moe90\n")
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return err
-	}
-	moe := FormatCount(t.CellMOE90())
-	idx := make([]int, len(dims))
-	for _, v := range t.Counts {
-		b.Reset()
-		for k, d := range dims {
-			b.WriteString(csvField(s.Dim(d).Values[idx[k]]))
-			b.WriteByte(',')
-		}
-		b.WriteString(FormatCount(v))
-		b.WriteByte(',')
-		b.WriteString(moe)
-		b.WriteByte('\n')
-		if _, err := io.WriteString(w, b.String()); err != nil {
-			return err
-		}
-		for k := len(idx) - 1; k >= 0; k-- {
-			idx[k]++
-			if idx[k] < s.Size(dims[k]) {
-				break
-			}
-			idx[k] = 0
-		}
-	}
-	return nil
+	return writeTableCSV(w, s, t.Cuboid, t.Counts, t.CellMOE90())
 }
 
 // WorkloadMetadata is the privacy story of a workload release, as written
