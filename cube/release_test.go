@@ -430,9 +430,9 @@ func TestCheckMemory(t *testing.T) {
 	if got, want := ReleaseMemory(s, []Cuboid{d0, d01}, []Cuboid{d0}, true), int64(8*(10+100+6*10)); got != want {
 		t.Errorf("ReleaseMemory nonneg {0} = %d, want %d", got, want)
 	}
-	big := testSchema(t, 1<<20, 1<<20, 1<<20)
-	if got := ReleaseMemory(big, []Cuboid{Base(3)}, []Cuboid{Base(3)}, false); got != math.MaxInt64/2 {
-		t.Errorf("ReleaseMemory of 2^60 cells = %d, want saturation", got)
+	big := testSchema(t, 1<<11, 1<<11, 1<<11, 1<<11, 1<<11, 1<<11)
+	if got := ReleaseMemory(big, []Cuboid{Base(6)}, []Cuboid{Base(6)}, false); got != math.MaxInt64/2 {
+		t.Errorf("ReleaseMemory of 2^66 cells = %d, want saturation", got)
 	}
 }
 
