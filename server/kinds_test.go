@@ -219,3 +219,62 @@ func TestCuboidIntegerAndMOE(t *testing.T) {
 		t.Errorf("nonneg and integer: %d %s", st, raw)
 	}
 }
+
+// TestCuboidWorkload: several cuboids under one epsilon, consistent with
+// each other and the invariant, charged epsilon once; public-only workloads
+// are free; bad workloads are refused from the request alone.
+func TestCuboidWorkload(t *testing.T) {
+	s := startServer(t, Config{DataDir: t.TempDir()})
+	s.registerArrests("arrests", 4, []string{"year"})
+	_, key := s.analyst("w")
+	q := `{"kind":"cuboid","epsilon":1,"cuboids":[["year","sex"],["year","released"],["year"]],"weights":[1,2,1],"integer":true}`
+	st, r, raw := s.ask("arrests", key, q, "")
+	if st != http.StatusCreated {
+		t.Fatalf("%d %s", st, raw)
+	}
+	var ans struct {
+		Tables []struct {
+			Dimensions []string
+			Counts     []float64
+			MOE90      float64
+		}
+		Privacy struct{ Epsilon float64 }
+	}
+	if err := json.Unmarshal(r.Answer, &ans); err != nil {
+		t.Fatal(err)
+	}
+	if len(ans.Tables) != 3 || ans.Privacy.Epsilon > 1 || stepsEpsilon(r.Steps) != 1 {
+		t.Fatalf("answer %s, charged %d steps", r.Answer, r.Steps)
+	}
+	// year x sex and year x released agree with the invariant {year}
+	// (table 3, public) on every year.
+	years := ans.Tables[2].Counts
+	for y := range years {
+		ys := ans.Tables[0].Counts[2*y] + ans.Tables[0].Counts[2*y+1]
+		yr := ans.Tables[1].Counts[2*y] + ans.Tables[1].Counts[2*y+1]
+		if ys != years[y] || yr != years[y] {
+			t.Errorf("year %d: %v and %v, invariant %v", y, ys, yr, years[y])
+		}
+	}
+	if ans.Tables[0].MOE90 <= 1 || ans.Tables[2].MOE90 != 0 {
+		t.Errorf("moe90 %v (measured), %v (public)", ans.Tables[0].MOE90, ans.Tables[2].MOE90)
+	}
+	// The same workload again is free; a public-only one costs nothing.
+	if st, r, _ := s.ask("arrests", key, q, ""); st != http.StatusOK || !r.Repeat {
+		t.Errorf("repeat: %d %+v", st, r)
+	}
+	if st, r, raw := s.ask("arrests", key, `{"kind":"cuboid","epsilon":0.5,"cuboids":[["year"],[]]}`, ""); st != http.StatusCreated || r.Steps != 0 {
+		t.Errorf("public workload: %d, %d steps, %s", st, r.Steps, raw)
+	}
+	for _, bad := range []struct{ q, want string }{
+		{`{"kind":"cuboid","epsilon":1,"cuboids":[["year"],["age"]]}`, "cuboids[1]"},
+		{`{"kind":"cuboid","epsilon":1,"cuboids":[["sex"]],"weights":[1,2]}`, "2 weights for 1 cuboids"},
+		{`{"kind":"cuboid","epsilon":1,"cuboids":[["sex"]],"weights":[-1]}`, "weight"},
+		{`{"kind":"cuboid","epsilon":1,"cuboids":[["sex"]],"split":"best"}`, "split"},
+		{`{"kind":"cuboid","epsilon":1,"cuboid":["sex"],"split":"equal"}`, "apply to a workload"},
+	} {
+		if st, _, raw := s.ask("arrests", key, bad.q, ""); st != http.StatusBadRequest || !strings.Contains(string(raw), bad.want) {
+			t.Errorf("%s: %d %s, want 400 with %q", bad.q, st, raw, bad.want)
+		}
+	}
+}

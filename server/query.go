@@ -36,7 +36,14 @@ type QueryRequest struct {
 	Epsilon float64 `json:"epsilon"`
 
 	Cuboid []string `json:"cuboid,omitempty"`
-	NonNeg bool     `json:"nonneg,omitempty"`
+	// Cuboids, instead of Cuboid, asks for a workload: several cuboids
+	// released together for Epsilon in all, estimated once and consistent
+	// with each other (cube.ReleaseWorkload), with optional Weights and
+	// Split ("optimal" or "equal").
+	Cuboids [][]string `json:"cuboids,omitempty"`
+	Weights []float64  `json:"weights,omitempty"`
+	Split   string     `json:"split,omitempty"`
+	NonNeg  bool       `json:"nonneg,omitempty"`
 	// Integer asks for non-negative integer counts that keep the
 	// invariants (cube.ReleaseSpec.Integer).
 	Integer bool `json:"integer,omitempty"`
@@ -139,12 +146,13 @@ func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
 	}
 	used := map[string]bool{
 		"cuboid": q.Cuboid != nil, "nonneg": q.NonNeg, "integer": q.Integer,
+		"cuboids": q.Cuboids != nil, "weights": q.Weights != nil, "split": q.Split != "",
 		"queries": q.Queries != nil, "refine": q.Refine,
 		"query": q.Query != nil, "fraction": q.Fraction, "prior": q.Prior != nil, "alpha_u": q.AlphaU != 0,
 		"strategy": q.Strategy != "",
 	}
 	allowed := map[string][]string{
-		"cuboid": {"cuboid", "nonneg", "integer"},
+		"cuboid": {"cuboid", "nonneg", "integer", "cuboids", "weights", "split"},
 		"linear": {"queries", "refine"},
 		"prior":  {"query", "fraction", "prior", "alpha_u"},
 		"dx":     {"queries", "strategy"},
@@ -244,6 +252,12 @@ type cuboidPrivacy struct {
 const conditionalGuarantee = "conditional on the curator's sensitivity claim: knowdp cannot compute the generic sensitivity for these invariants, and the epsilon holds only if the policy's sensitivity is at least the true one"
 
 func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) {
+	if q.Cuboids != nil {
+		return planWorkload(d, q, eps)
+	}
+	if q.Weights != nil || q.Split != "" {
+		return nil, badInput("weights and split apply to a workload: give cuboids, a list of cuboids")
+	}
 	if q.Cuboid == nil {
 		return nil, badInput("cuboid: required: the dimensions of the cuboid to release ([] is the grand total)")
 	}

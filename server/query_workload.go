@@ -1,0 +1,131 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
+)
+
+// maxWorkloadCuboids bounds the cuboids of one workload query.
+const maxWorkloadCuboids = 64
+
+// workloadAnswer is the answer to a cuboid query with several cuboids.
+type workloadAnswer struct {
+	Tables  []workloadTable       `json:"tables"`
+	Privacy cube.WorkloadMetadata `json:"privacy"`
+	// Guarantee is set when the policy's sensitivity is a claim knowdp
+	// cannot check.
+	Guarantee string `json:"guarantee,omitempty"`
+}
+
+type workloadTable struct {
+	Dimensions []string  `json:"dimensions"`
+	Counts     []float64 `json:"counts"`
+	MOE90      float64   `json:"moe90"`
+}
+
+// planWorkload validates a workload query ("cuboids" instead of "cuboid").
+// Everything it decides comes from the request, the schema and the policy.
+// It charges the whole epsilon (the shares spent add up to at most it), or
+// nothing when every cuboid is public.
+func planWorkload(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) {
+	s := d.schema
+	if q.Cuboid != nil {
+		return nil, badInput("cuboid and cuboids exclude each other")
+	}
+	if len(q.Cuboids) == 0 || len(q.Cuboids) > maxWorkloadCuboids {
+		return nil, badInput("cuboids: give 1 to %d cuboids, got %d", maxWorkloadCuboids, len(q.Cuboids))
+	}
+	if q.Weights != nil && len(q.Weights) != len(q.Cuboids) {
+		return nil, badInput("weights: %d weights for %d cuboids", len(q.Weights), len(q.Cuboids))
+	}
+	if q.NonNeg && q.Integer {
+		return nil, badInput("nonneg and integer exclude each other (integer counts are non-negative)")
+	}
+	split, err := cube.ParseSplit(q.Split)
+	if q.Split == "" {
+		split, err = cube.SplitOptimal, nil
+	}
+	if err != nil {
+		return nil, badInput("split: %v", err)
+	}
+	spec := cube.WorkloadSpec{Epsilon: eps, Exact: d.exact, Weights: q.Weights, Split: split}
+	cells, public := 0, true
+	guarantee := ""
+	for i, names := range q.Cuboids {
+		cb, err := s.CuboidOf(names...)
+		if err != nil {
+			return nil, badInput("cuboids[%d]: %v", i, err)
+		}
+		if cells += s.CuboidSize(cb); cells > maxAnswerCells {
+			return nil, badInput("cuboids: more than %d cells in all", maxAnswerCells)
+		}
+		spec.Cuboids = append(spec.Cuboids, cb)
+		sens, err := cube.GenericSensitivity(s, d.exact, cb)
+		switch {
+		case err == nil:
+			public = public && sens.Value == 0
+		case errors.Is(err, cube.ErrNoClosedForm) && d.policy.Sensitivity > 0:
+			public, spec.Sensitivity, guarantee = false, d.policy.Sensitivity, conditionalGuarantee
+		default:
+			return nil, badInput("cuboids[%d]: %v", i, err)
+		}
+	}
+	// Refuse what the release would refuse (duplicates, weights <= 0, an
+	// epsilon too small for the noise), from the request alone.
+	if _, err := cube.ExpectedRMSE(s, spec, cube.StrategyOptimal); err != nil {
+		return nil, badInput("cuboids: %v", err)
+	}
+	charge := epsSteps(eps)
+	h := newHasher("cuboid", eps)
+	if public {
+		charge = 0
+		h = newHasher("cuboid", privacy.Epsilon{})
+	}
+	h.int(-1) // a workload, not one cuboid
+	h.int(int64(len(spec.Cuboids)))
+	for i, cb := range spec.Cuboids {
+		h.int(int64(cb))
+		if q.Weights != nil {
+			h.float(q.Weights[i])
+		}
+	}
+	h.int(int64(split))
+	switch {
+	case q.NonNeg:
+		h.int(1)
+	case q.Integer:
+		h.int(2)
+	}
+	return &plan{
+		hash:    h.sum(),
+		uniform: charge,
+		compute: func(ctx context.Context, r *noise.Rand) (any, error) {
+			w, err := d.cube.ReleaseWorkload(ctx, spec, r)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case q.Integer:
+				err = w.RoundIntegers(ctx, r.Split())
+			case q.NonNeg:
+				err = w.MakeNonNegative(ctx, 0)
+			}
+			if err != nil {
+				return nil, err
+			}
+			ans := workloadAnswer{Privacy: w.Metadata(), Guarantee: guarantee}
+			for _, t := range w.Tables {
+				names := s.Names(t.Cuboid)
+				if names == nil {
+					names = []string{}
+				}
+				ans.Tables = append(ans.Tables, workloadTable{Dimensions: names, Counts: t.Counts, MOE90: t.CellMOE90()})
+			}
+			return ans, nil
+		},
+	}, nil
+}
