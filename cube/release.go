@@ -52,8 +52,8 @@ type ReleaseSpec struct {
 	// Rho instead of Epsilon).
 	Mechanism Mechanism
 	// Rho is the zCDP parameter of a Gaussian release, with respect to the
-	// neighbours induced by the exact cuboids; Delta, if > 0, is the delta
-	// at which its equivalent (eps, delta) guarantee is reported.
+	// neighbours induced by the exact cuboids; Delta, in (0, 1), is the
+	// delta at which its equivalent (eps, delta) guarantee is reported.
 	Rho   privacy.Rho
 	Delta float64
 	// Epsilon is the privacy loss of the release with respect to the
@@ -250,8 +250,11 @@ func ReleaseFrom(ctx context.Context, s *Schema, tables map[Cuboid][]float64, sp
 		return nil, errors.New("release: a Gaussian release is calibrated to rho; leave epsilon unset (its equivalent (eps, delta) is reported for Delta)")
 	case gaussian && spec.Sensitivity != 0:
 		return nil, errors.New("release: a Gaussian release is calibrated to the L2 generic sensitivity, which cannot be overridden")
-	case !(spec.Delta >= 0 && spec.Delta < 1):
-		return nil, fmt.Errorf("release: delta must be in [0, 1), got %v", spec.Delta)
+	case gaussian && !(spec.Delta > 0 && spec.Delta < 1):
+		// zCDP implies no pure eps: the equivalent eps is stated at a delta.
+		return nil, fmt.Errorf("release: a Gaussian release states its equivalent (eps, delta) guarantee at a delta in (0, 1), got %v", spec.Delta)
+	case !gaussian && spec.Delta != 0:
+		return nil, errors.New("release: delta applies to Gaussian releases only")
 	}
 	base := Base(s.NumDims())
 	if spec.Cuboid&^base != 0 {
@@ -288,10 +291,8 @@ func ReleaseFrom(ctx context.Context, s *Schema, tables map[Cuboid][]float64, sp
 		}
 		rel.Mechanism, rel.Rho, rel.Delta = MechanismGaussian, spec.Rho.Float64(), spec.Delta
 		rel.L2Sensitivity, rel.L2Squared, rel.L2Rule = l2.Value, l2.Squared, l2.Rule
-		if spec.Delta > 0 {
-			if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
-				return nil, fmt.Errorf("release: %w", err)
-			}
+		if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
+			return nil, fmt.Errorf("release: %w", err)
 		}
 	}
 	table := func(c Cuboid) ([]float64, error) {

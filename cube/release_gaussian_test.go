@@ -68,7 +68,7 @@ func TestGaussianMOE90Coverage(t *testing.T) {
 	c := &Cube{Schema: s, Counts: randomTable(noise.NewSeeded(5), s.Cells())}
 	for _, exact := range [][]Cuboid{nil, {0b011, 0b110}} {
 		cov := coverage(t, 800, func(r *noise.Rand) ([][]float64, [][]float64, []float64) {
-			rel, err := c.Release(ctx, ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.05), Exact: exact, Cuboid: Base(3)}, r)
+			rel, err := c.Release(ctx, ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.05), Delta: 1e-6, Exact: exact, Cuboid: Base(3)}, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,6 +91,8 @@ func TestGaussianReleaseErrors(t *testing.T) {
 		{ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Epsilon: eps(t, 1), Cuboid: Base(2)}, "leave epsilon unset"},
 		{ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Sensitivity: 3, Cuboid: Base(2)}, "cannot be overridden"},
 		{ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1, Cuboid: Base(2)}, "delta"},
+		{ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Cuboid: Base(2)}, "at a delta in (0, 1)"},
+		{ReleaseSpec{Epsilon: eps(t, 1), Delta: 1e-6, Cuboid: Base(2)}, "Gaussian releases only"},
 	} {
 		if _, err := c.Release(context.Background(), tc.spec, noise.NewSeeded(1)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want %q", tc.spec, err, tc.want)

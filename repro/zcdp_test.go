@@ -57,7 +57,7 @@ func TestCompareZCDP(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := c.Release(context.Background(), cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rhoShare, Exact: exact, Cuboid: cb}, r)
+			g, err := c.Release(context.Background(), cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rhoShare, Delta: delta, Exact: exact, Cuboid: cb}, r)
 			if err != nil {
 				t.Fatal(err)
 			}

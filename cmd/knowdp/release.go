@@ -93,8 +93,8 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 			return usageErr(fs, "--mechanism gaussian releases one cuboid at a time for now; workloads use laplace")
 		case f.sensitivity != 0:
 			return usageErr(fs, "--sensitivity overrides the L1 generic sensitivity of --mechanism laplace; gaussian uses the L2 one, which knowdp computes")
-		case !(f.delta >= 0 && f.delta < 1):
-			return usageErr(fs, "--delta must be in [0, 1), got %v", f.delta)
+		case !(f.delta > 0 && f.delta < 1):
+			return usageErr(fs, "--delta must be in (0, 1), got %v", f.delta)
 		}
 		if rho, err = privacy.NewRho(f.rho); err != nil {
 			return usageErr(fs, "--rho: %v", err)
