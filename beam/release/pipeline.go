@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -88,6 +89,10 @@ type Config struct {
 	Seed   uint64
 	// Dir receives one CSV file of rows per block.
 	Dir string
+	// FullPrecision writes every count with all its float64 digits instead
+	// of cube.FormatCount's 6 decimals, to verify the pipeline against the
+	// single-machine release beyond the rounding.
+	FullPrecision bool
 }
 
 // state is Config decoded on a worker.
@@ -608,13 +613,13 @@ func (f *writeFn) ProcessElement(ctx context.Context, b int64, data []byte, corr
 			cu.inc()
 		}
 	}
-	return writeBlock(ctx, f.st, filepath.Join(f.Cfg.Dir, BlockFile(b)), lo, x)
+	return writeBlock(ctx, f.st, filepath.Join(f.Cfg.Dir, BlockFile(b)), lo, x, f.Cfg.FullPrecision)
 }
 
 // BlockFile is the name of block b's rows in the output directory.
 func BlockFile(b int64) string { return fmt.Sprintf("block-%012d.csv", b) }
 
-func writeBlock(ctx context.Context, st *state, path string, lo int, x []float64) error {
+func writeBlock(ctx context.Context, st *state, path string, lo int, x []float64, full bool) error {
 	dims := st.c.Dims()
 	labels := make([][]string, len(dims))
 	for k, d := range dims {
@@ -629,7 +634,11 @@ func writeBlock(ctx context.Context, st *state, path string, lo int, x []float64
 			buf = append(buf, labels[k][cu.idx[k]]...)
 			buf = append(buf, ',')
 		}
-		buf = append(buf, cube.FormatCount(v)...)
+		if full {
+			buf = strconv.AppendFloat(buf, v, 'g', -1, 64)
+		} else {
+			buf = append(buf, cube.FormatCount(v)...)
+		}
 		buf = append(buf, '\n')
 		cu.inc()
 	}

@@ -33,6 +33,9 @@ type Spec struct {
 	// Out is the output CSV; the privacy story goes to the same name with
 	// .json.
 	Out string
+	// FullPrecision writes the counts with every float64 digit instead of
+	// the 6 decimals of knowdp release (see Config.FullPrecision).
+	FullPrecision bool
 }
 
 // Result describes a finished release.
@@ -100,6 +103,8 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		Epsilon:     eps,
 		Seeded:      spec.Seeded,
 		Seed:        spec.Seed,
+
+		FullPrecision: spec.FullPrecision,
 	}
 	for _, e := range exact {
 		cfg.Keeps = append(cfg.Keeps, uint64(e&spec.Cuboid))
