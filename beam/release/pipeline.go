@@ -161,7 +161,12 @@ func (f *countFn) Setup() error {
 	return err
 }
 
+// ProcessElement marks its errors for the driver (see marked).
 func (f *countFn) ProcessElement(ctx context.Context, path string, emit func(int64, []byte)) error {
+	return marked(f.process(ctx, path, emit))
+}
+
+func (f *countFn) process(ctx context.Context, path string, emit func(int64, []byte)) error {
 	st := f.st
 	t, err := source.OpenCSV(path)
 	if err != nil {
@@ -348,7 +353,12 @@ func (f *noiseFn) rand(b int64) *noise.Rand {
 	return f.root.Split()
 }
 
+// ProcessElement marks its errors for the driver (see marked).
 func (f *noiseFn) ProcessElement(ctx context.Context, b int64, parts func(*[]byte) bool, emit func(int64, []byte), emitMarg func(int, []byte)) error {
+	return marked(f.process(ctx, b, parts, emit, emitMarg))
+}
+
+func (f *noiseFn) process(ctx context.Context, b int64, parts func(*[]byte) bool, emit func(int64, []byte), emitMarg func(int, []byte)) error {
 	st := f.st
 	x := make([]float64, st.blockLen(b))
 	var p []byte
@@ -514,7 +524,12 @@ type correctFn struct {
 	Cfg Config
 }
 
-func (f *correctFn) ProcessElement(_ []byte, totals func(*int, *margAcc) bool, emit func([]byte)) error {
+// ProcessElement marks its errors for the driver (see marked).
+func (f *correctFn) ProcessElement(imp []byte, totals func(*int, *margAcc) bool, emit func([]byte)) error {
+	return marked(f.process(imp, totals, emit))
+}
+
+func (f *correctFn) process(_ []byte, totals func(*int, *margAcc) bool, emit func([]byte)) error {
 	st, err := f.Cfg.decode()
 	if err != nil {
 		return err
@@ -594,7 +609,12 @@ func (f *writeFn) Setup() error {
 	return err
 }
 
+// ProcessElement marks its errors for the driver (see marked).
 func (f *writeFn) ProcessElement(ctx context.Context, b int64, data []byte, corr []byte) error {
+	return marked(f.process(ctx, b, data, corr))
+}
+
+func (f *writeFn) process(ctx context.Context, b int64, data []byte, corr []byte) error {
 	x, err := decodeFloats(data)
 	if err != nil {
 		return fmt.Errorf("block %d: %w", b, err)
@@ -614,6 +634,29 @@ func (f *writeFn) ProcessElement(ctx context.Context, b int64, data []byte, corr
 		}
 	}
 	return writeBlock(ctx, f.st, filepath.Join(f.Cfg.Dir, BlockFile(b)), lo, x, f.Cfg.FullPrecision)
+}
+
+// mark starts the line of a stage's error in the runner's report, which
+// wraps it in pages of runner detail; the driver shows that line alone.
+const mark = "knowdp-beam stage error: "
+
+func marked(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s%w", mark, err)
+}
+
+// stageError returns the first stage error in a runner's report of a
+// failed pipeline, or the report itself if it names none.
+func stageError(err error) error {
+	msg := err.Error()
+	i := strings.Index(msg, mark)
+	if i < 0 {
+		return fmt.Errorf("release pipeline: %w", err)
+	}
+	line, _, _ := strings.Cut(msg[i+len(mark):], "\n")
+	return fmt.Errorf("release pipeline failed: %s", line)
 }
 
 // BlockFile is the name of block b's rows in the output directory.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,7 +139,8 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	p, root := beam.NewPipelineWithRoot()
 	Build(root, cfg, spec.Files)
 	if err := beamx.Run(ctx, p); err != nil {
-		return nil, fmt.Errorf("release pipeline: %w", err)
+		slog.Debug("release pipeline failed", "report", err)
+		return nil, stageError(err)
 	}
 
 	cells := s.CuboidSize(spec.Cuboid)
