@@ -2,6 +2,7 @@ package cube
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -104,23 +105,64 @@ func TestCorrectionsErrors(t *testing.T) {
 	}
 }
 
-func TestNeighboursMatchesRelease(t *testing.T) {
-	s, err := NewSchema([]Dimension{{Name: "a", Values: []string{"0", "1"}}, {Name: "b", Values: []string{"x", "y"}}})
+// TestPlanReleaseMatchesRelease checks that the plan of a release has the
+// privacy story, noise parameters and margin of error of the release itself.
+func TestPlanReleaseMatchesRelease(t *testing.T) {
+	s, err := NewSchema([]Dimension{{Name: "a", Values: []string{"0", "1", "2"}}, {Name: "b", Values: []string{"x", "y"}}, {Name: "c", Values: []string{"p", "q", "r", "s"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := New(s, 16)
-	eps, err := privacy.NewEpsilon(1)
+	c, _ := New(s, 64)
+	for i := range c.Counts {
+		c.Counts[i] = float64(i % 5)
+	}
+	eps, err := privacy.NewEpsilon(0.7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, exact := range [][]Cuboid{nil, {1}, {1, 1, 2}} {
-		rel, err := c.Release(context.Background(), ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: 3}, noise.NewSeeded(1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := Neighbours(s, exact); got != rel.Neighbours {
-			t.Errorf("Neighbours(%v) = %q, Release says %q", exact, got, rel.Neighbours)
+	tests := []struct {
+		name   string
+		spec   ReleaseSpec
+		seeded bool
+	}{
+		{"no invariants", ReleaseSpec{Epsilon: eps, Cuboid: 7}, true},
+		{"two invariants", ReleaseSpec{Epsilon: eps, Cuboid: 7, Exact: []Cuboid{3, 6, 3}}, false},
+		{"2-D cuboid", ReleaseSpec{Epsilon: eps, Cuboid: 5, Exact: []Cuboid{1}}, true},
+		{"sensitivity given", ReleaseSpec{Epsilon: eps, Cuboid: 7, Exact: []Cuboid{1}, Sensitivity: 9}, false},
+		{"determined by the invariants", ReleaseSpec{Epsilon: eps, Cuboid: 1, Exact: []Cuboid{3}}, false},
+		{"domains from the data", ReleaseSpec{Epsilon: eps, Cuboid: 7, DomainsFromData: true}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := noise.NewRand()
+			if tc.seeded {
+				r = noise.NewSeeded(1)
+			}
+			rel, err := c.Release(context.Background(), tc.spec, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := PlanRelease(s, tc.spec, tc.seeded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(plan.Metadata())
+			want, _ := json.Marshal(rel.Metadata())
+			if string(got) != string(want) {
+				t.Fatalf("plan metadata\n%s\nrelease metadata\n%s", got, want)
+			}
+			if plan.CellMOE90() != rel.CellMOE90() || plan.Scale != rel.Scale || plan.Grid != rel.Grid {
+				t.Fatalf("plan moe90 %v scale %v grid %v, release %v %v %v", plan.CellMOE90(), plan.Scale, plan.Grid, rel.CellMOE90(), rel.Scale, rel.Grid)
+			}
+		})
+	}
+	for _, spec := range []ReleaseSpec{
+		{Epsilon: eps, Cuboid: 7, NonNegative: true},
+		{Cuboid: 7},
+		{Epsilon: eps, Cuboid: 8},
+	} {
+		if _, err := PlanRelease(s, spec, false); err == nil {
+			t.Errorf("PlanRelease(%+v) accepted", spec)
 		}
 	}
 }

@@ -83,6 +83,8 @@ type Config struct {
 	// Sensitivity is the generic sensitivity (0: released without noise).
 	Sensitivity int
 	Epsilon     float64
+	// MOE90 is the margin of error written in every row, formatted.
+	MOE90 string
 	// Seeded selects noise.NewSeeded(Seed) as the root generator; otherwise
 	// each block draws from its own noise.NewRand.
 	Seeded bool
@@ -633,7 +635,7 @@ func (f *writeFn) process(ctx context.Context, b int64, data []byte, corr []byte
 			cu.inc()
 		}
 	}
-	return writeBlock(ctx, f.st, filepath.Join(f.Cfg.Dir, BlockFile(b)), lo, x, f.Cfg.FullPrecision)
+	return writeBlock(ctx, f.st, filepath.Join(f.Cfg.Dir, BlockFile(b)), lo, x, f.Cfg.MOE90, f.Cfg.FullPrecision)
 }
 
 // mark starts the line of a stage's error in the runner's report, which
@@ -662,7 +664,7 @@ func stageError(err error) error {
 // BlockFile is the name of block b's rows in the output directory.
 func BlockFile(b int64) string { return fmt.Sprintf("block-%012d.csv", b) }
 
-func writeBlock(ctx context.Context, st *state, path string, lo int, x []float64, full bool) error {
+func writeBlock(ctx context.Context, st *state, path string, lo int, x []float64, moe string, full bool) error {
 	dims := st.c.Dims()
 	labels := make([][]string, len(dims))
 	for k, d := range dims {
@@ -682,6 +684,8 @@ func writeBlock(ctx context.Context, st *state, path string, lo int, x []float64
 		} else {
 			buf = append(buf, cube.FormatCount(v)...)
 		}
+		buf = append(buf, ',')
+		buf = append(buf, moe...)
 		buf = append(buf, '\n')
 		cu.inc()
 	}
@@ -698,14 +702,14 @@ func writeBlock(ctx context.Context, st *state, path string, lo int, x []float64
 }
 
 // Header returns the CSV header of a release of cuboid c: one column per
-// dimension, then "count", as cube.(*Release).WriteCSV writes it.
+// dimension, then "count" and "moe90", as cube.(*Release).WriteCSV writes it.
 func Header(s *cube.Schema, c cube.Cuboid) string {
 	var b strings.Builder
 	for _, d := range c.Dims() {
 		b.WriteString(csvField(s.Dim(d).Name))
 		b.WriteByte(',')
 	}
-	b.WriteString("count\n")
+	b.WriteString("count,moe90\n")
 	return b.String()
 }
 

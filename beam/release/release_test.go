@@ -115,8 +115,9 @@ func coreRelease(t *testing.T, tb table, c cube.Cuboid, exact []cube.Cuboid, eps
 }
 
 // readCounts reads the count column of a release CSV and checks its label
-// columns run over the cuboid's cells in row-major order.
-func readCounts(t *testing.T, path string, s *cube.Schema, c cube.Cuboid) []float64 {
+// columns run over the cuboid's cells in row-major order and its moe90
+// column holds moe.
+func readCounts(t *testing.T, path string, s *cube.Schema, c cube.Cuboid, moe string) []float64 {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -135,6 +136,9 @@ func readCounts(t *testing.T, path string, s *cube.Schema, c cube.Cuboid) []floa
 			if f[k] != s.Dim(d).Values[idx[k]] {
 				t.Fatalf("row %d: %s = %q, want %q", n+2, s.Dim(d).Name, f[k], s.Dim(d).Values[idx[k]])
 			}
+		}
+		if len(f) != len(dims)+2 || f[len(dims)+1] != moe {
+			t.Fatalf("row %d: %q: want %d label columns, the count and moe90 %s", n+2, line, len(dims), moe)
 		}
 		v, err := strconv.ParseFloat(f[len(dims)], 64)
 		if err != nil {
@@ -156,7 +160,7 @@ func readCounts(t *testing.T, path string, s *cube.Schema, c cube.Cuboid) []floa
 // same counts to 1e-9 relative and the same privacy story.
 func compare(t *testing.T, got string, want *cube.Release) {
 	t.Helper()
-	counts := readCounts(t, got, want.Schema, want.Cuboid)
+	counts := readCounts(t, got, want.Schema, want.Cuboid, cube.FormatCount(want.CellMOE90()))
 	if len(counts) != len(want.Counts) {
 		t.Fatalf("%d cells, want %d", len(counts), len(want.Counts))
 	}

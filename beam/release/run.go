@@ -15,7 +15,6 @@ import (
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/fileio"
-	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 )
 
@@ -53,45 +52,12 @@ type Result struct {
 // before the driver joins them).
 func Run(ctx context.Context, spec Spec) (*Result, error) {
 	s := spec.Schema
-	eps := spec.Epsilon.Float64()
-	if !(eps > 0) {
-		return nil, fmt.Errorf("release: epsilon must be set (> 0)")
-	}
-	base := cube.Base(s.NumDims())
-	if spec.Cuboid&^base != 0 {
-		return nil, fmt.Errorf("release: cuboid %#x has dimensions beyond the schema", uint64(spec.Cuboid))
-	}
 	if len(spec.Files) == 0 {
 		return nil, fmt.Errorf("release: no fact table files")
 	}
-	var exact []cube.Cuboid
-	for _, e := range spec.Exact {
-		if e&^base != 0 {
-			return nil, fmt.Errorf("release: exact cuboid %#x has dimensions beyond the schema", uint64(e))
-		}
-		dup := false
-		for _, f := range exact {
-			dup = dup || e == f
-		}
-		if !dup {
-			exact = append(exact, e)
-		}
-	}
-	sens, err := cube.GenericSensitivity(s, exact, spec.Cuboid)
+	rel, err := cube.PlanRelease(s, cube.ReleaseSpec{Epsilon: spec.Epsilon, Exact: spec.Exact, Cuboid: spec.Cuboid}, spec.Seeded)
 	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
-	}
-	rel := &cube.Release{
-		Schema:          s,
-		Cuboid:          spec.Cuboid,
-		Epsilon:         eps,
-		Neighbours:      cube.Neighbours(s, exact),
-		Sensitivity:     sens.Value,
-		SensitivityRule: sens.Rule,
-		Seeded:          spec.Seeded,
-	}
-	for _, e := range exact {
-		rel.Invariants = append(rel.Invariants, cube.Invariant{Cuboid: e})
+		return nil, err
 	}
 	sj, err := schemaJSON(s)
 	if err != nil {
@@ -100,22 +66,16 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	cfg := Config{
 		Schema:      sj,
 		Cuboid:      uint64(spec.Cuboid),
-		Sensitivity: sens.Value,
-		Epsilon:     eps,
+		Sensitivity: rel.Sensitivity,
+		Epsilon:     rel.Epsilon,
+		MOE90:       cube.FormatCount(rel.CellMOE90()),
 		Seeded:      spec.Seeded,
 		Seed:        spec.Seed,
 
 		FullPrecision: spec.FullPrecision,
 	}
-	for _, e := range exact {
-		cfg.Keeps = append(cfg.Keeps, uint64(e&spec.Cuboid))
-	}
-	if sens.Value > 0 {
-		lap, err := noise.NewLaplace(float64(sens.Value), eps)
-		if err != nil {
-			return nil, fmt.Errorf("release: %w", err)
-		}
-		rel.Scale, rel.Grid = lap.Scale(), lap.Grid()
+	for _, v := range rel.Invariants {
+		cfg.Keeps = append(cfg.Keeps, uint64(v.Cuboid&spec.Cuboid))
 	}
 	for _, f := range spec.Files {
 		if _, err := os.Stat(f); err != nil {

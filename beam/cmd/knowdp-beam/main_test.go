@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,24 +109,36 @@ func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gl, wl := strings.Split(string(got), "\n"), strings.Split(want.String(), "\n")
-	if len(gl) != len(wl) {
-		t.Fatalf("%d lines, knowdp release writes %d:\n%s\nwant\n%s", len(gl), len(wl), got, want.String())
+	gr, err := csv.NewReader(bytes.NewReader(got)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range wl {
-		// Labels equal; counts equal up to the last of their 6 decimals,
-		// which a difference in float rounding far below 1e-9 can flip.
-		gi, wi := strings.LastIndexByte(gl[i], ','), strings.LastIndexByte(wl[i], ',')
-		if gl[i][:gi+1] != wl[i][:wi+1] {
-			t.Fatalf("line %d: %q, want %q", i+1, gl[i], wl[i])
+	wr, err := csv.NewReader(&want).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gr) != len(wr) {
+		t.Fatalf("%d rows, knowdp release writes %d:\n%s", len(gr), len(wr), got)
+	}
+	for i := range wr {
+		// Labels and moe90 equal; counts equal up to the last of their 6
+		// decimals, which a float rounding difference far below 1e-9 can
+		// flip.
+		g, w := gr[i], wr[i]
+		k := len(w) - 2
+		if len(g) != len(w) || !slices.Equal(g[:k], w[:k]) || g[k+1] != w[k+1] {
+			t.Fatalf("row %d: %q, want %q", i+1, g, w)
 		}
-		if i == 0 || wl[i] == "" {
+		if i == 0 {
+			if g[k] != w[k] {
+				t.Fatalf("header %q, want %q", g, w)
+			}
 			continue
 		}
-		g, _ := strconv.ParseFloat(gl[i][gi+1:], 64)
-		w, _ := strconv.ParseFloat(wl[i][wi+1:], 64)
-		if math.Abs(g-w) > 1.0000001e-6 {
-			t.Fatalf("line %d: %q, want %q", i+1, gl[i], wl[i])
+		gv, _ := strconv.ParseFloat(g[k], 64)
+		wv, _ := strconv.ParseFloat(w[k], 64)
+		if math.Abs(gv-wv) > 1.0000001e-6 {
+			t.Fatalf("row %d: %q, want %q", i+1, g, w)
 		}
 	}
 	side, err := os.ReadFile(filepath.Join(dir, "rel.json"))
