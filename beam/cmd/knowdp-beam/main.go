@@ -155,7 +155,9 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	m := res.Meta
-	fmt.Fprintf(stdout, "released cuboid %s: %d cells from %d file(s)\n", s.Format(spec.Cuboid), res.Cells, len(spec.Files))
+	// As knowdp release prints it; the number of rows read is not
+	// printed: it is the true total, private unless an invariant has it.
+	fmt.Fprintf(stdout, "released cuboid %s: %d cells\n", s.Format(spec.Cuboid), res.Cells)
 	if len(m.Exact) > 0 {
 		var ex []string
 		for _, e := range m.Exact {
@@ -165,12 +167,12 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "epsilon %g w.r.t. %s\n", m.Epsilon, m.Neighbours)
 	if m.Sensitivity == 0 {
-		fmt.Fprintf(stdout, "no noise: the cuboid is determined by the exact cuboids (%s)\n", m.SensitivityRule)
+		fmt.Fprintf(stdout, "no noise: the cuboid is determined by the exact cuboids (%s); its counts are the TRUE counts\n", m.SensitivityRule)
 	} else {
 		fmt.Fprintf(stdout, "generic sensitivity %d (%s); Laplace scale %.6g per cell\n", m.Sensitivity, m.SensitivityRule, m.Scale)
 	}
-	if m.Seeded {
-		fmt.Fprintln(stdout, "SEEDED RUN: reproducible and NOT differentially private")
+	if m.Guarantee == cube.GuaranteeNone {
+		fmt.Fprintln(stdout, "guarantee: none: this release is NOT differentially private (seeded)")
 	}
 	fmt.Fprintf(stdout, "wrote %s and %s\n", *out, res.Sidecar)
 	return nil
