@@ -54,7 +54,6 @@ require (
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/parquet-go/bitpack v1.0.0 // indirect
 	github.com/parquet-go/jsonlite v1.0.0 // indirect
-	github.com/parquet-go/parquet-go v0.32.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.26 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
@@ -90,6 +89,9 @@ require (
 	modernc.org/sqlite v1.61.1 // indirect
 )
 
-require github.com/knowdp/knowdp v0.0.0
+require (
+	github.com/knowdp/knowdp v0.0.0
+	github.com/parquet-go/parquet-go v0.32.0
+)
 
 replace github.com/knowdp/knowdp => ../

@@ -13,7 +13,7 @@ import (
 // noisyBlock runs the noise stage on block 1 of a 1024 x 512 cuboid whose
 // cells all hold count, and returns the noisy cells and the marginals it
 // emits on the first dimension.
-func noisyBlock(t *testing.T, count uint32, seed uint64) (x []float64, lo int, noisyM, exactM []float64) {
+func noisyBlock(t *testing.T, count uint64, seed uint64) (x []float64, lo int, noisyM, exactM []float64) {
 	t.Helper()
 	dims := make([]cube.Dimension, 2)
 	for i, n := range []int{1024, 512} {
@@ -31,7 +31,7 @@ func noisyBlock(t *testing.T, count uint32, seed uint64) (x []float64, lo int, n
 	if err := f.Setup(); err != nil {
 		t.Fatal(err)
 	}
-	cnt := make([]uint32, BlockSize)
+	cnt := make([]uint64, BlockSize)
 	for i := range cnt {
 		cnt[i] = count
 	}
@@ -133,7 +133,7 @@ func TestNoiseStageNeighbours(t *testing.T) {
 }
 
 func TestSparseRoundTrip(t *testing.T) {
-	cnt := []uint32{0, 3, 0, 0, 1 << 31, 0, 1}
+	cnt := []uint64{0, 3, 0, 0, 1 << 40, 0, 1}
 	b := encodeSparse(cnt)
 	x := make([]float64, len(cnt))
 	if err := addSparse(x, b); err != nil {

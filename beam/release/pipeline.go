@@ -5,7 +5,8 @@
 //
 // The pipeline:
 //
-//  1. reads the fact table's files in parallel and counts each row into its
+//  1. reads the fact table's files (CSV or Parquet shards) in parallel with
+//     the core's readers and counts each row into its
 //     cell of the released cuboid C, aggregated per file into sparse
 //     partial counts per block of BlockSize cells;
 //  2. enumerates every block of C's declared domain as a pipeline stage and
@@ -53,8 +54,8 @@ import (
 const BlockSize = 1 << 18
 
 // maxHeldBlocks bounds the dense per-block counters a file reader keeps
-// before it flushes them (4 bytes per cell: 64 MiB).
-const maxHeldBlocks = 64
+// before it flushes them (8 bytes per cell: 64 MiB).
+const maxHeldBlocks = 32
 
 func init() {
 	register.DoFn3x1[context.Context, string, func(int64, []byte), error](&countFn{})
@@ -129,8 +130,8 @@ func (st *state) blockLen(b int64) int {
 }
 
 // Build adds the release of cfg over the fact table files to the pipeline.
-// Each file must be a CSV file with a header row naming every dimension of
-// the schema.
+// Each file is a CSV file with a header row or a Parquet file (see
+// source.Open), with a column for every dimension of the schema.
 func Build(s beam.Scope, cfg Config, files []string) {
 	s = s.Scope("knowdp.release")
 	paths := beam.Reshuffle(s, beam.Create(s, stringsAny(files)...))
@@ -170,39 +171,35 @@ func (f *countFn) ProcessElement(ctx context.Context, path string, emit func(int
 
 func (f *countFn) process(ctx context.Context, path string, emit func(int64, []byte)) error {
 	st := f.st
-	t, err := source.OpenCSV(path)
+	t, err := source.Open(ctx, source.Spec{Path: path})
 	if err != nil {
 		return err
 	}
 	defer t.Close()
-	dims := st.c.Dims()
-	cols := make([]int, len(dims))
-	for k, d := range dims {
-		if cols[k], err = t.Column(st.s.Dim(d).Name); err != nil {
-			return err
+	// Every schema dimension is read and checked against its domain, not
+	// only C's, as the single-machine release does.
+	nd := st.s.NumDims()
+	names := make([]string, nd)
+	index := make([]map[string]int, nd)
+	stride := make([]int, nd) // stride in C, 0 for a dimension not in C
+	for d := range nd {
+		names[d] = st.s.Dim(d).Name
+		index[d] = make(map[string]int, st.s.Size(d))
+		for j, v := range st.s.Dim(d).Values {
+			index[d][v] = j
 		}
 	}
-	// Every schema dimension is checked against its domain, not only C's,
-	// as the single-machine release does.
-	var others []int
-	otherCols := []int{}
-	for d := range st.s.NumDims() {
-		if !st.c.Has(d) {
-			col, err := t.Column(st.s.Dim(d).Name)
-			if err != nil {
-				return err
-			}
-			others = append(others, d)
-			otherCols = append(otherCols, col)
-		}
-	}
-	strides := make([]int, len(dims))
 	n := 1
-	for k := len(dims) - 1; k >= 0; k-- {
-		strides[k] = n
-		n *= st.sizes[k]
+	for d := nd - 1; d >= 0; d-- {
+		if st.c.Has(d) {
+			stride[d] = n
+			n *= st.s.Size(d)
+		}
 	}
-	held := map[int64][]uint32{}
+	if err := t.Select(ctx, names); err != nil {
+		return err
+	}
+	held := map[int64][]uint64{}
 	flush := func() {
 		for b, cnt := range held {
 			emit(b, encodeSparse(cnt))
@@ -215,25 +212,20 @@ func (f *countFn) process(ctx context.Context, path string, emit func(int64, []b
 				return err
 			}
 		}
-		rec, err := t.Next()
+		rec, w, err := t.NextRecord()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return err
 		}
-		for k, d := range others {
-			if _, ok := st.s.ValueIndex(d, rec[otherCols[k]]); !ok {
-				return domainErr(t, st.s, d, otherCols[k], rec)
-			}
-		}
 		cell := 0
-		for k, d := range dims {
-			j, ok := st.s.ValueIndex(d, rec[cols[k]])
+		for d, v := range rec {
+			j, ok := index[d][string(v)]
 			if !ok {
-				return domainErr(t, st.s, d, cols[k], rec)
+				return domainErr(t, st.s, d, v)
 			}
-			cell += j * strides[k]
+			cell += j * stride[d]
 		}
 		b := int64(cell / BlockSize)
 		cnt := held[b]
@@ -241,36 +233,32 @@ func (f *countFn) process(ctx context.Context, path string, emit func(int64, []b
 			if len(held) >= maxHeldBlocks {
 				flush()
 			}
-			cnt = make([]uint32, st.blockLen(b))
+			cnt = make([]uint64, st.blockLen(b))
 			held[b] = cnt
 		}
-		cnt[cell%BlockSize]++
-		if cnt[cell%BlockSize] == math.MaxUint32 {
-			emit(b, encodeSparse(cnt))
-			delete(held, b)
-		}
+		cnt[cell%BlockSize] += uint64(w)
 	}
 	flush()
 	return nil
 }
 
-func domainErr(t *source.CSV, s *cube.Schema, d, col int, rec []string) error {
+func domainErr(t source.Table, s *cube.Schema, d int, v []byte) error {
 	vals := s.Dim(d).Values
 	list := strings.Join(vals[:min(8, len(vals))], ", ")
 	if len(vals) > 8 {
 		list += fmt.Sprintf(", ... %d values in all", len(vals))
 	}
-	return t.Errorf(col, "value %q is not in the declared domain of %q (%s)", rec[col], s.Dim(d).Name, list)
+	return t.FieldError(d, "value %q is not in the declared domain of %q (%s)", v, s.Dim(d).Name, list)
 }
 
 // encodeSparse encodes the non-zero counts as (offset delta, count) uvarints.
-func encodeSparse(cnt []uint32) []byte {
+func encodeSparse(cnt []uint64) []byte {
 	var out []byte
 	last := 0
 	for i, c := range cnt {
 		if c != 0 {
 			out = binary.AppendUvarint(out, uint64(i-last))
-			out = binary.AppendUvarint(out, uint64(c))
+			out = binary.AppendUvarint(out, c)
 			last = i
 		}
 	}

@@ -20,7 +20,8 @@ import (
 
 // Spec says what to release, as the flags of knowdp release do.
 type Spec struct {
-	// Files are the fact table's CSV files (shards of one table).
+	// Files are the fact table's CSV or Parquet files (shards of one
+	// table).
 	Files   []string
 	Schema  *cube.Schema
 	Cuboid  cube.Cuboid

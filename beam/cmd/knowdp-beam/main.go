@@ -28,7 +28,7 @@ import (
 	"github.com/knowdp/knowdp/privacy"
 )
 
-const usage = `usage: knowdp-beam release --data F.csv|'shards/*.csv' --schema S.json --epsilon E [--exact dims]... [--cuboid dims] [--seed N] --out release.csv [Beam pipeline options]`
+const usage = `usage: knowdp-beam release --data F.csv|F.parquet|'shards/*' --schema S.json --epsilon E [--exact dims]... [--cuboid dims] [--seed N] --out release.csv [Beam pipeline options]`
 
 func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
@@ -70,7 +70,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := flag.CommandLine
 	fs.Init("knowdp-beam release", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dataPath := fs.String("data", "", "fact table: a CSV file with a header row and a column per schema dimension, or a glob of such shards (required)")
+	dataPath := fs.String("data", "", "fact table: a CSV file with a header row or a Parquet file, with a column per schema dimension, or a glob of such shards (required)")
 	schemaPath := fs.String("schema", "", `schema JSON {"dimensions":[{"name":..,"values":[..]}]} declaring every domain (required)`)
 	var exact stringList
 	fs.Var(&exact, "exact", "comma-separated dimensions of a cuboid published exactly (an invariant); repeatable; \"\" is the grand total")
