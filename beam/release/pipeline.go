@@ -59,7 +59,7 @@ const maxHeldBlocks = 32
 
 func init() {
 	register.DoFn3x1[context.Context, string, func(int64, []byte), error](&countFn{})
-	register.DoFn2x0[[]byte, func(int64, []byte)](&domainFn{})
+	register.DoFn2x1[[]byte, func(int64, []byte), error](&domainFn{})
 	register.DoFn5x1[context.Context, int64, func(*[]byte) bool, func(int64, []byte), func(int, []byte), error](&noiseFn{})
 	register.Combiner3[margAcc, []byte, margAcc](&margCombine{})
 	register.DoFn3x1[[]byte, func(*int, *margAcc) bool, func([]byte), error](&correctFn{})
@@ -291,14 +291,15 @@ type domainFn struct {
 	Cfg Config
 }
 
-func (f *domainFn) ProcessElement(_ []byte, emit func(int64, []byte)) {
+func (f *domainFn) ProcessElement(_ []byte, emit func(int64, []byte)) error {
 	st, err := f.Cfg.decode()
 	if err != nil {
-		panic(err) // the driver decoded the same schema
+		return marked(err)
 	}
 	for b := range st.blocks {
 		emit(int64(b), nil)
 	}
+	return nil
 }
 
 // noiseFn sums a block's partial counts, adds noise and emits the noisy

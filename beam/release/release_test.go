@@ -41,7 +41,7 @@ type table struct {
 // writeTable writes rows random rows over sizes (dimension i has values
 // "d<i>_<j>") in shards files, with the columns in reverse schema order and
 // an extra column, which the readers must ignore.
-func writeTable(t *testing.T, dir string, sizes []int, rows, shards int, seed uint64) table {
+func writeTable(t testing.TB, dir string, sizes []int, rows, shards int, seed uint64) table {
 	t.Helper()
 	dims := make([]cube.Dimension, len(sizes))
 	for i, n := range sizes {
