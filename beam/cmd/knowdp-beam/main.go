@@ -75,7 +75,8 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var exact stringList
 	fs.Var(&exact, "exact", "comma-separated dimensions of a cuboid published exactly (an invariant); repeatable; \"\" is the grand total")
 	epsilon := fs.Float64("epsilon", 0, "privacy loss eps > 0 with respect to the neighbours the invariants induce (required)")
-	cuboid := fs.String("cuboid", "", "comma-separated dimensions of the cuboid to release (default: the base cuboid)")
+	var cuboids stringList
+	fs.Var(&cuboids, "cuboid", "comma-separated dimensions of the cuboid to release; \"\" is the grand total (default: the base cuboid)")
 	out := fs.String("out", "", "output CSV (required); the privacy story goes to the same name with .json")
 	var seed struct {
 		set bool
@@ -126,10 +127,14 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	spec := release.Spec{Schema: s, Epsilon: eps, Seeded: seed.set, Seed: seed.n, Out: *out}
 	spec.Cuboid = cube.Base(s.NumDims())
-	if *cuboid != "" {
-		if spec.Cuboid, err = s.ParseCuboid(*cuboid); err != nil {
+	switch len(cuboids) {
+	case 0:
+	case 1:
+		if spec.Cuboid, err = s.ParseCuboid(cuboids[0]); err != nil {
 			return fmt.Errorf("--cuboid: %w", err)
 		}
+	default:
+		return usageErr("--cuboid is given more than once: knowdp-beam releases one cuboid (workloads of several cuboids are knowdp release's)")
 	}
 	for _, x := range exact {
 		c, err := s.ParseCuboid(x)

@@ -79,8 +79,44 @@ func writeInputs(t *testing.T, data string) (dir, schema, table string) {
 func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 	dir, schema, table := writeInputs(t, facts)
 	out := filepath.Join(dir, "rel.csv")
+	tests := []struct {
+		name  string
+		args  []string
+		exact []cube.Cuboid
+		cb    cube.Cuboid
+	}{
+		{"two invariants", []string{"--exact", "sex", "--exact", "age,town", "--cuboid", "sex,town"}, []cube.Cuboid{1, 6}, 5},
+		{"base cuboid", []string{"--exact", "age"}, []cube.Cuboid{2}, 7},
+		{"grand total", []string{"--cuboid", "", "--exact", "town"}, []cube.Cuboid{4}, 0},
+		{"determined by the invariants", []string{"--cuboid", "sex", "--exact", "sex,age"}, []cube.Cuboid{3}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			checkAgainstCore(t, dir, schema, table, out, tc.args, tc.exact, tc.cb)
+		})
+	}
+
 	code, stdout, stderr := knowdpBeam(t, "release", "--data", table, "--schema", schema, "--epsilon", "1",
-		"--exact", "sex", "--exact", "age,town", "--cuboid", "sex,town", "--seed", "3", "--out", out)
+		"--exact", "sex", "--cuboid", "sex,town", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var meta cube.Metadata
+	side, _ := os.ReadFile(filepath.Join(dir, "rel.json"))
+	if err := json.Unmarshal(side, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.Seeded || !meta.Private || strings.Contains(stdout, "NOT differentially private") {
+		t.Fatalf("an unseeded run must be private and say so: %+v\n%s", meta, stdout)
+	}
+}
+
+// checkAgainstCore runs a seeded release and compares its CSV and sidecar
+// with the single-machine release of the same seed.
+func checkAgainstCore(t *testing.T, dir, schema, table, out string, args []string, exact []cube.Cuboid, cb cube.Cuboid) {
+	t.Helper()
+	args = append([]string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--seed", "3", "--out", out}, args...)
+	code, stdout, stderr := knowdpBeam(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -97,7 +133,7 @@ func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	eps, _ := privacy.NewEpsilon(1)
-	rel, err := c.Release(context.Background(), cube.ReleaseSpec{Epsilon: eps, Exact: []cube.Cuboid{1, 6}, Cuboid: 5}, noise.NewSeeded(3))
+	rel, err := c.Release(context.Background(), cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cb}, noise.NewSeeded(3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,20 +185,6 @@ func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 	if string(side) != string(wantSide)+"\n" {
 		t.Fatalf("sidecar\n%s\nwant\n%s", side, wantSide)
 	}
-
-	code, stdout, stderr = knowdpBeam(t, "release", "--data", table, "--schema", schema, "--epsilon", "1",
-		"--exact", "sex", "--cuboid", "sex,town", "--out", out)
-	if code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
-	}
-	var meta cube.Metadata
-	side, _ = os.ReadFile(filepath.Join(dir, "rel.json"))
-	if err := json.Unmarshal(side, &meta); err != nil {
-		t.Fatal(err)
-	}
-	if meta.Seeded || !meta.Private || strings.Contains(stdout, "NOT differentially private") {
-		t.Fatalf("an unseeded run must be private and say so: %+v\n%s", meta, stdout)
-	}
 }
 
 func TestErrors(t *testing.T) {
@@ -178,6 +200,7 @@ func TestErrors(t *testing.T) {
 		{"unknown flag", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--out", out, "--bogus"}, 2, "flag provided but not defined: -bogus"},
 		{"missing out", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1"}, 2, "--out is required"},
 		{"no command", []string{"--data", table}, 2, "usage: knowdp-beam release"},
+		{"two cuboids", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex", "--cuboid", "age", "--out", out}, 2, "--cuboid is given more than once"},
 		{"bad epsilon", []string{"release", "--data", table, "--schema", schema, "--epsilon", "-1", "--out", out}, 1, "--epsilon"},
 		{"bad cuboid", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex,colour", "--out", out}, 1, `--cuboid: unknown dimension "colour"`},
 		{"no data", []string{"release", "--data", filepath.Join(dir, "none*.csv"), "--schema", schema, "--epsilon", "1", "--out", out}, 1, "no such file"},
