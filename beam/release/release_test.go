@@ -287,3 +287,33 @@ func waitListening(t *testing.T, addr string) {
 	}
 	t.Fatalf("the Prism job server did not listen on %s within a minute", addr)
 }
+
+// TestEmptyBlocksGetNoise releases a table whose rows all fall in the
+// first block of a 2-block cuboid: the second block, which no row reaches,
+// must come out of the domain stage and be noised like the first, as in the
+// single-machine release.
+func TestEmptyBlocksGetNoise(t *testing.T) {
+	dir := t.TempDir()
+	tb := writeTable(t, dir, []int{60, 70, 80}, 0, 1, 4)
+	var b strings.Builder
+	b.WriteString("d2,d1,d0,note\n")
+	for i := range 200 {
+		fmt.Fprintf(&b, "d2_%d,d1_%d,d0_0,x\n", i%80, i%70)
+	}
+	for _, p := range []string{tb.shards[0], tb.whole} {
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exact := []cube.Cuboid{0b010}
+	eps, _ := privacy.NewEpsilon(1)
+	want := coreRelease(t, tb, cube.Base(3), exact, eps, 5)
+	if Blocks(len(want.Counts)) != 2 {
+		t.Fatalf("%d blocks, want 2", Blocks(len(want.Counts)))
+	}
+	out := filepath.Join(dir, "empty.csv")
+	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Epsilon: eps, Seeded: true, Seed: 5, Out: out, FullPrecision: true}); err != nil {
+		t.Fatal(err)
+	}
+	compare(t, out, want)
+}
