@@ -317,3 +317,39 @@ func TestEmptyBlocksGetNoise(t *testing.T) {
 	}
 	compare(t, out, want)
 }
+
+// TestUnseededIsPrivate checks that without a seed the sidecar says the
+// release is private and the noise is fresh: two runs on the same table
+// differ in almost every cell.
+func TestUnseededIsPrivate(t *testing.T) {
+	dir := t.TempDir()
+	tb := writeTable(t, dir, []int{20, 30, 40}, 2000, 2, 6)
+	eps, _ := privacy.NewEpsilon(1)
+	var runs [][]float64
+	for k := range 2 {
+		out := filepath.Join(dir, fmt.Sprintf("u%d.csv", k))
+		res, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: []cube.Cuboid{1}, Epsilon: eps, Out: out, FullPrecision: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Meta.Seeded || !res.Meta.Private || res.Meta.Guarantee != cube.GuaranteeUnconditional {
+			t.Fatalf("unseeded release labelled %+v", res.Meta)
+		}
+		plan, err := cube.PlanRelease(tb.schema, cube.ReleaseSpec{Epsilon: eps, Cuboid: cube.Base(3), Exact: []cube.Cuboid{1}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, readCounts(t, out, tb.schema, cube.Base(3), cube.FormatCount(plan.CellMOE90())))
+	}
+	same := 0
+	for i := range runs[0] {
+		if runs[0][i] == runs[1][i] {
+			same++
+		}
+	}
+	// Laplace noise of scale at least 1 on a grid 2^-20 of it: two
+	// independent draws coincide with probability about 1e-6 per cell.
+	if same > len(runs[0])/100 {
+		t.Fatalf("%d of %d cells equal in two unseeded runs", same, len(runs[0]))
+	}
+}
