@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
+)
+
+// TestMain lets the tests run this test binary as the command itself, so
+// that flags and exit codes are those of a real process.
+func TestMain(m *testing.M) {
+	if os.Getenv("KNOWDP_BEAM_RUN_MAIN") == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// knowdpBeam runs the command and returns its exit code, stdout and stderr.
+func knowdpBeam(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "KNOWDP_BEAM_RUN_MAIN=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+const schemaJSON = `{"dimensions":[
+ {"name":"sex","values":["F","M"]},
+ {"name":"age","values":["0-17","18-64","65+"]},
+ {"name":"town","values":["Ash","Elm, North","Oak"]}]}`
+
+const facts = `town,sex,age
+Ash,F,18-64
+Ash,M,18-64
+"Elm, North",F,0-17
+Oak,M,65+
+Oak,M,65+
+Ash,F,65+
+"Elm, North",M,18-64
+`
+
+func writeInputs(t *testing.T, data string) (dir, schema, table string) {
+	t.Helper()
+	dir = t.TempDir()
+	schema = filepath.Join(dir, "schema.json")
+	table = filepath.Join(dir, "facts.csv")
+	if err := os.WriteFile(schema, []byte(schemaJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(table, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, schema, table
+}
+
+// TestReleaseMatchesKnowdpRelease checks the command's CSV and sidecar
+// against what knowdp release writes (cube.Release.WriteCSV and Metadata)
+// for the same seed, and that an unseeded run is labelled private.
+func TestReleaseMatchesKnowdpRelease(t *testing.T) {
+	dir, schema, table := writeInputs(t, facts)
+	out := filepath.Join(dir, "rel.csv")
+	tests := []struct {
+		name  string
+		args  []string
+		exact []cube.Cuboid
+		cb    cube.Cuboid
+	}{
+		{"two invariants", []string{"--exact", "sex", "--exact", "age,town", "--cuboid", "sex,town"}, []cube.Cuboid{1, 6}, 5},
+		{"base cuboid", []string{"--exact", "age"}, []cube.Cuboid{2}, 7},
+		{"grand total", []string{"--cuboid", "", "--exact", "town"}, []cube.Cuboid{4}, 0},
+		{"determined by the invariants", []string{"--cuboid", "sex", "--exact", "sex,age"}, []cube.Cuboid{3}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			checkAgainstCore(t, dir, schema, table, out, tc.args, tc.exact, tc.cb)
+		})
+	}
+
+	code, stdout, stderr := knowdpBeam(t, "release", "--data", table, "--schema", schema, "--epsilon", "1",
+		"--exact", "sex", "--cuboid", "sex,town", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var meta cube.Metadata
+	side, _ := os.ReadFile(filepath.Join(dir, "rel.json"))
+	if err := json.Unmarshal(side, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.Seeded || !meta.Private || strings.Contains(stdout, "NOT differentially private") {
+		t.Fatalf("an unseeded run must be private and say so: %+v\n%s", meta, stdout)
+	}
+}
+
+// checkAgainstCore runs a seeded release and compares its CSV and sidecar
+// with the single-machine release of the same seed.
+func checkAgainstCore(t *testing.T, dir, schema, table, out string, args []string, exact []cube.Cuboid, cb cube.Cuboid) {
+	t.Helper()
+	args = append([]string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--seed", "3", "--out", out}, args...)
+	code, stdout, stderr := knowdpBeam(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "NOT differentially private") || !strings.Contains(stderr, "NOT differentially private") {
+		t.Errorf("a seeded run must say it is not private; stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+
+	s, err := cube.LoadSchema(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cube.FromCSV(context.Background(), table, s, cube.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps, _ := privacy.NewEpsilon(1)
+	rel, err := c.Release(context.Background(), cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cb}, noise.NewSeeded(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	if err := rel.WriteCSV(&want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gr, err := csv.NewReader(bytes.NewReader(got)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wr, err := csv.NewReader(&want).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gr) != len(wr) {
+		t.Fatalf("%d rows, knowdp release writes %d:\n%s", len(gr), len(wr), got)
+	}
+	for i := range wr {
+		// Labels and moe90 equal; counts equal up to the last of their 6
+		// decimals, which a float rounding difference far below 1e-9 can
+		// flip.
+		g, w := gr[i], wr[i]
+		k := len(w) - 2
+		if len(g) != len(w) || !slices.Equal(g[:k], w[:k]) || g[k+1] != w[k+1] {
+			t.Fatalf("row %d: %q, want %q", i+1, g, w)
+		}
+		if i == 0 {
+			if g[k] != w[k] {
+				t.Fatalf("header %q, want %q", g, w)
+			}
+			continue
+		}
+		gv, _ := strconv.ParseFloat(g[k], 64)
+		wv, _ := strconv.ParseFloat(w[k], 64)
+		if math.Abs(gv-wv) > 1.0000001e-6 {
+			t.Fatalf("row %d: %q, want %q", i+1, g, w)
+		}
+	}
+	side, err := os.ReadFile(filepath.Join(dir, "rel.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSide, _ := json.MarshalIndent(rel.Metadata(), "", "  ")
+	if string(side) != string(wantSide)+"\n" {
+		t.Fatalf("sidecar\n%s\nwant\n%s", side, wantSide)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	bad := strings.Replace(facts, "Oak,M,65+\nOak", "Oak,M,65+\nPine", 1)
+	dir, schema, table := writeInputs(t, bad)
+	out := filepath.Join(dir, "rel.csv")
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown flag", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--out", out, "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{"missing out", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1"}, 2, "--out is required"},
+		{"no command", []string{"--data", table}, 2, "usage: knowdp-beam release"},
+		{"two cuboids", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex", "--cuboid", "age", "--out", out}, 2, "--cuboid is given more than once"},
+		{"bad epsilon", []string{"release", "--data", table, "--schema", schema, "--epsilon", "-1", "--out", out}, 1, "--epsilon"},
+		{"bad cuboid", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex,colour", "--out", out}, 1, `--cuboid: unknown dimension "colour"`},
+		{"no data", []string{"release", "--data", filepath.Join(dir, "none*.csv"), "--schema", schema, "--epsilon", "1", "--out", out}, 1, "no such file"},
+		{"value outside the domain", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--out", out}, 1,
+			table + `: row 6, column "town": value "Pine" is not in the declared domain of "town" (Ash, Elm, North, Oak)`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := knowdpBeam(t, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, want %d with %q in stderr:\n%s\n%s", code, tc.code, tc.want, stderr, stdout)
+			}
+			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("a failed release left %s behind", out)
+			}
+		})
+	}
+}

@@ -1,0 +1,153 @@
+package release
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/noise"
+)
+
+// noisyBlock runs the noise stage on block 1 of a 1024 x 512 cuboid whose
+// cells all hold count, and returns the noisy cells and the marginals it
+// emits on the first dimension.
+func noisyBlock(t *testing.T, count uint64, seed uint64) (x []float64, lo int, noisyM, exactM []float64) {
+	t.Helper()
+	dims := make([]cube.Dimension, 2)
+	for i, n := range []int{1024, 512} {
+		dims[i].Name = fmt.Sprintf("d%d", i)
+		for j := range n {
+			dims[i].Values = append(dims[i].Values, fmt.Sprint(j))
+		}
+	}
+	s, err := cube.NewSchema(dims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sj, _ := schemaJSON(s)
+	f := &noiseFn{Cfg: Config{Schema: sj, Cuboid: 3, Keeps: []uint64{1}, Sensitivity: 1, Epsilon: 1, Seeded: true, Seed: seed}}
+	if err := f.Setup(); err != nil {
+		t.Fatal(err)
+	}
+	cnt := make([]uint64, BlockSize)
+	for i := range cnt {
+		cnt[i] = count
+	}
+	parts := [][]byte{nil, encodeSparse(cnt)}
+	iter := func(p *[]byte) bool {
+		if len(parts) == 0 {
+			return false
+		}
+		*p, parts = parts[0], parts[1:]
+		return true
+	}
+	var margs [][]byte
+	err = f.ProcessElement(context.Background(), 1, iter,
+		func(b int64, v []byte) {
+			if b != 1 {
+				t.Fatalf("noisy block emitted as block %d", b)
+			}
+			x, _ = decodeFloats(v)
+		},
+		func(i int, v []byte) {
+			if i != 0 {
+				t.Fatalf("marginal emitted for invariant %d", i)
+			}
+			margs = append(margs, v)
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(x) != BlockSize || len(margs) != 1 {
+		t.Fatalf("%d cells and %d marginals emitted", len(x), len(margs))
+	}
+	acc, err := margCombine{}.AddInput(margAcc{}, margs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x, acc.Lo, acc.Noisy, acc.Exact
+}
+
+// TestNoiseStageNeighbours checks the noise of one block (drawn from a split
+// generator, block 1 of 2) against the guarantee: with sensitivity 1 and
+// eps = 1, every cell's output distribution for count 0 and for count 1
+// differ by at most a factor e in every bin, and the noise has the
+// mechanism's variance. 2^18 cells give 2^18 independent samples per input.
+func TestNoiseStageNeighbours(t *testing.T) {
+	x0, lo, noisyM, exactM := noisyBlock(t, 0, 11)
+	x1, _, _, _ := noisyBlock(t, 1, 12)
+	// The marginals on d0: block 1 is rows 512..1023 of d0, 512 cells each.
+	if lo != 512 || len(exactM) != 512 {
+		t.Fatalf("marginal over d0 cells [%d, %d), want [512, 1024)", lo, lo+len(exactM))
+	}
+	for j := range noisyM {
+		var sum float64
+		for _, v := range x0[j*512 : (j+1)*512] {
+			sum += v
+		}
+		if exactM[j] != 0 || math.Abs(noisyM[j]-sum) > 1e-9*math.Max(1, math.Abs(sum)) {
+			t.Fatalf("d0=%d: marginals exact %v noisy %v, want 0 and %v", lo+j, exactM[j], noisyM[j], sum)
+		}
+	}
+	lap, err := noise.NewLaplace(1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := float64(BlockSize)
+	var m, v float64
+	for _, z := range x0 {
+		m += z
+		v += z * z
+	}
+	m /= n
+	v = v/n - m*m
+	// Laplace noise has kurtosis 6: the sample variance has standard error
+	// sqrt(5/n) times the variance.
+	if want := lap.Variance(); math.Abs(v-want) > 5*math.Sqrt(5/n)*want || math.Abs(m) > 5*math.Sqrt(want/n) {
+		t.Fatalf("noise mean %v variance %v, want 0 and %v", m, v, want)
+	}
+	hist := func(x []float64) map[int]float64 {
+		h := map[int]float64{}
+		for _, z := range x {
+			h[int(math.Floor(z))]++
+		}
+		return h
+	}
+	h0, h1 := hist(x0), hist(x1)
+	e := math.E
+	for b := -5; b <= 5; b++ {
+		p0, p1 := h0[b]/n, h1[b]/n
+		// Five standard errors of each estimate, carried through the bound.
+		tol := 5 * (math.Sqrt(p0/n) + e*math.Sqrt(p1/n))
+		if p0 > e*p1+tol || p1 > e*p0+5*(math.Sqrt(p1/n)+e*math.Sqrt(p0/n)) {
+			t.Errorf("bin [%d, %d): P(count 0) = %.5f, P(count 1) = %.5f: ratio beyond e^eps", b, b+1, p0, p1)
+		}
+	}
+	// The bins next to the input are where the ratio is tight: the bound
+	// must be nearly met, or the test could not catch a wrong scale.
+	if r := h1[1] / h0[1]; r < 0.9*e || r > 1.1*e {
+		t.Errorf("P(bin [1,2) | count 1) / P(bin [1,2) | count 0) = %v, want about e", r)
+	}
+}
+
+func TestSparseRoundTrip(t *testing.T) {
+	cnt := []uint64{0, 3, 0, 0, 1 << 40, 0, 1}
+	b := encodeSparse(cnt)
+	x := make([]float64, len(cnt))
+	if err := addSparse(x, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := addSparse(x, b); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cnt {
+		if x[i] != 2*float64(c) {
+			t.Fatalf("cell %d: %v, want %v", i, x[i], 2*float64(c))
+		}
+	}
+	if err := addSparse(x[:4], b); err == nil {
+		t.Fatal("an offset beyond the block was accepted")
+	}
+}

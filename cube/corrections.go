@@ -1,0 +1,162 @@
+package cube
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/knowdp/knowdp/noise"
+)
+
+// Correction is one additive term of the least-squares consistency step:
+// every cell a of the released cuboid gets Delta[a restricted to Keep].
+// Keep is a set of schema dimensions within the released cuboid, and Delta
+// is row-major over Keep's dimensions (schema order).
+type Correction struct {
+	Keep  Cuboid
+	Delta []float64
+}
+
+// Corrections computes the consistency step of Consistent from marginals
+// only, for releases whose cells are spread over many machines: with
+// K_i = inv[i].Cuboid ∩ over and xMarg[i] the marginal of the noisy counts
+// x on K_i, the least-squares consistent release is
+//
+//	y(a) = x(a) + Σ_j corr[j].Delta[a restricted to corr[j].Keep].
+//
+// It applies the same projections, in the same order, as Consistent, but
+// tracks their effect on the marginals instead of on the cells: the
+// marginal on K_i of a broadcast over K_j is the broadcast over K_i of its
+// marginal on K_i ∩ K_j, times size(over)/size(K_i ∪ K_j). Everything it
+// touches has the size of the invariants' marginals, not of the cuboid.
+// Invariants are validated as in Consistent.
+func Corrections(s *Schema, over Cuboid, xMarg [][]float64, inv []Invariant) ([]Correction, error) {
+	base := Base(s.NumDims())
+	if over&^base != 0 {
+		return nil, fmt.Errorf("cuboid %#x has dimensions beyond the schema's %d", uint64(over), s.NumDims())
+	}
+	if len(xMarg) != len(inv) {
+		return nil, fmt.Errorf("%d marginals for %d invariants", len(xMarg), len(inv))
+	}
+	for i, v := range inv {
+		if v.Cuboid&^base != 0 {
+			return nil, fmt.Errorf("exact cuboid %#x has dimensions beyond the schema's %d", uint64(v.Cuboid), s.NumDims())
+		}
+		if want := s.CuboidSize(v.Cuboid); len(v.Counts) != want {
+			return nil, fmt.Errorf("exact cuboid %s has %d cells, got %d counts", s.Format(v.Cuboid), want, len(v.Counts))
+		}
+		for j, c := range v.Counts {
+			if math.IsNaN(c) || math.IsInf(c, 0) || c < 0 {
+				return nil, fmt.Errorf("exact cuboid %s, cell %s: count %v must be finite and non-negative", s.Format(v.Cuboid), s.cellLabel(v.Cuboid, j), c)
+			}
+		}
+		k := v.Cuboid & over
+		if want := s.CuboidSize(k); len(xMarg[i]) != want {
+			return nil, fmt.Errorf("marginal of the release on %s has %d cells, got %d values", s.Format(k), want, len(xMarg[i]))
+		}
+	}
+	if err := checkAgreement(s, inv); err != nil {
+		return nil, err
+	}
+	sizes := s.Sizes()
+	overSize := float64(s.CuboidSize(over))
+	var out []Correction
+	for i, v := range inv {
+		// The same reduction as Consistent: a constraint implied by a
+		// larger (or an earlier equal) one is dropped.
+		k := v.Cuboid & over
+		implied := false
+		for j, w := range inv {
+			kw := w.Cuboid & over
+			if k.AncestorOf(kw) && (k != kw || j < i) {
+				implied = true
+				break
+			}
+		}
+		if implied {
+			continue
+		}
+		kSizes := subSizes(sizes, k)
+		m := append([]float64(nil), xMarg[i]...)
+		// The marginal on k of the corrections applied so far.
+		for _, c := range out {
+			common := k & c.Keep
+			part := make([]float64, s.CuboidSize(common))
+			project(subSizes(sizes, c.Keep), reindex(common, c.Keep), c.Delta, part)
+			f := overSize / float64(s.CuboidSize(k|c.Keep))
+			for j := range part {
+				part[j] *= f
+			}
+			broadcastAdd(kSizes, reindex(common, k), m, part)
+		}
+		target := make([]float64, len(m))
+		project(subSizes(sizes, v.Cuboid), reindex(k, v.Cuboid), v.Counts, target)
+		deg := overSize / float64(len(m))
+		for j := range m {
+			m[j] = (target[j] - m[j]) / deg
+		}
+		out = append(out, Correction{Keep: k, Delta: m})
+	}
+	return out, nil
+}
+
+// PlanRelease returns what ReleaseFrom would return for spec, except the
+// counts: the sensitivity, the noise's scale and grid, the margin of error
+// and the privacy story, which depend on the schema and the spec only. The
+// Invariants carry their cuboids without counts. A release whose counts are
+// computed elsewhere (a Beam pipeline: noise from noise.NewLaplace with the
+// plan's Sensitivity and Epsilon, then Corrections) writes the plan's
+// Metadata and CellMOE90 beside them. Only the plain Laplace release is
+// planned: not Gaussian, non-negative or integer ones.
+func PlanRelease(s *Schema, spec ReleaseSpec, seeded bool) (*Release, error) {
+	switch {
+	case spec.Mechanism != MechanismLaplace:
+		return nil, errors.New("release plan: only the Laplace mechanism is supported")
+	case spec.NonNegative || spec.Integer:
+		return nil, errors.New("release plan: non-negative and integer releases are not supported")
+	}
+	eps := spec.Epsilon.Float64()
+	if !(eps > 0) {
+		return nil, errors.New("release: epsilon must be set (> 0)")
+	}
+	base := Base(s.NumDims())
+	if spec.Cuboid&^base != 0 {
+		return nil, fmt.Errorf("release: cuboid %#x has dimensions beyond the schema", uint64(spec.Cuboid))
+	}
+	if spec.Sensitivity < 0 {
+		return nil, fmt.Errorf("release: sensitivity must be positive, got %d", spec.Sensitivity)
+	}
+	exact := dedupe(spec.Exact)
+	for _, e := range exact {
+		if e&^base != 0 {
+			return nil, fmt.Errorf("release: exact cuboid %#x has dimensions beyond the schema", uint64(e))
+		}
+	}
+	rel := &Release{
+		Schema:          s,
+		Cuboid:          spec.Cuboid,
+		Epsilon:         eps,
+		Neighbours:      neighbours(s, exact),
+		Seeded:          seeded,
+		DomainsFromData: spec.DomainsFromData,
+	}
+	if err := rel.setSensitivity(exact, spec.Sensitivity); err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	for _, e := range exact {
+		rel.Invariants = append(rel.Invariants, Invariant{Cuboid: e})
+	}
+	if rel.Sensitivity == 0 {
+		rel.ReleasedExactly = true
+		return rel, nil
+	}
+	lap, err := noise.NewLaplace(float64(rel.Sensitivity), eps)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	rel.Scale, rel.Grid = lap.Scale(), lap.Grid()
+	if rel.MOE90, err = rel.lsMOE90(lap); err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	return rel, nil
+}

@@ -1,0 +1,168 @@
+package cube
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
+)
+
+// TestCorrectionsMatchConsistent checks that x plus the broadcast
+// corrections, computed from marginals alone, is the least-squares
+// consistent release Consistent computes on the whole array.
+func TestCorrectionsMatchConsistent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 13))
+	for trial := range 200 {
+		nd := 2 + rng.IntN(4)
+		dims := make([]Dimension, nd)
+		for d := range dims {
+			vals := make([]string, 1+rng.IntN(4))
+			for v := range vals {
+				vals[v] = string(rune('a'+d)) + string(rune('0'+v))
+			}
+			dims[d] = Dimension{Name: string(rune('A' + d)), Values: vals}
+		}
+		s, err := NewSchema(dims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := New(s, 1<<20)
+		for i := range c.Counts {
+			c.Counts[i] = float64(rng.IntN(5))
+		}
+		all := Base(nd)
+		over := Cuboid(rng.Uint64()) & all
+		var exact []Cuboid
+		for range rng.IntN(4) {
+			exact = append(exact, Cuboid(rng.Uint64())&all)
+		}
+		inv := c.Invariants(exact)
+		x := c.Project(over)
+		for i := range x {
+			x[i] += rng.NormFloat64() * 3
+		}
+		marg := make([][]float64, len(inv))
+		for i, v := range inv {
+			k := v.Cuboid & over
+			marg[i] = make([]float64, s.CuboidSize(k))
+			project(subSizes(s.Sizes(), over), reindex(k, over), x, marg[i])
+		}
+		corr, err := Corrections(s, over, marg, inv)
+		if err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		got := append([]float64(nil), x...)
+		for _, cr := range corr {
+			if cr.Keep&^over != 0 {
+				t.Fatalf("trial %d: correction over %s is not within %s", trial, s.Format(cr.Keep), s.Format(over))
+			}
+			broadcastAdd(subSizes(s.Sizes(), over), reindex(cr.Keep, over), got, cr.Delta)
+		}
+		want := append([]float64(nil), x...)
+		if err := Consistent(s, over, want, inv); err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		for i := range want {
+			if d := math.Abs(got[i] - want[i]); d > 1e-12*math.Max(1, math.Abs(want[i])) {
+				t.Fatalf("trial %d (over %s, exact %v): cell %d: corrections give %v, Consistent %v", trial, s.Format(over), exact, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+func TestCorrectionsErrors(t *testing.T) {
+	s, err := NewSchema([]Dimension{{Name: "a", Values: []string{"0", "1"}}, {Name: "b", Values: []string{"x", "y", "z"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := Cuboid(1), Cuboid(2)
+	tests := []struct {
+		name  string
+		over  Cuboid
+		marg  [][]float64
+		inv   []Invariant
+		wants string
+	}{
+		{"count mismatch", a | b, nil, []Invariant{{Cuboid: a, Counts: []float64{1, 2}}}, "1 invariants"},
+		{"short marginal", a | b, [][]float64{{1}}, []Invariant{{Cuboid: a, Counts: []float64{1, 2}}}, "marginal of the release on {a} has 2 cells, got 1"},
+		{"short invariant", a | b, [][]float64{{1, 2}}, []Invariant{{Cuboid: a, Counts: []float64{1}}}, "exact cuboid {a} has 2 cells, got 1"},
+		{"negative count", a | b, [][]float64{{1, 2}}, []Invariant{{Cuboid: a, Counts: []float64{1, -1}}}, "cell a=1: count -1"},
+		{"beyond schema", 4, nil, nil, "beyond the schema"},
+		{"disagree", a | b, [][]float64{{1, 2}, {1, 2, 3}}, []Invariant{{Cuboid: a, Counts: []float64{1, 2}}, {Cuboid: b, Counts: []float64{1, 1, 2}}}, "disagree on the grand total"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Corrections(s, tc.over, tc.marg, tc.inv)
+			if err == nil || !strings.Contains(err.Error(), tc.wants) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.wants)
+			}
+		})
+	}
+}
+
+// TestPlanReleaseMatchesRelease checks that the plan of a release has the
+// privacy story, noise parameters and margin of error of the release itself.
+func TestPlanReleaseMatchesRelease(t *testing.T) {
+	s, err := NewSchema([]Dimension{{Name: "a", Values: []string{"0", "1", "2"}}, {Name: "b", Values: []string{"x", "y"}}, {Name: "c", Values: []string{"p", "q", "r", "s"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := New(s, 64)
+	for i := range c.Counts {
+		c.Counts[i] = float64(i % 5)
+	}
+	eps, err := privacy.NewEpsilon(0.7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		spec   ReleaseSpec
+		seeded bool
+	}{
+		{"no invariants", ReleaseSpec{Epsilon: eps, Cuboid: 7}, true},
+		{"two invariants", ReleaseSpec{Epsilon: eps, Cuboid: 7, Exact: []Cuboid{3, 6, 3}}, false},
+		{"2-D cuboid", ReleaseSpec{Epsilon: eps, Cuboid: 5, Exact: []Cuboid{1}}, true},
+		{"sensitivity given", ReleaseSpec{Epsilon: eps, Cuboid: 7, Exact: []Cuboid{1}, Sensitivity: 9}, false},
+		{"determined by the invariants", ReleaseSpec{Epsilon: eps, Cuboid: 1, Exact: []Cuboid{3}}, false},
+		{"domains from the data", ReleaseSpec{Epsilon: eps, Cuboid: 7, DomainsFromData: true}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := noise.NewRand()
+			if tc.seeded {
+				r = noise.NewSeeded(1)
+			}
+			rel, err := c.Release(context.Background(), tc.spec, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := PlanRelease(s, tc.spec, tc.seeded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(plan.Metadata())
+			want, _ := json.Marshal(rel.Metadata())
+			if string(got) != string(want) {
+				t.Fatalf("plan metadata\n%s\nrelease metadata\n%s", got, want)
+			}
+			if plan.CellMOE90() != rel.CellMOE90() || plan.Scale != rel.Scale || plan.Grid != rel.Grid {
+				t.Fatalf("plan moe90 %v scale %v grid %v, release %v %v %v", plan.CellMOE90(), plan.Scale, plan.Grid, rel.CellMOE90(), rel.Scale, rel.Grid)
+			}
+		})
+	}
+	for _, spec := range []ReleaseSpec{
+		{Epsilon: eps, Cuboid: 7, NonNegative: true},
+		{Cuboid: 7},
+		{Epsilon: eps, Cuboid: 8},
+	} {
+		if _, err := PlanRelease(s, spec, false); err == nil {
+			t.Errorf("PlanRelease(%+v) accepted", spec)
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package cube_test
+
+import (
+	"fmt"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/privacy"
+)
+
+// Corrections makes noisy counts consistent with an invariant from their
+// marginals alone, as a distributed release does: here the 2 x 3 table of
+// noisy counts x must agree with the exact row totals (the cuboid {sex}).
+func ExampleCorrections() {
+	s, _ := cube.NewSchema([]cube.Dimension{
+		{Name: "sex", Values: []string{"F", "M"}},
+		{Name: "age", Values: []string{"young", "middle", "old"}},
+	})
+	x := []float64{10.5, 20, 5, 8, 12.25, 3}
+	rows := []float64{35, 24} // exact counts of {sex}
+	inv := []cube.Invariant{{Cuboid: 1, Counts: rows}}
+	marg := [][]float64{{x[0] + x[1] + x[2], x[3] + x[4] + x[5]}} // x's marginal on {sex}
+	corr, err := cube.Corrections(s, 3, marg, inv)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, c := range corr {
+		fmt.Println(s.Format(c.Keep), c.Delta)
+	}
+	// Output:
+	// {sex} [-0.16666666666666666 0.25]
+}
+
+// PlanRelease gives the privacy story of a release before its counts exist.
+func ExamplePlanRelease() {
+	s, _ := cube.NewSchema([]cube.Dimension{
+		{Name: "sex", Values: []string{"F", "M"}},
+		{Name: "age", Values: []string{"young", "middle", "old"}},
+	})
+	eps, _ := privacy.NewEpsilon(1)
+	plan, err := cube.PlanRelease(s, cube.ReleaseSpec{Epsilon: eps, Cuboid: 3, Exact: []cube.Cuboid{1}}, false)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	m := plan.Metadata()
+	fmt.Println(m.Sensitivity, m.Private, m.Guarantee)
+	// Output:
+	// 2 true unconditional
+}
