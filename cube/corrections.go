@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-
-	"github.com/knowdp/knowdp/noise"
 )
 
 // Correction is one additive term of the least-squares consistency step:
@@ -115,48 +113,6 @@ func PlanRelease(s *Schema, spec ReleaseSpec, seeded bool) (*Release, error) {
 	case spec.NonNegative || spec.Integer:
 		return nil, errors.New("release plan: non-negative and integer releases are not supported")
 	}
-	eps := spec.Epsilon.Float64()
-	if !(eps > 0) {
-		return nil, errors.New("release: epsilon must be set (> 0)")
-	}
-	base := Base(s.NumDims())
-	if spec.Cuboid&^base != 0 {
-		return nil, fmt.Errorf("release: cuboid %#x has dimensions beyond the schema", uint64(spec.Cuboid))
-	}
-	if spec.Sensitivity < 0 {
-		return nil, fmt.Errorf("release: sensitivity must be positive, got %d", spec.Sensitivity)
-	}
-	exact := dedupe(spec.Exact)
-	for _, e := range exact {
-		if e&^base != 0 {
-			return nil, fmt.Errorf("release: exact cuboid %#x has dimensions beyond the schema", uint64(e))
-		}
-	}
-	rel := &Release{
-		Schema:          s,
-		Cuboid:          spec.Cuboid,
-		Epsilon:         eps,
-		Neighbours:      neighbours(s, exact),
-		Seeded:          seeded,
-		DomainsFromData: spec.DomainsFromData,
-	}
-	if err := rel.setSensitivity(exact, spec.Sensitivity); err != nil {
-		return nil, fmt.Errorf("release: %w", err)
-	}
-	for _, e := range exact {
-		rel.Invariants = append(rel.Invariants, Invariant{Cuboid: e})
-	}
-	if rel.Sensitivity == 0 {
-		rel.ReleasedExactly = true
-		return rel, nil
-	}
-	lap, err := noise.NewLaplace(float64(rel.Sensitivity), eps)
-	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
-	}
-	rel.Scale, rel.Grid = lap.Scale(), lap.Grid()
-	if rel.MOE90, err = rel.lsMOE90(lap); err != nil {
-		return nil, fmt.Errorf("release: %w", err)
-	}
-	return rel, nil
+	rel, _, err := planRelease(s, spec, seeded)
+	return rel, err
 }

@@ -239,61 +239,9 @@ func (spec ReleaseSpec) Needs() []Cuboid {
 // cuboid's counts over: noise is added to them in place (so a large cuboid
 // is not copied), and the caller must not use them afterwards.
 func ReleaseFrom(ctx context.Context, s *Schema, tables map[Cuboid][]float64, spec ReleaseSpec, r *noise.Rand) (*Release, error) {
-	eps := spec.Epsilon.Float64()
-	gaussian := spec.Mechanism == MechanismGaussian
-	switch {
-	case !gaussian && !(eps > 0):
-		return nil, errors.New("release: epsilon must be set (> 0)")
-	case gaussian && spec.Rho.IsZero():
-		return nil, errors.New("release: a Gaussian release needs rho (> 0)")
-	case gaussian && !spec.Epsilon.IsZero():
-		return nil, errors.New("release: a Gaussian release is calibrated to rho; leave epsilon unset (its equivalent (eps, delta) is reported for Delta)")
-	case gaussian && spec.Sensitivity != 0:
-		return nil, errors.New("release: a Gaussian release is calibrated to the L2 generic sensitivity, which cannot be overridden")
-	case gaussian && !(spec.Delta > 0 && spec.Delta < 1):
-		// zCDP implies no pure eps: the equivalent eps is stated at a delta.
-		return nil, fmt.Errorf("release: a Gaussian release states its equivalent (eps, delta) guarantee at a delta in (0, 1), got %v", spec.Delta)
-	case !gaussian && spec.Delta != 0:
-		return nil, errors.New("release: delta applies to Gaussian releases only")
-	}
-	base := Base(s.NumDims())
-	if spec.Cuboid&^base != 0 {
-		return nil, fmt.Errorf("release: cuboid %#x has dimensions beyond the schema", uint64(spec.Cuboid))
-	}
-	if spec.Sensitivity < 0 {
-		return nil, fmt.Errorf("release: sensitivity must be positive, got %d", spec.Sensitivity)
-	}
-	exact := dedupe(spec.Exact)
-	for _, e := range exact {
-		if e&^base != 0 {
-			return nil, fmt.Errorf("release: exact cuboid %#x has dimensions beyond the schema", uint64(e))
-		}
-	}
-	rel := &Release{
-		Schema:      s,
-		Cuboid:      spec.Cuboid,
-		Epsilon:     eps,
-		Neighbours:  neighbours(s, exact),
-		NonNegative: spec.NonNegative || spec.Integer,
-		Integer:     spec.Integer,
-		Seeded:      r.Seeded(),
-		// The spec, not the schema, says where the domains came from: a
-		// library caller that infers them must say so.
-		DomainsFromData: spec.DomainsFromData,
-	}
-	if err := rel.setSensitivity(exact, spec.Sensitivity); err != nil {
-		return nil, fmt.Errorf("release: %w", err)
-	}
-	if gaussian {
-		l2, err := GenericL2Sensitivity(s, exact, spec.Cuboid)
-		if err != nil {
-			return nil, fmt.Errorf("release: %w", err)
-		}
-		rel.Mechanism, rel.Rho, rel.Delta = MechanismGaussian, spec.Rho.Float64(), spec.Delta
-		rel.L2Sensitivity, rel.L2Squared, rel.L2Rule = l2.Value, l2.Squared, l2.Rule
-		if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
-			return nil, fmt.Errorf("release: %w", err)
-		}
+	rel, dist, err := planRelease(s, spec, r.Seeded())
+	if err != nil {
+		return nil, err
 	}
 	table := func(c Cuboid) ([]float64, error) {
 		t, ok := tables[c]
@@ -302,44 +250,19 @@ func ReleaseFrom(ctx context.Context, s *Schema, tables map[Cuboid][]float64, sp
 		}
 		return t, nil
 	}
-	for _, e := range exact {
-		t, err := table(e)
-		if err != nil {
+	for i, v := range rel.Invariants {
+		if rel.Invariants[i].Counts, err = table(v.Cuboid); err != nil {
 			return nil, err
 		}
-		rel.Invariants = append(rel.Invariants, Invariant{Cuboid: e, Counts: t})
 	}
-	counts, err := table(spec.Cuboid)
-	if err != nil {
+	if rel.Counts, err = table(spec.Cuboid); err != nil {
 		return nil, err
 	}
-	rel.Counts = counts
-	if rel.Sensitivity == 0 {
-		rel.ReleasedExactly = true
+	if rel.ReleasedExactly {
 		return rel, nil // determined by the invariants: public already
 	}
-	if gaussian {
-		g, err := noise.NewGaussian(rel.L2Sensitivity, rel.Rho)
-		if err != nil {
-			return nil, fmt.Errorf("release: %w", err)
-		}
-		rel.Sigma, rel.Grid = g.Sigma(), g.Grid()
-		if err := addNoise(ctx, g, r, rel.Counts); err != nil {
-			return nil, fmt.Errorf("release: %w", err)
-		}
-		rel.MOE90 = rel.gaussianMOE90(g)
-	} else {
-		lap, err := noise.NewLaplace(float64(rel.Sensitivity), eps)
-		if err != nil {
-			return nil, fmt.Errorf("release: %w", err)
-		}
-		rel.Scale, rel.Grid = lap.Scale(), lap.Grid()
-		if err := addNoise(ctx, lap, r, rel.Counts); err != nil {
-			return nil, fmt.Errorf("release: %w", err)
-		}
-		if rel.MOE90, err = rel.lsMOE90(lap); err != nil {
-			return nil, fmt.Errorf("release: %w", err)
-		}
+	if err := addNoise(ctx, dist, r, rel.Counts); err != nil {
+		return nil, fmt.Errorf("release: %w", err)
 	}
 	if rel.NonNegative {
 		// Whatever the iteration reaches is a function of the noisy counts
@@ -370,6 +293,95 @@ func ReleaseFrom(ctx context.Context, s *Schema, tables map[Cuboid][]float64, sp
 		return nil, fmt.Errorf("release: %w", err)
 	}
 	return rel, nil
+}
+
+// planRelease validates spec and decides everything about its release that
+// does not depend on the data: the sensitivity, the noise distribution (nil
+// when the invariants determine the cuboid), the margin of error and the
+// privacy story. The returned Release has its invariants' cuboids but no
+// counts.
+func planRelease(s *Schema, spec ReleaseSpec, seeded bool) (*Release, noiseAdder, error) {
+	eps := spec.Epsilon.Float64()
+	gaussian := spec.Mechanism == MechanismGaussian
+	switch {
+	case !gaussian && !(eps > 0):
+		return nil, nil, errors.New("release: epsilon must be set (> 0)")
+	case gaussian && spec.Rho.IsZero():
+		return nil, nil, errors.New("release: a Gaussian release needs rho (> 0)")
+	case gaussian && !spec.Epsilon.IsZero():
+		return nil, nil, errors.New("release: a Gaussian release is calibrated to rho; leave epsilon unset (its equivalent (eps, delta) is reported for Delta)")
+	case gaussian && spec.Sensitivity != 0:
+		return nil, nil, errors.New("release: a Gaussian release is calibrated to the L2 generic sensitivity, which cannot be overridden")
+	case gaussian && !(spec.Delta > 0 && spec.Delta < 1):
+		// zCDP implies no pure eps: the equivalent eps is stated at a delta.
+		return nil, nil, fmt.Errorf("release: a Gaussian release states its equivalent (eps, delta) guarantee at a delta in (0, 1), got %v", spec.Delta)
+	case !gaussian && spec.Delta != 0:
+		return nil, nil, errors.New("release: delta applies to Gaussian releases only")
+	}
+	base := Base(s.NumDims())
+	if spec.Cuboid&^base != 0 {
+		return nil, nil, fmt.Errorf("release: cuboid %#x has dimensions beyond the schema", uint64(spec.Cuboid))
+	}
+	if spec.Sensitivity < 0 {
+		return nil, nil, fmt.Errorf("release: sensitivity must be positive, got %d", spec.Sensitivity)
+	}
+	exact := dedupe(spec.Exact)
+	for _, e := range exact {
+		if e&^base != 0 {
+			return nil, nil, fmt.Errorf("release: exact cuboid %#x has dimensions beyond the schema", uint64(e))
+		}
+	}
+	rel := &Release{
+		Schema:      s,
+		Cuboid:      spec.Cuboid,
+		Epsilon:     eps,
+		Neighbours:  neighbours(s, exact),
+		NonNegative: spec.NonNegative || spec.Integer,
+		Integer:     spec.Integer,
+		Seeded:      seeded,
+		// The spec, not the schema, says where the domains came from: a
+		// library caller that infers them must say so.
+		DomainsFromData: spec.DomainsFromData,
+	}
+	for _, e := range exact {
+		rel.Invariants = append(rel.Invariants, Invariant{Cuboid: e})
+	}
+	if err := rel.setSensitivity(exact, spec.Sensitivity); err != nil {
+		return nil, nil, fmt.Errorf("release: %w", err)
+	}
+	if gaussian {
+		l2, err := GenericL2Sensitivity(s, exact, spec.Cuboid)
+		if err != nil {
+			return nil, nil, fmt.Errorf("release: %w", err)
+		}
+		rel.Mechanism, rel.Rho, rel.Delta = MechanismGaussian, spec.Rho.Float64(), spec.Delta
+		rel.L2Sensitivity, rel.L2Squared, rel.L2Rule = l2.Value, l2.Squared, l2.Rule
+		if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
+			return nil, nil, fmt.Errorf("release: %w", err)
+		}
+	}
+	if rel.Sensitivity == 0 {
+		rel.ReleasedExactly = true
+		return rel, nil, nil
+	}
+	if gaussian {
+		g, err := noise.NewGaussian(rel.L2Sensitivity, rel.Rho)
+		if err != nil {
+			return nil, nil, fmt.Errorf("release: %w", err)
+		}
+		rel.Sigma, rel.Grid = g.Sigma(), g.Grid()
+		rel.MOE90 = rel.gaussianMOE90(g)
+		return rel, g, nil
+	}
+	lap, err := noise.NewLaplace(float64(rel.Sensitivity), eps)
+	if err != nil {
+		return nil, nil, fmt.Errorf("release: %w", err)
+	}
+	rel.Scale, rel.Grid = lap.Scale(), lap.Grid()
+	if rel.MOE90, err = rel.lsMOE90(lap); err != nil {
+		return nil, nil, fmt.Errorf("release: %w", err)
+	}
+	return rel, lap, nil
 }
 
 // setSensitivity sets the sensitivity the noise is calibrated to: the

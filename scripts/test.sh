@@ -69,3 +69,8 @@ export KNOWDP_TEST_REQUIRE_ALL=1
 
 go vet ./...
 go test -race -timeout 20m ./...
+
+# The Apache Beam pipeline is a module of its own (beam/), so that the core
+# stays light; its tests run a real Prism runner in process and as a
+# separately started job server.
+(cd beam && go mod download && go vet ./... && go test -count=1 -timeout 20m ./...)
