@@ -51,11 +51,18 @@ v=$(best release 'BenchmarkRelease/cells=1e8')
 [[ -n $v ]] && printf '%-58s %.3f s\n' "full release (noise + consistency), 10^8 cells, 4 inv." "$(calc "$v/1e9")"
 printf '%-58s %s MB/s\n' "building a cube from CSV" "$(metric csv 'BenchmarkFromCSV' 'MB/s')"
 grep -h '^Benchmark' "$out/workload.txt" "$out/integer.txt" | awk '{printf "%-58s %.3f s\n", $1, $3/1e9}' | sort -u -k1,1
-grep -h '^BenchmarkServe' "$out/serve.txt" | awk '{line=$1; for (i=4;i<NF;i+=2) line=line sprintf(" %s %s", $i, $(i+1)); print line}'
+grep -h '^BenchmarkServe' "$out/serve.txt" | awk '{line=$1; for (i=3;i<NF;i+=2) line=line sprintf(" %s %s", $i, $(i+1)); print line}'
 
-if python3 -c 'import numpy' 2>/dev/null; then
+py=
+for p in python3 /usr/bin/python3; do
+	if "$p" -c 'import numpy' 2>/dev/null; then
+		py=$p
+		break
+	fi
+done
+if [[ -n $py ]]; then
 	echo
-	python3 scripts/numpy_consistency.py --repeat "$count" | while read -r line; do
+	"$py" scripts/numpy_consistency.py --repeat "$count" | while read -r line; do
 		k=$(sed -E 's/.*exact=([0-9]+).*/\1/' <<<"$line")
 		np=$(awk '{print $(NF-1)}' <<<"$line")
 		kd=$(best consistency "BenchmarkConsistent/cells=1e8/exact=$k\$")
