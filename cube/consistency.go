@@ -379,36 +379,12 @@ func constraintsOf(s *Schema, over Cuboid, x []float64, inv []Invariant, nonNega
 	if want := s.CuboidSize(over); len(x) != want {
 		return nil, fmt.Errorf("cuboid %s has %d cells, got %d values", s.Format(over), want, len(x))
 	}
-	for _, v := range inv {
-		if v.Cuboid&^base != 0 {
-			return nil, fmt.Errorf("exact cuboid %#x has dimensions beyond the schema's %d", uint64(v.Cuboid), s.NumDims())
-		}
-		if want := s.CuboidSize(v.Cuboid); len(v.Counts) != want {
-			return nil, fmt.Errorf("exact cuboid %s has %d cells, got %d counts", s.Format(v.Cuboid), want, len(v.Counts))
-		}
-		for i, c := range v.Counts {
-			if math.IsNaN(c) || math.IsInf(c, 0) || (nonNegativeCounts && c < 0) {
-				return nil, fmt.Errorf("exact cuboid %s, cell %s: count %v must be finite and non-negative", s.Format(v.Cuboid), s.cellLabel(v.Cuboid, i), c)
-			}
-		}
-	}
-	if err := checkAgreement(s, inv); err != nil {
+	if err := checkInvariants(s, inv, nonNegativeCounts); err != nil {
 		return nil, err
 	}
-	// Each invariant constrains the marginal on [Ci] ∩ [over]. A constraint
-	// whose dimensions are a subset of another's is implied by it.
 	var keepers []Invariant
 	for i, v := range inv {
-		k := v.Cuboid & over
-		implied := false
-		for j, w := range inv {
-			kw := w.Cuboid & over
-			if k.AncestorOf(kw) && (k != kw || j < i) {
-				implied = true
-				break
-			}
-		}
-		if !implied {
+		if !implied(inv, over, i) {
 			keepers = append(keepers, v)
 		}
 	}
@@ -425,6 +401,41 @@ func constraintsOf(s *Schema, over Cuboid, x []float64, inv []Invariant, nonNega
 		})
 	}
 	return cons, nil
+}
+
+// checkInvariants validates the invariants' cuboids, sizes and counts
+// (finite, and non-negative unless nonNegativeCounts is false) and their
+// agreement on common margins.
+func checkInvariants(s *Schema, inv []Invariant, nonNegativeCounts bool) error {
+	base := Base(s.NumDims())
+	for _, v := range inv {
+		if v.Cuboid&^base != 0 {
+			return fmt.Errorf("exact cuboid %#x has dimensions beyond the schema's %d", uint64(v.Cuboid), s.NumDims())
+		}
+		if want := s.CuboidSize(v.Cuboid); len(v.Counts) != want {
+			return fmt.Errorf("exact cuboid %s has %d cells, got %d counts", s.Format(v.Cuboid), want, len(v.Counts))
+		}
+		for i, c := range v.Counts {
+			if math.IsNaN(c) || math.IsInf(c, 0) || (nonNegativeCounts && c < 0) {
+				return fmt.Errorf("exact cuboid %s, cell %s: count %v must be finite and non-negative", s.Format(v.Cuboid), s.cellLabel(v.Cuboid, i), c)
+			}
+		}
+	}
+	return checkAgreement(s, inv)
+}
+
+// implied reports whether invariant i's constraint on cuboid over (its
+// marginal on [Ci] ∩ [over]) is implied by another's: one whose dimensions
+// within over are a superset, or the same and listed earlier.
+func implied(inv []Invariant, over Cuboid, i int) bool {
+	k := inv[i].Cuboid & over
+	for j, w := range inv {
+		kw := w.Cuboid & over
+		if k.AncestorOf(kw) && (k != kw || j < i) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkAgreement verifies that every two invariants have the same counts on

@@ -3,7 +3,6 @@ package cube
 import (
 	"errors"
 	"fmt"
-	"math"
 )
 
 // Correction is one additive term of the least-squares consistency step:
@@ -36,25 +35,14 @@ func Corrections(s *Schema, over Cuboid, xMarg [][]float64, inv []Invariant) ([]
 	if len(xMarg) != len(inv) {
 		return nil, fmt.Errorf("%d marginals for %d invariants", len(xMarg), len(inv))
 	}
+	if err := checkInvariants(s, inv, true); err != nil {
+		return nil, err
+	}
 	for i, v := range inv {
-		if v.Cuboid&^base != 0 {
-			return nil, fmt.Errorf("exact cuboid %#x has dimensions beyond the schema's %d", uint64(v.Cuboid), s.NumDims())
-		}
-		if want := s.CuboidSize(v.Cuboid); len(v.Counts) != want {
-			return nil, fmt.Errorf("exact cuboid %s has %d cells, got %d counts", s.Format(v.Cuboid), want, len(v.Counts))
-		}
-		for j, c := range v.Counts {
-			if math.IsNaN(c) || math.IsInf(c, 0) || c < 0 {
-				return nil, fmt.Errorf("exact cuboid %s, cell %s: count %v must be finite and non-negative", s.Format(v.Cuboid), s.cellLabel(v.Cuboid, j), c)
-			}
-		}
 		k := v.Cuboid & over
 		if want := s.CuboidSize(k); len(xMarg[i]) != want {
 			return nil, fmt.Errorf("marginal of the release on %s has %d cells, got %d values", s.Format(k), want, len(xMarg[i]))
 		}
-	}
-	if err := checkAgreement(s, inv); err != nil {
-		return nil, err
 	}
 	sizes := s.Sizes()
 	overSize := float64(s.CuboidSize(over))
@@ -62,18 +50,10 @@ func Corrections(s *Schema, over Cuboid, xMarg [][]float64, inv []Invariant) ([]
 	for i, v := range inv {
 		// The same reduction as Consistent: a constraint implied by a
 		// larger (or an earlier equal) one is dropped.
-		k := v.Cuboid & over
-		implied := false
-		for j, w := range inv {
-			kw := w.Cuboid & over
-			if k.AncestorOf(kw) && (k != kw || j < i) {
-				implied = true
-				break
-			}
-		}
-		if implied {
+		if implied(inv, over, i) {
 			continue
 		}
+		k := v.Cuboid & over
 		kSizes := subSizes(sizes, k)
 		m := append([]float64(nil), xMarg[i]...)
 		// The marginal on k of the corrections applied so far.
