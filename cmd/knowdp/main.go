@@ -140,7 +140,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "knowdp: differential privacy that accounts for public knowledge")
 	fmt.Fprintln(w, "\nUsage: knowdp <command> [flags]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'knowdp help <command>' (or 'knowdp <command> --help') for a command's flags,")
 	fmt.Fprintln(w, "'knowdp --version' for the version.")

@@ -21,7 +21,7 @@ import (
 func releaseCommand() *command {
 	return &command{
 		name:    "release",
-		summary: "release a noisy cuboid consistent with exact (public) cuboids",
+		summary: "release noisy cuboids, one or a set under one epsilon, consistent with exact (public) cuboids",
 		run:     runRelease,
 	}
 }
