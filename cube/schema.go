@@ -3,10 +3,21 @@
 // "Background knowledge in differential privacy: exact cuboids in a noisy
 // data cube").
 //
-// A cube is a dense []float64 of counts over the product of the declared
+// A cuboid's counts are a dense []float64 over the product of the declared
 // domains of its dimensions, in row-major order (the last dimension varies
-// fastest). Domains come from a Schema, never from the data, so that the set
-// of cells released does not depend on who is in the table.
+// fastest); a Cube is the base cuboid. Domains come from a Schema, never from
+// the data, so that the set of cells released does not depend on who is in
+// the table.
+//
+// A release needs the counts of the cuboids it publishes and of the exact
+// ones only: Aggregate counts a fact table straight into them, and
+// ReleaseFrom (one cuboid, Laplace or Gaussian noise) and ReleaseWorkload
+// (several cuboids under one budget, estimated once) release from those
+// counts, so the base cube is built only when it is released. Every
+// release carries its privacy story (Metadata, WorkloadMetadata) and margins
+// of error; RoundInteger and WorkloadRelease.RoundIntegers give
+// non-negative integer tables that keep the invariants; ReleaseGraph
+// releases a graph whose degrees are partly public.
 package cube
 
 import (
