@@ -100,6 +100,8 @@ type dataset struct {
 	source    json.RawMessage
 	total     int64
 	created   time.Time
+	// samplers caches the noise samplers of linear queries by scale.
+	samplers samplerCache
 }
 
 var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)

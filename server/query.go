@@ -614,7 +614,7 @@ func planLinear(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Eps
 	if !(lambda <= noise.MaxScale) {
 		return nil, badInput("epsilon: %v is too small for these queries: the noise scale S*sensitivity/epsilon = %d*%d/%v exceeds %v", eps.Float64(), S, delta, eps.Float64(), float64(noise.MaxScale))
 	}
-	dl, err := noise.NewDiscreteLaplace(lambda)
+	dl, err := d.samplers.get(lambda)
 	if err != nil {
 		return nil, badInput("epsilon: %v", err)
 	}
