@@ -30,6 +30,7 @@ type keyView struct {
 type budgetView struct {
 	Dataset        string  `json:"dataset,omitempty"`
 	Analyst        string  `json:"analyst,omitempty"`
+	Unit           string  `json:"unit"` // "epsilon", or "rho" for zCDP budgets
 	Total          float64 `json:"total"`
 	Spent          float64 `json:"spent"`
 	Remaining      float64 `json:"remaining"`
@@ -38,8 +39,8 @@ type budgetView struct {
 	RemainingSteps int64   `json:"remaining_steps"`
 }
 
-func viewBudget(b budgetState) budgetView {
-	return budgetView{
+func viewBudget(b budgetState, unit string) budgetView {
+	return budgetView{Unit: unit,
 		Total: stepsEpsilon(b.Total), Spent: stepsEpsilon(b.Spent), Remaining: stepsEpsilon(b.Total - b.Spent),
 		TotalSteps: b.Total, SpentSteps: b.Spent, RemainingSteps: b.Total - b.Spent,
 	}
@@ -199,7 +200,7 @@ func (s *store) budgets(ctx context.Context) ([]budgetView, error) {
 		if err := rows.Scan(&a, &d, &b.Total, &b.Spent); err != nil {
 			return nil, err
 		}
-		v := viewBudget(b)
+		v := viewBudget(b, "") // the caller knows the datasets' units
 		v.Analyst, v.Dataset = a, d
 		out = append(out, v)
 	}

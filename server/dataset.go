@@ -57,6 +57,11 @@ type Policy struct {
 	// EpsilonPerAnalyst is each analyst's total privacy budget on the
 	// dataset.
 	EpsilonPerAnalyst float64 `json:"epsilon_per_analyst"`
+	// RhoPerAnalyst, instead of EpsilonPerAnalyst, gives each analyst a
+	// zero-concentrated DP budget (rho): cuboid queries are then charged
+	// rho, Gaussian ones their rho and Laplace ones eps^2/2; the kinds with
+	// pure-epsilon accounting (linear, prior, dx) are not offered.
+	RhoPerAnalyst float64 `json:"rho_per_analyst,omitempty"`
 	// Invariants are cuboids (lists of dimension names) that are public
 	// exactly: the server publishes them, and every answer's guarantee is
 	// with respect to the neighbours they induce (paper 3).
@@ -95,13 +100,25 @@ type dataset struct {
 	// guarantee is conditionalGuarantee when sens is the curator's claim
 	// that knowdp could not check, and empty otherwise.
 	guarantee string
-	budget    int64 // steps of privacy.EpsilonStep per analyst
-	policy    Policy
-	source    json.RawMessage
-	total     int64
-	created   time.Time
+	budget    int64 // steps of privacy.EpsilonStep (or RhoStep) per analyst
+	// zcdp is true when the budgets are zCDP rho (Policy.RhoPerAnalyst).
+	// RhoStep equals EpsilonStep, so the ledger keeps both as the same
+	// integer steps; the unit is the dataset's.
+	zcdp    bool
+	policy  Policy
+	source  json.RawMessage
+	total   int64
+	created time.Time
 	// samplers caches the noise samplers of linear queries by scale.
 	samplers samplerCache
+}
+
+// unit names the dataset's budget: "epsilon", or "rho" for zCDP budgets.
+func (d *dataset) unit() string {
+	if d.zcdp {
+		return "rho"
+	}
+	return "epsilon"
 }
 
 var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
@@ -162,11 +179,23 @@ func buildDataset(ctx context.Context, req DatasetRequest, cellLimit int, source
 // generic sensitivity and the budget.
 func (d *dataset) applyPolicy() error {
 	p := d.policy
-	eps, err := privacy.NewBudget(p.EpsilonPerAnalyst, 0)
-	if err != nil || p.EpsilonPerAnalyst <= 0 {
-		return fmt.Errorf("policy.epsilon_per_analyst: must be a number in (0, %d], got %v", privacy.MaxEpsilon, p.EpsilonPerAnalyst)
+	switch {
+	case p.RhoPerAnalyst != 0 && p.EpsilonPerAnalyst != 0:
+		return errors.New("policy: give epsilon_per_analyst or rho_per_analyst, not both")
+	case p.RhoPerAnalyst != 0:
+		rho, err := privacy.NewRho(p.RhoPerAnalyst)
+		if err != nil {
+			return fmt.Errorf("policy.rho_per_analyst: %w", err)
+		}
+		d.budget, d.zcdp = rho.Steps(), true
+	default:
+		eps, err := privacy.NewBudget(p.EpsilonPerAnalyst, 0)
+		if err != nil || p.EpsilonPerAnalyst <= 0 {
+			return fmt.Errorf("policy.epsilon_per_analyst: must be a number in (0, %d], got %v", privacy.MaxEpsilon, p.EpsilonPerAnalyst)
+		}
+		d.budget, _ = eps.Steps()
+		d.zcdp = false
 	}
-	d.budget, _ = eps.Steps()
 	d.exact = nil
 	for i, names := range p.Invariants {
 		cb, err := d.schema.CuboidOf(names...)

@@ -210,7 +210,7 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 				case found != nil:
 					res[i] = chargeRes{out: found, b: acc.b, repeat: true}
 				default:
-					res[i] = chargeRes{err: &budgetError{need: charge, remaining: acc.b.Total - acc.b.Spent}}
+					res[i] = chargeRes{err: &budgetError{need: charge, remaining: acc.b.Total - acc.b.Spent, unit: r.p.unit}}
 				}
 				continue
 			}

@@ -24,7 +24,8 @@ type datasetView struct {
 	// Guarantee qualifies every answer's guarantee when the sensitivity is
 	// the curator's claim (see Policy.Sensitivity).
 	Guarantee         string    `json:"guarantee,omitempty"`
-	EpsilonPerAnalyst float64   `json:"epsilon_per_analyst"`
+	EpsilonPerAnalyst float64   `json:"epsilon_per_analyst,omitempty"`
+	RhoPerAnalyst     float64   `json:"rho_per_analyst,omitempty"`
 	QueryKinds        []string  `json:"query_kinds"`
 	Created           time.Time `json:"created_at"`
 }
@@ -33,7 +34,12 @@ func viewDataset(d *dataset) datasetView {
 	v := datasetView{
 		ID: d.id, Name: d.name, Cells: d.schema.Cells(), Invariants: [][]string{},
 		Neighbours: d.neighbourText(), GenericSensitivity: d.sens.Value, SensitivityRule: d.sens.Rule, Guarantee: d.guarantee,
-		EpsilonPerAnalyst: stepsEpsilon(d.budget), QueryKinds: d.queryKinds(), Created: d.created,
+		QueryKinds: d.queryKinds(), Created: d.created,
+	}
+	if d.zcdp {
+		v.RhoPerAnalyst = stepsEpsilon(d.budget) // RhoStep == EpsilonStep
+	} else {
+		v.EpsilonPerAnalyst = stepsEpsilon(d.budget)
 	}
 	for i := range d.schema.NumDims() {
 		v.Dimensions = append(v.Dimensions, d.schema.Dim(i))
@@ -62,12 +68,15 @@ type adminDatasetView struct {
 
 // queryResponse is the answer to a query, from the ledger.
 type queryResponse struct {
-	Seq     int64           `json:"seq"`
-	ID      string          `json:"query_id"`
-	Dataset string          `json:"dataset"`
-	Kind    string          `json:"kind"`
-	Repeat  bool            `json:"repeat"`
-	Charged float64         `json:"charged_epsilon"`
+	Seq     int64  `json:"seq"`
+	ID      string `json:"query_id"`
+	Dataset string `json:"dataset"`
+	Kind    string `json:"kind"`
+	Repeat  bool   `json:"repeat"`
+	// Charged is what the ledger entry charged, in epsilon (absent on a
+	// dataset with zCDP budgets, where Unit is "rho" and Steps count rho).
+	Charged *float64        `json:"charged_epsilon,omitempty"`
+	Unit    string          `json:"unit"`
 	Steps   int64           `json:"charged_steps"`
 	Created time.Time       `json:"created_at"`
 	Request json.RawMessage `json:"request"`
@@ -80,11 +89,15 @@ type queryResponse struct {
 	Remaining *float64 `json:"remaining,omitempty"`
 }
 
-func viewEntry(e *entry, repeat bool, b *budgetState) queryResponse {
-	q := queryResponse{Seq: e.Seq, ID: e.ID, Dataset: e.DatasetID, Kind: e.Kind, Repeat: repeat, Charged: stepsEpsilon(e.Charge), Steps: e.Charge,
+func viewEntry(e *entry, repeat bool, b *budgetState, unit string) queryResponse {
+	q := queryResponse{Seq: e.Seq, ID: e.ID, Dataset: e.DatasetID, Kind: e.Kind, Repeat: repeat, Unit: unit, Steps: e.Charge,
 		Created: e.Created, Request: e.Request, Answer: e.Answer}
+	if unit == "epsilon" {
+		charged := stepsEpsilon(e.Charge)
+		q.Charged = &charged
+	}
 	if b != nil {
-		v := viewBudget(*b)
+		v := viewBudget(*b, unit)
 		q.Budget = &v
 		now := 0.0
 		if !repeat {
@@ -180,7 +193,7 @@ func (s *Server) getBudget(w http.ResponseWriter, r *http.Request, p principal) 
 	if err != nil {
 		return err
 	}
-	v := viewBudget(b)
+	v := viewBudget(b, d.unit())
 	v.Dataset = d.id
 	return writeJSON(w, http.StatusOK, v)
 }
@@ -204,7 +217,7 @@ func (s *Server) listQueries(w http.ResponseWriter, r *http.Request, p principal
 	}
 	out := make([]queryResponse, len(es))
 	for i, e := range es {
-		out[i] = viewEntry(e, true, nil)
+		out[i] = viewEntry(e, true, nil, d.unit())
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"queries": out})
 }
@@ -217,7 +230,11 @@ func (s *Server) getQuery(w http.ResponseWriter, r *http.Request, p principal) e
 	if e.AnalystID != p.analystID {
 		return errNotFound // the same answer as for an id that does not exist
 	}
-	return writeJSON(w, http.StatusOK, viewEntry(e, true, nil))
+	d, err := s.dataset(r.Context(), e.DatasetID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, viewEntry(e, true, nil, d.unit()))
 }
 
 // idempotencyKey returns the request's Idempotency-Key header, validated.
@@ -281,14 +298,14 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error 
 		if found.failed() {
 			return failedError(found)
 		}
-		return writeJSON(w, http.StatusOK, viewEntry(found, true, &b))
+		return writeJSON(w, http.StatusOK, viewEntry(found, true, &b, d.unit()))
 	}
 	b, charge, err := s.st.budgetNow(ctx, p.analystID, d.id, d.budget, pl, d.schema.Cells())
 	if err != nil {
 		return err
 	}
 	if charge > b.Total-b.Spent {
-		return &budgetError{need: charge, remaining: b.Total - b.Spent}
+		return &budgetError{need: charge, remaining: b.Total - b.Spent, unit: pl.unit}
 	}
 	if b.LedgerBytes >= s.cfg.LedgerQuota {
 		return &apiError{http.StatusTooManyRequests, "ledger_quota", fmt.Sprintf("your stored answers on this dataset reached the ledger quota of %d bytes; ask the curator", s.cfg.LedgerQuota)}
@@ -315,7 +332,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error 
 	if repeat {
 		status = http.StatusOK
 	}
-	return writeJSON(w, status, viewEntry(stored, repeat, &b))
+	return writeJSON(w, status, viewEntry(stored, repeat, &b, d.unit()))
 }
 
 // computeAnswer draws the plan's answer and encodes it. An error other than
@@ -482,6 +499,15 @@ func (s *Server) adminListAnalysts(w http.ResponseWriter, r *http.Request, _ pri
 	if as == nil {
 		as = []analystView{}
 	}
+	for _, a := range as {
+		for i, b := range a.Budgets {
+			d, err := s.dataset(r.Context(), b.Dataset)
+			if err != nil {
+				return err
+			}
+			a.Budgets[i].Unit = d.unit()
+		}
+	}
 	return writeJSON(w, http.StatusOK, map[string]any{"analysts": as})
 }
 
@@ -589,7 +615,7 @@ func (s *Server) adminQueries(w http.ResponseWriter, r *http.Request, _ principa
 func (d *dataset) queryKinds() []string {
 	var out []string
 	for _, k := range queryKinds() {
-		if k == "dx" && !d.hasMetric() {
+		if (k == "dx" && !d.hasMetric()) || (d.zcdp && k != "cuboid") {
 			continue
 		}
 		out = append(out, k)

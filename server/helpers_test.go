@@ -161,6 +161,8 @@ type response struct {
 	ID      string          `json:"query_id"`
 	Repeat  bool            `json:"repeat"`
 	Steps   int64           `json:"charged_steps"`
+	Unit    string          `json:"unit"`
+	Charged *float64        `json:"charged_epsilon"`
 	Answer  json.RawMessage `json:"answer"`
 	Budget  budgetView      `json:"budget"`
 	Request json.RawMessage `json:"request"`

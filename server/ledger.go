@@ -42,10 +42,11 @@ type budgetState struct {
 // and the query's cost, which depend on public inputs only.
 type budgetError struct {
 	need, remaining int64
+	unit            string // "epsilon" or "rho"
 }
 
 func (e *budgetError) Error() string {
-	return fmt.Sprintf("insufficient budget: this query needs epsilon %.6g, remaining %.6g", stepsEpsilon(e.need), stepsEpsilon(e.remaining))
+	return fmt.Sprintf("insufficient budget: this query needs %s %.6g, remaining %.6g", e.unit, stepsEpsilon(e.need), stepsEpsilon(e.remaining))
 }
 
 // errIdemConflict is returned when an idempotency key is reused for a

@@ -34,6 +34,14 @@ import (
 type QueryRequest struct {
 	Kind    string  `json:"kind"`
 	Epsilon float64 `json:"epsilon"`
+	// Mechanism is "laplace" (the default; pure epsilon) or, for cuboid
+	// queries on a dataset with zCDP budgets, "gaussian": exact discrete
+	// Gaussian noise calibrated to the L2 generic sensitivity for Rho
+	// (instead of Epsilon), its equivalent (eps, delta) stated at Delta
+	// (default 1e-6).
+	Mechanism string  `json:"mechanism,omitempty"`
+	Rho       float64 `json:"rho,omitempty"`
+	Delta     float64 `json:"delta,omitempty"`
 
 	Cuboid []string `json:"cuboid,omitempty"`
 	// Cuboids, instead of Cuboid, asks for a workload: several cuboids
@@ -96,6 +104,9 @@ func badInput(format string, args ...any) error {
 // a plan but compute looks at the data.
 type plan struct {
 	kind string
+	// unit is the dataset's budget unit, "epsilon" or "rho", that the
+	// charges are in.
+	unit string
 	hash string
 	// request is the normalised request, as stored in the ledger.
 	request []byte
@@ -140,11 +151,28 @@ func decodeQuery(body []byte) (QueryRequest, error) {
 
 // planQuery validates q against the dataset and returns its plan.
 func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
-	eps, err := privacy.NewEpsilon(q.Epsilon)
-	if err != nil {
-		return nil, badInput("epsilon: %v", err)
+	gaussian := q.Mechanism == "gaussian"
+	switch {
+	case q.Mechanism != "" && q.Mechanism != "laplace" && !gaussian:
+		return nil, badInput("mechanism: %q; use laplace or gaussian", clip(q.Mechanism))
+	case d.zcdp && q.Kind != "cuboid":
+		return nil, badInput("kind: this dataset's budgets are zCDP (rho): only cuboid queries are offered (linear, prior and dx queries have pure-epsilon accounting)")
+	case gaussian && !d.zcdp:
+		return nil, badInput("mechanism: a Gaussian query is charged rho, and this dataset's budgets are in epsilon (its policy has epsilon_per_analyst)")
+	case !gaussian && (q.Rho != 0 || q.Delta != 0):
+		return nil, badInput("rho and delta: only for mechanism gaussian")
+	}
+	var eps privacy.Epsilon
+	var err error
+	if !gaussian {
+		if eps, err = privacy.NewEpsilon(q.Epsilon); err != nil {
+			return nil, badInput("epsilon: %v", err)
+		}
+	} else if q.Epsilon != 0 {
+		return nil, badInput("epsilon: a Gaussian query is calibrated to rho; leave epsilon out")
 	}
 	used := map[string]bool{
+		"mechanism": q.Mechanism != "", "rho": q.Rho != 0, "delta": q.Delta != 0,
 		"cuboid": q.Cuboid != nil, "nonneg": q.NonNeg, "integer": q.Integer,
 		"cuboids": q.Cuboids != nil, "weights": q.Weights != nil, "split": q.Split != "",
 		"queries": q.Queries != nil, "refine": q.Refine,
@@ -152,7 +180,7 @@ func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
 		"strategy": q.Strategy != "",
 	}
 	allowed := map[string][]string{
-		"cuboid": {"cuboid", "nonneg", "integer", "cuboids", "weights", "split"},
+		"cuboid": {"cuboid", "nonneg", "integer", "cuboids", "weights", "split", "mechanism", "rho", "delta"},
 		"linear": {"queries", "refine"},
 		"prior":  {"query", "fraction", "prior", "alpha_u"},
 		"dx":     {"queries", "strategy"},
@@ -167,21 +195,30 @@ func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
 		}
 	}
 	var p *plan
-	switch q.Kind {
-	case "cuboid":
+	switch {
+	case gaussian:
+		p, err = planGaussianCuboid(d, q)
+	case q.Kind == "cuboid":
 		p, err = planCuboid(d, q, eps)
-	case "linear":
+	case q.Kind == "linear":
 		p, err = planLinear(ctx, d, q, eps)
-	case "prior":
+	case q.Kind == "prior":
 		p, err = planPrior(d, q, eps)
-	case "dx":
+	case q.Kind == "dx":
 		p, err = planDX(ctx, d, q, eps)
 	}
 	if err != nil {
 		return nil, err
 	}
-	p.kind = q.Kind
-	q.Epsilon = eps.Float64()
+	if d.zcdp && !gaussian && p.uniform > 0 {
+		// An eps-DP answer is (eps^2/2)-zCDP (Bun and Steinke, Prop. 1.4),
+		// rounded up to the grid.
+		p.uniform = privacy.PureAsRho(eps).RhoSteps()
+	}
+	p.kind, p.unit = q.Kind, d.unit()
+	if !gaussian {
+		q.Epsilon = eps.Float64()
+	}
 	p.request, _ = json.Marshal(q)
 	return p, nil
 }

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"context"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
+)
+
+// defaultGaussianDelta is the delta at which a Gaussian answer states its
+// equivalent (eps, delta) guarantee unless the query gives one.
+const defaultGaussianDelta = 1e-6
+
+// planGaussianCuboid plans a cuboid query with Gaussian noise on a dataset
+// with zCDP budgets: charged rho (0 for a cuboid the invariants determine),
+// calibrated to the L2 generic sensitivity, which knowdp must be able to
+// compute (a curator's sensitivity claim is an L1 one). Everything is
+// decided from the request, the schema and the policy.
+func planGaussianCuboid(d *dataset, q QueryRequest) (*plan, error) {
+	rho, err := privacy.NewRho(q.Rho)
+	if err != nil {
+		return nil, badInput("rho: %v", err)
+	}
+	delta := q.Delta
+	if delta == 0 {
+		delta = defaultGaussianDelta
+	}
+	if !(delta > 0 && delta < 1) {
+		return nil, badInput("delta: must be in (0, 1), got %v", q.Delta)
+	}
+	switch {
+	case q.Cuboids != nil || q.Weights != nil || q.Split != "":
+		return nil, badInput("cuboids: workloads use the Laplace mechanism; ask for one cuboid")
+	case q.Cuboid == nil:
+		return nil, badInput("cuboid: required: the dimensions of the cuboid to release ([] is the grand total)")
+	case q.NonNeg && q.Integer:
+		return nil, badInput("nonneg and integer exclude each other (integer counts are non-negative)")
+	}
+	cb, err := d.schema.CuboidOf(q.Cuboid...)
+	if err != nil {
+		return nil, badInput("cuboid: %v", err)
+	}
+	if size := d.schema.CuboidSize(cb); size > maxAnswerCells {
+		return nil, badInput("cuboid: %s has %d cells; at most %d per answer", d.schema.Format(cb), size, maxAnswerCells)
+	}
+	sens, err := cube.GenericSensitivity(d.schema, d.exact, cb)
+	if err != nil {
+		return nil, badInput("cuboid: %v", err)
+	}
+	l2, err := cube.GenericL2Sensitivity(d.schema, d.exact, cb)
+	if err != nil {
+		return nil, badInput("cuboid: %v", err)
+	}
+	charge := rho.Steps()
+	h := newHasher("cuboid/gaussian", privacy.Epsilon{})
+	if sens.Value == 0 {
+		charge = 0 // public: released exactly, the same whatever rho
+	} else {
+		if _, err := noise.NewGaussian(l2.Value, rho.Float64()); err != nil {
+			return nil, badInput("rho: %v is too small for this cuboid (L2 generic sensitivity %.6g): %v", rho.Float64(), l2.Value, err)
+		}
+		h.int(rho.Steps())
+		h.float(delta)
+	}
+	h.int(int64(cb))
+	switch {
+	case q.NonNeg:
+		h.int(1)
+	case q.Integer:
+		h.int(2)
+	}
+	spec := cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rho, Delta: delta, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg, Integer: q.Integer}
+	return &plan{
+		hash:    h.sum(),
+		uniform: charge,
+		compute: func(ctx context.Context, r *noise.Rand) (any, error) {
+			rel, err := d.cube.Release(ctx, spec, r)
+			if err != nil {
+				return nil, err
+			}
+			names := d.schema.Names(cb)
+			if names == nil {
+				names = []string{}
+			}
+			return cuboidAnswer{Dimensions: names, Counts: rel.Counts, Privacy: cuboidPrivacy{Metadata: rel.Metadata()}}, nil
+		},
+	}, nil
+}
