@@ -114,6 +114,11 @@ func (p *workloadPlan) cellLaw(c Cuboid) (terms []lawTerm, single int) {
 
 // moe90 returns the margin of error of every cell of table c.
 func (p *workloadPlan) moe90(c Cuboid) float64 {
+	if p.mech == MechanismGaussian {
+		// A fixed linear combination of independent discrete Gaussians on
+		// grids far finer than their sigmas: normal.
+		return z95 * math.Sqrt(p.cellVariance(c))
+	}
 	terms, single := p.cellLaw(c)
 	if single >= 0 {
 		return laplaceMOE90(p.meas[single].lap)

@@ -104,6 +104,14 @@ type WorkloadSpec struct {
 	// cuboids...). Every requested cuboid must then be computable from them
 	// and the invariants; ExpectedRMSE compares strategies before release.
 	Measure []Cuboid
+	// Mechanism is Laplace (pure Epsilon, the default) or Gaussian: exact
+	// discrete Gaussian noise calibrated to each measured cuboid's L2
+	// generic sensitivity, with shares of Rho (zCDP: the shares' rho add
+	// up), the equivalent (eps, delta) guarantee stated at Delta in (0, 1).
+	// Epsilon and Sensitivity are then unset.
+	Mechanism Mechanism
+	Rho       privacy.Rho
+	Delta     float64
 }
 
 // Table is one released cuboid of a workload.
@@ -132,6 +140,9 @@ type Table struct {
 	Scale, Grid     float64
 	// Public is true when the table is computed from the invariants alone.
 	Public bool
+	// Sigma is the standard deviation of a Gaussian measurement's noise
+	// (Scale is then 0) and RhoShare its share of rho.
+	Sigma, RhoShare float64
 	// Post-processing (see MakeNonNegative and RoundIntegers):
 	// NonNegative tables had their negative counts removed, leaving a KKT
 	// residual of NonNegativeResidual; Integer tables were rounded to
@@ -163,6 +174,10 @@ type Measurement struct {
 	Sensitivity     int
 	SensitivityRule string
 	Scale, Grid     float64
+	// A Gaussian measurement: its share of rho, its L2 generic sensitivity
+	// (and rule) and the noise's standard deviation; Share and Scale are 0.
+	RhoShare, L2Sensitivity, Sigma float64
+	L2Rule                         string
 }
 
 // WorkloadRelease is a set of tables released together, with its privacy
@@ -177,7 +192,12 @@ type WorkloadRelease struct {
 	// Epsilon is the privacy loss of the whole release: the sum of the
 	// measurements' shares (sequential composition), at most Budget.
 	Epsilon, Budget float64
-	Split           Split
+	// Mechanism is the noise; for a Gaussian release Rho is the zCDP loss
+	// (the sum of the shares, at most RhoBudget) and Epsilon its equivalent
+	// at Delta (Budget is then 0).
+	Mechanism            Mechanism
+	Rho, RhoBudget, Delta float64
+	Split                Split
 	// Neighbours describes the neighbour relation the guarantee is about.
 	Neighbours string
 	// Conditional is true when a caller-given sensitivity replaced one the
@@ -212,6 +232,20 @@ type measurement struct {
 	share privacy.Epsilon
 	lap   noise.Laplace
 	v     float64 // per-cell noise variance
+	// A Gaussian measurement: its L2 generic sensitivity (and rule), its
+	// share of rho and its noise.
+	l2       float64
+	l2rule   string
+	rhoShare privacy.Rho
+	gauss    noise.Gaussian
+}
+
+// dist is the measurement's noise distribution.
+func (m measurement) dist(mech Mechanism) noiseAdder {
+	if mech == MechanismGaussian {
+		return m.gauss
+	}
+	return m.lap
 }
 
 // workloadPlan is everything about a workload release that does not depend
@@ -225,6 +259,8 @@ type workloadPlan struct {
 	meas        []measurement
 	res         map[Cuboid]*residual
 	budget      privacy.Epsilon
+	mech        Mechanism
+	rho         privacy.Rho
 	split       Split
 	conditional bool
 }
@@ -269,12 +305,23 @@ func planWorkload(s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	if spec.Split != SplitOptimal && spec.Split != SplitEqual {
 		return nil, fmt.Errorf("workload: unknown split %v", spec.Split)
 	}
+	gaussian := spec.Mechanism == MechanismGaussian
+	switch {
+	case gaussian && !spec.Epsilon.IsZero():
+		return nil, errors.New("workload: a Gaussian release is calibrated to rho; leave epsilon unset")
+	case gaussian && spec.Sensitivity != 0:
+		return nil, errors.New("workload: a Gaussian release is calibrated to the L2 generic sensitivities, which cannot be overridden")
+	case gaussian && !(spec.Delta > 0 && spec.Delta < 1):
+		return nil, fmt.Errorf("workload: a Gaussian release states its equivalent (eps, delta) guarantee at a delta in (0, 1), got %v", spec.Delta)
+	case !gaussian && (!spec.Rho.IsZero() || spec.Delta != 0):
+		return nil, errors.New("workload: rho and delta apply to Gaussian releases only")
+	}
 	for i, e := range spec.Exact {
 		if err := checkCuboid(s, e, fmt.Sprintf("workload: exact cuboid %d", i+1)); err != nil {
 			return nil, err
 		}
 	}
-	p := &workloadPlan{s: s, sizes: s.Sizes(), exact: dedupe(spec.Exact), budget: spec.Epsilon, split: spec.Split}
+	p := &workloadPlan{s: s, sizes: s.Sizes(), exact: dedupe(spec.Exact), budget: spec.Epsilon, mech: spec.Mechanism, rho: spec.Rho, split: spec.Split}
 	for i, c := range spec.Cuboids {
 		if err := checkCuboid(s, c, fmt.Sprintf("workload: cuboid %d", i+1)); err != nil {
 			return nil, err
@@ -320,8 +367,21 @@ func planWorkload(s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
 		}
 		p.meas = append(p.meas, measurement{c: c, sens: sens.Value, rule: sens.Rule})
 	}
-	if len(p.meas) > 0 && !(spec.Epsilon.Float64() > 0) {
+	switch {
+	case len(p.meas) > 0 && gaussian && spec.Rho.IsZero():
+		return nil, errors.New("workload: rho must be set (> 0)")
+	case len(p.meas) > 0 && !gaussian && !(spec.Epsilon.Float64() > 0):
 		return nil, errors.New("workload: epsilon must be set (> 0)")
+	}
+	if gaussian {
+		for k := range p.meas {
+			m := &p.meas[k]
+			l2, err := GenericL2Sensitivity(s, p.exact, m.c)
+			if err != nil {
+				return nil, fmt.Errorf("workload: cuboid %s: %w", s.Format(m.c), err)
+			}
+			m.l2, m.l2rule = l2.Value, l2.Rule
+		}
 	}
 	p.classify()
 	for _, t := range p.tables {
@@ -446,7 +506,10 @@ func (p *workloadPlan) chooseShares() error {
 	if p.split == SplitOptimal {
 		frac = p.optimalFractions()
 	}
-	total := int64(p.budget.Float64() / privacy.EpsilonStep)
+	total := p.budget.Steps()
+	if p.mech == MechanismGaussian {
+		total = p.rho.Steps()
+	}
 	var kept []measurement
 	for k, m := range p.meas {
 		steps := int64(math.Floor(frac[k] * float64(total)))
@@ -454,7 +517,20 @@ func (p *workloadPlan) chooseShares() error {
 			if p.split == SplitOptimal && p.coveredWithout(k, frac) {
 				continue
 			}
-			return fmt.Errorf("workload: epsilon %v is too small to share among %d measurements", p.budget.Float64(), len(p.meas))
+			return fmt.Errorf("workload: the budget %v is too small to share among %d measurements", float64(total)*privacy.EpsilonStep, len(p.meas))
+		}
+		if p.mech == MechanismGaussian {
+			share, err := privacy.RhoFromSteps(steps)
+			if err != nil {
+				return fmt.Errorf("workload: share of cuboid %s: %w", p.s.Format(m.c), err)
+			}
+			g, err := noise.NewGaussian(m.l2, share.Float64())
+			if err != nil {
+				return fmt.Errorf("workload: cuboid %s: %w", p.s.Format(m.c), err)
+			}
+			m.rhoShare, m.gauss, m.v = share, g, g.Variance()
+			kept = append(kept, m)
+			continue
 		}
 		// steps * 2^-40 is exact, so NewEpsilon keeps it as it is.
 		share, err := privacy.NewEpsilon(float64(steps) * privacy.EpsilonStep)
@@ -490,6 +566,9 @@ func (p *workloadPlan) setCoverage() {
 		for i := range p.tables {
 			if t := &p.tables[i]; t.Cuboid == m.c {
 				t.Measured, t.Share, t.Scale, t.Grid = true, m.share.Float64(), m.lap.Scale(), m.lap.Grid()
+				if p.mech == MechanismGaussian {
+					t.Sigma, t.Grid, t.RhoShare = m.gauss.Sigma(), m.gauss.Grid(), m.rhoShare.Float64()
+				}
 				t.Sensitivity, t.SensitivityRule = m.sens, m.rule
 			}
 		}
@@ -501,6 +580,10 @@ func (p *workloadPlan) measurements() []Measurement {
 	out := make([]Measurement, len(p.meas))
 	for k, m := range p.meas {
 		out[k] = Measurement{Cuboid: m.c, Share: m.share.Float64(), Sensitivity: m.sens, SensitivityRule: m.rule, Scale: m.lap.Scale(), Grid: m.lap.Grid()}
+		if p.mech == MechanismGaussian {
+			out[k].RhoShare, out[k].L2Sensitivity, out[k].L2Rule = m.rhoShare.Float64(), m.l2, m.l2rule
+			out[k].Sigma, out[k].Grid = m.gauss.Sigma(), m.gauss.Grid()
+		}
 	}
 	return out
 }
@@ -557,12 +640,37 @@ type objective struct {
 	a      []float64
 	covers [][]int
 	c      []float64
+	// power is how a measurement's precision grows with its share x:
+	// x^2 for Laplace noise (variance ∝ 1/eps^2), x for Gaussian noise
+	// (variance ∝ 1/rho), where the problem is convex.
+	power float64
+}
+
+// pow is x^power for the two powers used, and dpow its derivative.
+func (o objective) pow(x float64) float64 {
+	if o.power == 1 {
+		return x
+	}
+	return x * x
+}
+
+func (o objective) dpow(x float64) float64 {
+	if o.power == 1 {
+		return 1
+	}
+	return 2 * x
 }
 
 func (p *workloadPlan) objective() objective {
-	var o objective
+	o := objective{power: 2}
 	eps := p.budget.Float64()
 	for _, m := range p.meas {
+		if p.mech == MechanismGaussian {
+			// 1/v = 2 rho x / l2^2 for sigma^2 = l2^2 / (2 rho x).
+			o.power = 1
+			o.c = append(o.c, 2*p.rho.Float64()/(m.l2*m.l2*float64(p.s.CuboidSize(m.c))))
+			continue
+		}
 		s := float64(m.sens)
 		o.c = append(o.c, eps*eps/(2*s*s*float64(p.s.CuboidSize(m.c))))
 	}
@@ -585,7 +693,7 @@ func (o objective) value(x []float64) float64 {
 	for i, a := range o.a {
 		var w float64
 		for _, k := range o.covers[i] {
-			w += o.c[k] * x[k] * x[k]
+			w += o.c[k] * o.pow(x[k])
 		}
 		f += a / w
 	}
@@ -597,10 +705,10 @@ func (o objective) gradient(x, g []float64) {
 	for i, a := range o.a {
 		var w float64
 		for _, k := range o.covers[i] {
-			w += o.c[k] * x[k] * x[k]
+			w += o.c[k] * o.pow(x[k])
 		}
 		for _, k := range o.covers[i] {
-			g[k] -= 2 * a * o.c[k] * x[k] / (w * w)
+			g[k] -= a * o.c[k] * o.dpow(x[k]) / (w * w)
 		}
 	}
 }
@@ -619,7 +727,13 @@ func (o objective) closedForm() []float64 {
 	x := make([]float64, len(b))
 	var sum float64
 	for k := range x {
-		x[k] = math.Cbrt(b[k] / o.c[k])
+		// Minimising sum_k b_k / (c_k x_k^p) on the simplex: x_k is
+		// proportional to (b_k/c_k)^(1/(p+1)).
+		if o.power == 1 {
+			x[k] = math.Sqrt(b[k] / o.c[k])
+		} else {
+			x[k] = math.Cbrt(b[k] / o.c[k])
+		}
 		sum += x[k]
 	}
 	for k := range x {
@@ -767,6 +881,7 @@ func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64,
 		Measurements:    p.measurements(),
 		Invariants:      inv,
 		Budget:          p.budget.Float64(),
+		Mechanism:       p.mech,
 		Split:           p.split,
 		Neighbours:      neighbours(s, p.exact),
 		Conditional:     p.conditional,
@@ -780,12 +895,24 @@ func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64,
 		// Room for the extended array, which estimate builds in place.
 		noisy[k] = make([]float64, len(exact[m.c]), extSize(subSizes(p.sizes, m.c)))
 		copy(noisy[k], exact[m.c])
-		if err := addNoise(ctx, m.lap, rk, noisy[k]); err != nil {
+		if err := addNoise(ctx, m.dist(p.mech), rk, noisy[k]); err != nil {
 			return nil, fmt.Errorf("workload: cuboid %s: %w", s.Format(m.c), err)
 		}
-		spent = privacy.Sequential(spent, privacy.Pure(m.share))
+		if p.mech == MechanismGaussian {
+			spent = privacy.Sequential(spent, privacy.Concentrated(m.rhoShare))
+		} else {
+			spent = privacy.Sequential(spent, privacy.Pure(m.share))
+		}
 	}
 	rel.Epsilon = spent.Epsilon()
+	if p.mech == MechanismGaussian {
+		rel.Budget, rel.Rho, rel.RhoBudget, rel.Delta = 0, spent.Rho(), p.rho.Float64(), spec.Delta
+		if rel.Rho > 0 {
+			if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
+				return nil, fmt.Errorf("workload: %w", err)
+			}
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -915,8 +1042,13 @@ type WorkloadMetadata struct {
 	Mechanism   string  `json:"mechanism"`
 	Composition string  `json:"composition"`
 	Epsilon     float64 `json:"epsilon"`
-	Budget      float64 `json:"epsilon_budget"`
-	Neighbours  string  `json:"neighbours"`
+	Budget      float64 `json:"epsilon_budget,omitempty"`
+	// A Gaussian release: its zCDP loss, budget, and the delta at which
+	// Epsilon is its equivalent (eps, delta) guarantee.
+	Rho        float64 `json:"rho,omitempty"`
+	RhoBudget  float64 `json:"rho_budget,omitempty"`
+	Delta      float64 `json:"delta,omitempty"`
+	Neighbours string  `json:"neighbours"`
 	Split       string  `json:"split"`
 	Guarantee   string  `json:"guarantee"`
 	// GuaranteeNote says on what a conditional guarantee rests.
@@ -934,11 +1066,16 @@ type WorkloadMetadata struct {
 // MeasurementInfo describes one noisy measurement of a workload release.
 type MeasurementInfo struct {
 	Cuboid          []string `json:"cuboid"`
-	Share           float64  `json:"epsilon"`
+	Share           float64  `json:"epsilon,omitempty"`
 	Sensitivity     int      `json:"sensitivity"`
 	SensitivityRule string   `json:"sensitivity_rule"`
-	Scale           float64  `json:"scale"`
+	Scale           float64  `json:"scale,omitempty"`
 	Grid            float64  `json:"grid"`
+	// A Gaussian measurement.
+	RhoShare      float64 `json:"rho,omitempty"`
+	L2Sensitivity float64 `json:"l2_sensitivity,omitempty"`
+	L2Rule        string  `json:"l2_sensitivity_rule,omitempty"`
+	Sigma         float64 `json:"sigma,omitempty"`
 }
 
 // TableMetadata describes one released table.
@@ -983,6 +1120,14 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 		FromData:     w.DomainsFromData,
 		Private:      !w.Seeded && !w.DomainsFromData,
 	}
+	if w.Mechanism == MechanismGaussian {
+		m.Mechanism = "Gaussian noise on a power-of-two grid (exact discrete Gaussian) on every cell of the declared domain of each measured cuboid, " +
+			"calibrated to its L2 generic sensitivity under the exact cuboids"
+		m.Composition = "zero-concentrated DP: the total rho is the sum of the measurements' shares; epsilon is its equivalent at delta (Canonne-Kamath-Steinke)"
+		m.Rho, m.RhoBudget, m.Delta = w.Rho, w.RhoBudget, w.Delta
+		m.MOE = "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
+			"the error of a cell is a fixed linear combination of independent discrete Gaussians, normal to within their grids: 1.645 standard deviations"
+	}
 	switch {
 	case !m.Private:
 		m.Guarantee = GuaranteeNone
@@ -1013,6 +1158,7 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 		m.Measurements = append(m.Measurements, MeasurementInfo{
 			Cuboid: nonNil(s.Names(x.Cuboid)), Share: x.Share, Sensitivity: x.Sensitivity,
 			SensitivityRule: x.SensitivityRule, Scale: x.Scale, Grid: x.Grid,
+			RhoShare: x.RhoShare, L2Sensitivity: x.L2Sensitivity, L2Rule: x.L2Rule, Sigma: x.Sigma,
 		})
 	}
 	for _, v := range w.Invariants {
@@ -1059,6 +1205,9 @@ func (st Strategy) String() string {
 // square root of the per-cell variance, computed from the mechanism alone
 // (no data): the numbers a release would have on any table over the schema.
 func ExpectedRMSE(s *Schema, spec WorkloadSpec, st Strategy) ([]float64, error) {
+	if spec.Mechanism != MechanismLaplace {
+		return nil, errors.New("workload: ExpectedRMSE compares Laplace strategies; a Gaussian workload's per-table errors are in WorkloadRelease.Tables")
+	}
 	var p *workloadPlan
 	var err error
 	switch st {

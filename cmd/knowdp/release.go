@@ -61,7 +61,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	fs.Float64Var(&f.epsilon, "epsilon", 0, "privacy loss eps > 0 of the whole release with respect to the neighbours the invariants induce (required with --mechanism laplace)")
 	fs.Var(&f.cuboids, "cuboid", "comma-separated `DIMS` of a cuboid to release; repeatable: several cuboids are released together under the one epsilon, all consistent with each other (default: the base cuboid)")
 	fs.StringVar(&f.workload, "workload", "", "JSON `FILE` listing cuboids to release together, with optional weights: [[\"year\"], {\"cuboid\": [\"sex\",\"age\"], \"weight\": 2}]")
-	fs.StringVar(&f.mechanism, "mechanism", "laplace", "`NAME` of the noise: laplace (pure eps, --epsilon) or gaussian (zCDP, --rho; one cuboid)")
+	fs.StringVar(&f.mechanism, "mechanism", "laplace", "`NAME` of the noise: laplace (pure eps, --epsilon) or gaussian (zCDP, --rho)")
 	fs.Float64Var(&f.rho, "rho", 0, "with --mechanism gaussian: the zCDP parameter rho > 0 with respect to the neighbours the invariants induce")
 	fs.Float64Var(&f.delta, "delta", 1e-6, "with --mechanism gaussian: the delta at which the sidecar states the equivalent (eps, delta) guarantee")
 	fs.StringVar(&f.split, "split", "optimal", "with several cuboids, how epsilon is shared among them: optimal (least weighted total variance) or equal")
@@ -89,8 +89,6 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		switch {
 		case f.epsilon != 0:
 			return usageErr(fs, "--mechanism gaussian is calibrated to --rho; --epsilon does not apply (the equivalent (eps, delta) is reported for --delta)")
-		case len(f.cuboids) > 1 || f.workload != "":
-			return usageErr(fs, "--mechanism gaussian releases one cuboid at a time for now; workloads use laplace")
 		case f.sensitivity != 0:
 			return usageErr(fs, "--sensitivity overrides the L1 generic sensitivity of --mechanism laplace; gaussian uses the L2 one, which knowdp computes")
 		case !(f.delta > 0 && f.delta < 1):
@@ -177,7 +175,10 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	// What to count: the released and exact cuboids only, never the base
 	// domain unless it is released.
 	wspec := cube.WorkloadSpec{Epsilon: eps, Exact: exact, Cuboids: cuboids, Weights: weights, Split: split,
-		Sensitivity: f.sensitivity, DomainsFromData: f.infer}
+		Sensitivity: f.sensitivity, DomainsFromData: f.infer, Mechanism: mech, Rho: rho}
+	if mech == cube.MechanismGaussian {
+		wspec.Delta = f.delta
+	}
 	spec := cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cuboids[0], Sensitivity: f.sensitivity,
 		NonNegative: f.nonneg, Integer: f.integer, Tol: f.tol, DomainsFromData: f.infer,
 		Mechanism: mech, Rho: rho}

@@ -79,8 +79,13 @@ func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cub
 	if f.json {
 		return writeJSON(e.stdout, workloadSummary{Out: f.out, Files: names, Metadata: meta})
 	}
-	fmt.Fprintf(e.stdout, "released %d cuboids for epsilon %.6g in all (budget %.6g; %s) w.r.t. %s\n",
-		len(w.Tables), w.Epsilon, w.Budget, meta.Composition, w.Neighbours)
+	if w.Mechanism == cube.MechanismGaussian {
+		fmt.Fprintf(e.stdout, "released %d cuboids for rho %.6g in all (budget %.6g; (%.6g, %g)-DP; %s) w.r.t. %s\n",
+			len(w.Tables), w.Rho, w.RhoBudget, w.Epsilon, w.Delta, meta.Composition, w.Neighbours)
+	} else {
+		fmt.Fprintf(e.stdout, "released %d cuboids for epsilon %.6g in all (budget %.6g; %s) w.r.t. %s\n",
+			len(w.Tables), w.Epsilon, w.Budget, meta.Composition, w.Neighbours)
+	}
 	if len(w.Invariants) > 0 {
 		var ex []string
 		for _, v := range w.Invariants {
@@ -89,16 +94,28 @@ func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cub
 		fmt.Fprintf(e.stdout, "exact cuboids (published as they are): %s\n", strings.Join(ex, ", "))
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "cuboid\tcells\tepsilon share\tsensitivity\tmoe90\tfile")
+	unit, sensName := "epsilon", "sensitivity"
+	l2 := map[cube.Cuboid]float64{}
+	if w.Mechanism == cube.MechanismGaussian {
+		unit, sensName = "rho", "L2 sensitivity"
+		for _, m := range w.Measurements {
+			l2[m.Cuboid] = m.L2Sensitivity
+		}
+	}
+	fmt.Fprintf(tw, "cuboid\tcells\t%s share\t%s\tmoe90\tfile\n", unit, sensName)
 	for i, t := range w.Tables {
 		share := fmt.Sprintf("%.4g", t.Share)
+		sens := fmt.Sprint(t.Sensitivity)
+		if w.Mechanism == cube.MechanismGaussian {
+			share, sens = fmt.Sprintf("%.4g", t.RhoShare), fmt.Sprintf("%.4g", l2[t.Cuboid])
+		}
 		switch {
 		case t.Public:
 			share = "public (exact)"
 		case !t.Measured:
 			share = "derived"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.4g\t%s\n", s.Format(t.Cuboid), len(t.Counts), share, t.Sensitivity, t.CellMOE90(), names[i])
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.4g\t%s\n", s.Format(t.Cuboid), len(t.Counts), share, sens, t.CellMOE90(), names[i])
 	}
 	tw.Flush()
 	if meta.Guarantee == cube.GuaranteeNone {

@@ -176,3 +176,29 @@ func TestReleaseGaussianCommand(t *testing.T) {
 		}
 	}
 }
+
+func TestReleaseGaussianWorkloadCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "g")
+	code, stdout, stderr := runCLI(t, "release", "--data", repoFile("data/arrests.csv"), "--schema", repoFile("data/arrests.schema.json"),
+		"--exact", "year", "--cuboid", "year,sex", "--cuboid", "sex,released", "--mechanism", "gaussian", "--rho", "0.3", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var meta map[string]any
+	b, err := os.ReadFile(filepath.Join(dir, "release.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta["rho"].(float64) > 0.3 || math.Abs(meta["rho_budget"].(float64)-0.3) > 1e-9 || meta["delta"] != 1e-6 || meta["private"] != true || !strings.Contains(stdout, "rho share") {
+		t.Errorf("release.json %s\nstdout %s", b, stdout)
+	}
+	for _, m := range meta["measurements"].([]any) {
+		mm := m.(map[string]any)
+		if mm["l2_sensitivity"].(float64) <= 0 || mm["sigma"].(float64) <= 0 || mm["rho"].(float64) <= 0 {
+			t.Errorf("measurement %v", mm)
+		}
+	}
+}
