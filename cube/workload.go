@@ -195,9 +195,9 @@ type WorkloadRelease struct {
 	// Mechanism is the noise; for a Gaussian release Rho is the zCDP loss
 	// (the sum of the shares, at most RhoBudget) and Epsilon its equivalent
 	// at Delta (Budget is then 0).
-	Mechanism            Mechanism
+	Mechanism             Mechanism
 	Rho, RhoBudget, Delta float64
-	Split                Split
+	Split                 Split
 	// Neighbours describes the neighbour relation the guarantee is about.
 	Neighbours string
 	// Conditional is true when a caller-given sensitivity replaced one the
@@ -1049,8 +1049,8 @@ type WorkloadMetadata struct {
 	RhoBudget  float64 `json:"rho_budget,omitempty"`
 	Delta      float64 `json:"delta,omitempty"`
 	Neighbours string  `json:"neighbours"`
-	Split       string  `json:"split"`
-	Guarantee   string  `json:"guarantee"`
+	Split      string  `json:"split"`
+	Guarantee  string  `json:"guarantee"`
 	// GuaranteeNote says on what a conditional guarantee rests.
 	GuaranteeNote string            `json:"guarantee_note,omitempty"`
 	Estimate      string            `json:"estimate"`
