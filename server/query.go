@@ -337,28 +337,34 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 		return nil, badInput("epsilon: %v is too small for this cuboid (generic sensitivity %d): %v", eps.Float64(), max(sens.Value, spec.Sensitivity), err)
 	}
 	h.int(int64(cb))
+	h.postProcessing(q)
+	q.Cuboid = d.schema.Names(cb)
+	return &plan{hash: h.sum(), uniform: charge, compute: releaseCuboid(d, spec, guarantee)}, nil
+}
+
+// postProcessing adds a cuboid query's post-processing to its hash.
+func (h *hasher) postProcessing(q QueryRequest) {
 	switch {
 	case q.NonNeg:
 		h.int(1)
 	case q.Integer:
 		h.int(2)
 	}
-	q.Cuboid = d.schema.Names(cb)
-	return &plan{
-		hash:    h.sum(),
-		uniform: charge,
-		compute: func(ctx context.Context, r *noise.Rand) (any, error) {
-			rel, err := d.cube.Release(ctx, spec, r)
-			if err != nil {
-				return nil, err
-			}
-			names := d.schema.Names(cb)
-			if names == nil {
-				names = []string{}
-			}
-			return cuboidAnswer{Dimensions: names, Counts: rel.Counts, Privacy: cuboidPrivacy{Metadata: rel.Metadata(), Guarantee: guarantee}}, nil
-		},
-	}, nil
+}
+
+// releaseCuboid returns the computation of a one-cuboid answer.
+func releaseCuboid(d *dataset, spec cube.ReleaseSpec, guarantee string) func(context.Context, *noise.Rand) (any, error) {
+	return func(ctx context.Context, r *noise.Rand) (any, error) {
+		rel, err := d.cube.Release(ctx, spec, r)
+		if err != nil {
+			return nil, err
+		}
+		names := d.schema.Names(spec.Cuboid)
+		if names == nil {
+			names = []string{}
+		}
+		return cuboidAnswer{Dimensions: names, Counts: rel.Counts, Privacy: cuboidPrivacy{Metadata: rel.Metadata(), Guarantee: guarantee}}, nil
+	}
 }
 
 // --- linear queries over the base cuboid ---

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"context"
-
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
@@ -64,26 +62,7 @@ func planGaussianCuboid(d *dataset, q QueryRequest) (*plan, error) {
 		h.float(delta)
 	}
 	h.int(int64(cb))
-	switch {
-	case q.NonNeg:
-		h.int(1)
-	case q.Integer:
-		h.int(2)
-	}
+	h.postProcessing(q)
 	spec := cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rho, Delta: delta, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg, Integer: q.Integer}
-	return &plan{
-		hash:    h.sum(),
-		uniform: charge,
-		compute: func(ctx context.Context, r *noise.Rand) (any, error) {
-			rel, err := d.cube.Release(ctx, spec, r)
-			if err != nil {
-				return nil, err
-			}
-			names := d.schema.Names(cb)
-			if names == nil {
-				names = []string{}
-			}
-			return cuboidAnswer{Dimensions: names, Counts: rel.Counts, Privacy: cuboidPrivacy{Metadata: rel.Metadata()}}, nil
-		},
-	}, nil
+	return &plan{hash: h.sum(), uniform: charge, compute: releaseCuboid(d, spec, "")}, nil
 }

@@ -94,12 +94,7 @@ func planWorkload(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error
 		}
 	}
 	h.int(int64(split))
-	switch {
-	case q.NonNeg:
-		h.int(1)
-	case q.Integer:
-		h.int(2)
-	}
+	h.postProcessing(q)
 	return &plan{
 		hash:    h.sum(),
 		uniform: charge,
