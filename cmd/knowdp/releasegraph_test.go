@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -52,14 +51,7 @@ func TestReleaseGraphCommand(t *testing.T) {
 			t.Errorf("released degree of vertex %s = %v, true %v", v, deg[v], want)
 		}
 	}
-	var meta map[string]any
-	b, err := os.ReadFile(filepath.Join(dir, "graph.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &meta); err != nil {
-		t.Fatal(err)
-	}
+	meta, _ := readSidecar(t, filepath.Join(dir, "graph.json"))
 	if meta["private"] != false || meta["seeded"] != true || meta["sensitivity"].(float64) < 1 {
 		t.Errorf("sidecar %v", meta)
 	}

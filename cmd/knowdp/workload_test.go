@@ -70,14 +70,7 @@ func TestReleaseWorkloadCommand(t *testing.T) {
 			t.Errorf("year %s: %v in year-colour, %v in year-released, true %v", year, a, b, want)
 		}
 	}
-	var meta map[string]any
-	b, err := os.ReadFile(filepath.Join(dir, "release.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &meta); err != nil {
-		t.Fatal(err)
-	}
+	meta, _ := readSidecar(t, filepath.Join(dir, "release.json"))
 	if meta["private"] != false || meta["guarantee"] != "none" || meta["epsilon"].(float64) > 1 {
 		t.Errorf("release.json: private %v guarantee %v epsilon %v", meta["private"], meta["guarantee"], meta["epsilon"])
 	}
@@ -147,14 +140,7 @@ func TestReleaseGaussianCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var meta map[string]any
-	b, err := os.ReadFile(filepath.Join(dir, "g.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &meta); err != nil {
-		t.Fatal(err)
-	}
+	meta, b := readSidecar(t, filepath.Join(dir, "g.json"))
 	if meta["rho"] != 0.5 || meta["delta"] != 1e-5 || meta["l2_sensitivity"].(float64) <= 0 || meta["sigma"].(float64) <= 0 || meta["private"] != true {
 		t.Errorf("sidecar %s", b)
 	}
@@ -184,14 +170,7 @@ func TestReleaseGaussianWorkloadCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var meta map[string]any
-	b, err := os.ReadFile(filepath.Join(dir, "release.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &meta); err != nil {
-		t.Fatal(err)
-	}
+	meta, b := readSidecar(t, filepath.Join(dir, "release.json"))
 	if meta["rho"].(float64) > 0.3 || math.Abs(meta["rho_budget"].(float64)-0.3) > 1e-9 || meta["delta"] != 1e-6 || meta["private"] != true || !strings.Contains(stdout, "rho share") {
 		t.Errorf("release.json %s\nstdout %s", b, stdout)
 	}
@@ -201,4 +180,18 @@ func TestReleaseGaussianWorkloadCommand(t *testing.T) {
 			t.Errorf("measurement %v", mm)
 		}
 	}
+}
+
+// readSidecar reads a JSON sidecar into a map, and returns its bytes too.
+func readSidecar(t *testing.T, path string) (map[string]any, []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta map[string]any
+	if err := json.Unmarshal(b, &meta); err != nil {
+		t.Fatal(err)
+	}
+	return meta, b
 }
