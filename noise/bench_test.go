@@ -129,3 +129,16 @@ func BenchmarkGaussianAddTo(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)*float64(len(xs))/b.Elapsed().Seconds()/1e6, "Msamples/s")
 }
+
+// BenchmarkNewDiscreteLaplace is the cost of a sampler's tables, paid once
+// per scale.
+func BenchmarkNewDiscreteLaplace(b *testing.B) {
+	for _, scale := range []float64{1, 1000, 1 << 20, 0x1p40} {
+		b.Run("scale="+fmtScale(scale), func(b *testing.B) {
+			for b.Loop() {
+				d, _ := NewDiscreteLaplace(scale)
+				sink = d.Scale()
+			}
+		})
+	}
+}

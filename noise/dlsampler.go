@@ -18,79 +18,116 @@ import (
 // rejected. Split G = 2^m H + L with 0 <= L < 2^m: the geometric law
 // factorises, P(G = 2^m h + l) = (1-a) a^l (a^(2^m))^h, so H and L are
 // independent, H geometric with ratio rho = a^(2^m) and P(L = l) ∝ a^l.
-// The constructor picks 2^m in (t/32, t/16] (m = 0 for t < 32), so that
-// rho is between e^-1/16 and e^-1/32 and L is nearly uniform.
+// The constructor picks 2^m in (t/64, t/32] (m = 0 for t < 64), so that
+// rho is at most e^-1/64 and L is nearly uniform.
 //
 // M and H come from one uniform U by inversion against the thresholds
 // th_i = P(M >= 1 + 2^m i) = c rho^i: with j the first i such that
-// U >= th_i, M = 0 if j = 0 and H = j-1 otherwise. The thresholds are
-// irrational; the constructor stores integers lo_i <= floor(th_i 2^64) <=
-// hi_i (from float64 with a rigorous error bound, about 2^-43 relative),
-// and the sampler compares the bits of U it has drawn with them. When the
-// bits drawn so far cannot decide (U's interval meets [lo_i, hi_i+1) 2^-64:
-// probability below n 2^-hb for n thresholds and hb bits of U, from 2^-20
-// for scales near 2^24 down to 2^-54 with two words), it draws more bits
-// and compares with arbitrary precision (lazyU), so every comparison is
-// exact. A guide table indexed by U's leading zeros and next five bits
-// starts the search one or two thresholds from the answer. Past the last
-// stored threshold (probability below 2^-25), H = (n-1) + a fresh geometric
+// U >= th_i, M = 0 if j = 0 and M = 1 + 2^m (j-1) + L otherwise (for
+// m = 0 that is M = j, and the formula gives 0 at j = 0). The thresholds
+// are irrational; the constructor stores integers lo_i <= floor(th_i 2^64)
+// <= hi_i (from float64 with a rigorous error bound, about 2^-43
+// relative), and the sampler compares the bits of U it has drawn with
+// them. When those bits cannot decide (U's interval meets
+// [lo_j, hi_j+1) 2^-64: probability below n 2^-(hb-2), 2^-19 for scales
+// just below 2^24, 2^-22 at 2^20 and 2^-32 at 1000, hb being U's bits in
+// the word), searchSlow draws one more word, and in the rare cases where
+// 64 bits of U do not decide either, compares with arbitrary precision, so
+// every comparison is exact.
+//
+// A guide table gives the answer up to one comparison. It is indexed by
+// the exponent and the first guideSub bits of the significand of
+// float64(x>>11|1), x U's word (a shift, an or, a conversion, a shift):
+// its buckets span a factor of at most 1+2^-6 in U, less than the
+// thresholds' ratio 1/rho >= e^(1/64), so a bucket holds at most one
+// threshold where U's quantum is small against U, and the constructor
+// stores no threshold below that (buildGuide). Past the last stored
+// threshold (probability below 2^-24, 2^-30 for most scales), H = (n-1) + a fresh geometric
 // variable with ratio rho: the geometric law is memoryless. It is drawn by
 // magnitude, the exact inversion by logarithm.
 //
 // L is drawn by rejection: l uniform on [0, 2^m), accepted when an
-// independent uniform u is below a^l = exp(-l/t) >= rho >= e^-1/16. The
-// comparison is decided by precomputed thresholds exp(-(k+1) 2^s/t) (quick
-// accept) and exp(-k 2^s/t) (quick reject) for the top six bits k of l,
-// then by float64 exp with an error bound, then lazily with arbitrary
-// precision. A rejected l costs one more word (probability 1-exp(-l/t),
-// below 1/16, 1/64 to 1/32 on average).
+// independent uniform u is below a^l = exp(-l/t) >= rho. The quick test
+// accepts when u < 1 - l perL 2^-64 <= 1 - l/t <= exp(-l/t), perL =
+// ceil(2^64/t): an integer multiply and an add whose carry says no. It
+// fails with probability about l/t, nearly always a true rejection, which
+// a quick table of upper bounds on exp(-k 2^s/t) confirms; the rest go to
+// float64 exp with an error bound, then to arbitrary precision. A rejected
+// l costs one more word (probability 1-exp(-l/t) < 1/32, 1/128 to 1/64 on
+// average).
 //
 // One 64-bit word usually suffices: bit 0 is the sign, the next m bits are
-// l, the next 16 bits begin u, and the top 47-m bits begin U. When m > 19
+// l, the next 16 bits begin u, and the top 47-m bits begin U. When m >= 19
 // (t >= 2^24) U takes a second word and u the 63-m bits above l. For m = 0
-// (t < 32), U takes the top 63 bits and there is no L.
+// (t < 64), U takes the top 63 bits and there is no L.
 type dlSampler struct {
 	t        float64
 	m        uint    // L has m bits
+	jMin     int     // 1, or 0 when m = 0: j in [jMin, n) takes the common path
 	tHigh    float64 // t/2^m, exactly: H has ratio exp(-1/tHigh)
 	twoWords bool    // U comes from a second word
 	xLow     uint64  // bits of U's word that are not U's: 2^(64-hb)-1
-	ub       uint    // bits of u in the first word
 	lMask    uint64  // 2^m - 1
 	lo, hi   []uint64
-	guide    []guideEntry   // per bucket of U, indexed by bucket
-	guideG   []int32        // per bucket: thresholds certainly above U
-	lzMax    int            // U with more leading zeros is below every threshold
-	accShift uint           // L's quick tables are indexed by l >> accShift
+	slack    uint64         // U >= th_j is decided unless (x|xLow) - lo_j <= slack
+	guide    []guideEntry   // indexed by bucket(x)
+	ub       uint           // bits of u in the first word
+	uShift   uint           // u's prefix is w << uShift, then its low bits masked
 	uLow     uint64         // bits of u not in the first word: 2^(64-ub)-1
-	accLo    [accLen]uint64 // accLo[k] <= floor(exp(-(k+1) 2^accShift/t) 2^64)
+	perL     uint64         // ceil(2^64/t), or 0 when m = 0
+	accShift uint           // rejHi is indexed by l >> accShift
 	rejHi    [accLen]uint64 // rejHi[k] >= floor(exp(-k 2^accShift/t) 2^64)
 }
 
-// guideSub is the number of bits after U's leading one that index the guide
-// table: buckets span a factor of at most 1+1/32 in U, less than the
-// thresholds' ratio 1/rho >= e^(1/32), so a bucket holds at most one.
-const guideSub = 5
+// guideSub is the number of significand bits in a guide bucket's index:
+// buckets span a factor of at most 1+2^-6 in U, less than the thresholds'
+// ratio 1/rho >= e^(1/64).
+const guideSub = 6
 
-// guideEntry holds, for one bucket of U, the bounds of thresholds g and
-// g+1, g being the number of thresholds certainly above every U in the
-// bucket (guideG). They are copied from lo and hi so that the common path
-// loads them at once, in parallel with g; past the table's end they are 0.
-type guideEntry struct {
-	lo0, hi0, lo1, hi1 uint64
+// guideBuckets is the guide's size: the exponents of x>>11|1 (0 to 52)
+// times the significand bits.
+const guideBuckets = 53 << guideSub
+
+// bucket returns the guide bucket of U's word x: the exponent and the first
+// guideSub significand bits of float64(x>>11|1), exact since x>>11 < 2^53.
+// It is non-decreasing in x.
+func bucket(x uint64) int {
+	return int(math.Float64bits(float64(int64(x>>11|1)))>>(52-guideSub)) - 1023<<guideSub
 }
 
-// accLen is the size of L's quick tables: they are indexed by the top six
-// bits of l (fewer when m < 6).
-const (
-	accLen  = 64
-	accMask = accLen - 1
-)
+// bucketEnd returns the first v = x>>11 whose bucket is above b, or 2^53:
+// the smallest v with float64(v|1) >= F, F the smallest float64 of bucket
+// b+1.
+func bucketEnd(b int) uint64 {
+	if b+1 >= guideBuckets {
+		return 1 << 53
+	}
+	f := math.Float64frombits(uint64(b+1+1023<<guideSub) << (52 - guideSub))
+	c := uint64(math.Ceil(f))
+	if c&1 == 1 {
+		return c - 1 // (c-1)|1 = c
+	}
+	return c
+}
+
+// guideEntry holds, for one bucket of U, the number g of thresholds
+// certainly above every U in the bucket and the lower bounds of thresholds
+// g and g+1, copied from lo so that the common path loads all three at
+// once; past the table's end they are 0.
+type guideEntry struct {
+	lo0, lo1 uint64
+	g        int
+}
+
+// accLen is the size of rejHi: it is indexed by the top six bits of l
+// (fewer when m < 6).
+const accLen = 64
 
 func newDLSampler(t float64) *dlSampler {
 	s := &dlSampler{t: t}
-	if t >= 32 {
-		_, e := math.Frexp(t / 16) // t/16 = f 2^e, f in [1/2, 1)
+	if t >= 64 {
+		s.jMin = 1
+		_, e := math.Frexp(t / 32) // t/32 = f 2^e, f in [1/2, 1)
 		s.m = uint(e - 1)
 	}
 	s.tHigh = math.Ldexp(t, -int(s.m))
@@ -98,7 +135,7 @@ func newDLSampler(t float64) *dlSampler {
 	hb := uint(63)
 	switch {
 	case s.m == 0:
-	case s.m <= 19:
+	case s.m < 19:
 		s.ub = 16
 		hb = 47 - s.m
 	default:
@@ -122,81 +159,36 @@ func newDLSampler(t float64) *dlSampler {
 		}
 		s.lo, s.hi = append(s.lo, lo), append(s.hi, hi)
 	}
-
-	// Zeros end lo: sampleWords looks past the last threshold, and no U is
-	// below 0.
-	s.lo = append(s.lo, 0, 0, 0)
-	// Every U with more than lz0 leading zeros, lz0 those of lo_(n-1), is
-	// below the last threshold: U < 2^(63-lz0) 2^-64 <= lo_(n-1) 2^-64, as
-	// the bits of xLow are below 2^(63-lz0) too. One block of buckets,
-	// lzMax = lz0+1, serves them all.
 	n := len(s.hi)
-	s.lzMax = 64
-	lz0 := bits.LeadingZeros64(s.lo[n-1])
-	merged := lz0 < 63 && bits.Len64(s.xLow) <= 63-lz0 // false only for tiny t (lo_0 = 0)
-	if merged {
-		s.lzMax = lz0 + 1
+	// Zeros end lo: the search looks past the last threshold, and no U is
+	// below 0.
+	s.lo = append(s.lo, 0, 0)
+
+	// One slack for every threshold: hi_i <= lo_i + w for all i, and x is
+	// U's prefix, so x > hi_j unless (x|xLow) - lo_j <= w + xLow.
+	var w uint64
+	for i := range n {
+		w = max(w, s.hi[i]-s.lo[i])
 	}
-	s.guide = make([]guideEntry, (s.lzMax+1)<<guideSub)
-	s.guideG = make([]int32, len(s.guide))
-	for b := range s.guide {
-		up := bucketUpper(b, s.xLow)
-		// The first threshold below up (lo is non-increasing).
-		i := sort.Search(n, func(i int) bool { return s.lo[i] < up })
-		if merged && b>>guideSub == s.lzMax {
-			i = n
-		}
-		s.guideG[b] = int32(i)
-		e := guideEntry{lo0: s.lo[i], lo1: s.lo[i+1]}
-		if i < len(s.hi) {
-			e.hi0 = s.hi[i]
-		}
-		if i+1 < len(s.hi) {
-			e.hi1 = s.hi[i+1]
-		}
-		s.guide[b] = e
+	s.slack = w + s.xLow
+
+	s.guide = make([]guideEntry, guideBuckets)
+	for !s.buildGuide() {
 	}
 
 	if s.m > 0 {
 		q := min(s.m, 6)
 		s.accShift = s.m - q
 		s.uLow = math.MaxUint64 >> s.ub
+		s.uShift = hb & 63 // 0 in the two-word layout, where u ends w
+		// ceil(2^64/t), rounded up: 2^64/t is correctly rounded, one ulp
+		// more is above it, and the conversion truncates.
+		s.perL = uint64(math.Nextafter(0x1p64/t, math.Inf(1))) + 1
 		for k := range 1 << q {
-			s.accLo[k], _ = expBoundsU64(math.Ldexp(float64(k+1), int(s.accShift)), t)
 			_, s.rejHi[k] = expBoundsU64(math.Ldexp(float64(k), int(s.accShift)), t)
 		}
 	}
 	return s
-}
-
-// bucket returns the guide bucket of a left-aligned prefix x of U: its
-// number of leading zeros (at most lzMax) and the guideSub bits after its
-// leading one.
-func (s *dlSampler) bucket(x uint64) int {
-	lz := bits.LeadingZeros64(x)
-	return min(lz, s.lzMax)<<guideSub | int((x<<(lz&63))>>(63-guideSub))&(1<<guideSub-1)
-}
-
-// bucketUpper returns an upper bound, saturated at 2^64-1, on U 2^64 for
-// every U whose prefix falls in bucket b; xLow+1 is the prefix's quantum.
-func bucketUpper(b int, xLow uint64) uint64 {
-	lz, f := b>>guideSub, uint64(b&(1<<guideSub-1))
-	var top uint64 // largest prefix value in the bucket, plus one
-	var carry uint64
-	switch {
-	case lz == 64:
-		top = 1
-	case lz <= 63-guideSub:
-		base := uint64(1) << (63 - lz)
-		top, carry = bits.Add64(base, (base>>guideSub)*(f+1), 0)
-	default:
-		top = uint64(1) << (64 - lz) // f is not resolved: use the whole binade
-	}
-	up, c2 := bits.Add64(top, xLow, 0)
-	if carry|c2 != 0 {
-		return math.MaxUint64
-	}
-	return up
 }
 
 // thresholdBounds returns lo <= floor(th 2^64) <= hi for
@@ -234,59 +226,90 @@ func toU64Floor(p float64) uint64 {
 	return uint64(p * 0x1p64) // exact scaling; the conversion truncates
 }
 
-// sampleWords draws Z from the first word w and U's word x (x = w in the
-// one-word layout); r supplies any further bits. Tests call it with
-// chosen words to force the slow paths. The common path is straight-line
-// code with one short loop, the sign applied without a branch.
-func (s *dlSampler) sampleWords(r *Rand, w, x uint64) int64 {
-	x &^= s.xLow
-	xhi := x | s.xLow
-	b := s.bucket(x)
-	e, g := &s.guide[b], int(s.guideG[b])
+// buildGuide fills the guide. The search decides between thresholds g and
+// g+1 of a bucket only, so U >= th_(g+1) must be certain for every word of
+// the bucket; where it is not (two thresholds in one bucket, possible
+// only where the prefix's quantum xLow+1 is not small against U), it drops
+// the thresholds from g+1 on, which the far tail then serves, and reports
+// false to be called again.
+func (s *dlSampler) buildGuide() bool {
 	n := len(s.hi)
-	// Skip the thresholds certainly above U: U < (xhi+1) 2^-64 <= th_j.
-	// A bucket holds at most one threshold except for tiny U, so the answer
-	// is almost always g or g+1, decided from the bucket's entry alone
-	// (branch-free); the loop handles the rare rest.
-	bi := b2i(xhi < e.lo0)
-	sel := -uint64(bi) // all ones if U < th_g
-	j, h := g+bi, e.hi0&^sel|e.hi1&sel
-	if xhi < e.lo1&sel {
-		for j = g + 2; xhi < s.lo[j]; j++ {
+	cut := n
+	start := uint64(0) // the bucket's first word
+	for b := range s.guide {
+		// U 2^64 < (x|xLow) + 1 <= up for every word x in bucket b
+		// (x|xLow is non-decreasing in x).
+		up, end := uint64(math.MaxUint64), bucketEnd(b)
+		if end < 1<<53 {
+			if u, c := bits.Add64((end<<11-1)|s.xLow, 1, 0); c == 0 {
+				up = u
+			}
 		}
-		h = 0
-		if j < n {
-			h = s.hi[j]
+		// The first threshold below up (lo is non-increasing).
+		g := sort.Search(n, func(i int) bool { return s.lo[i] < up })
+		s.guide[b] = guideEntry{lo0: s.lo[g], lo1: s.lo[g+1], g: g}
+		if s.lo[g+1] > start {
+			cut = min(cut, g+1)
 		}
+		start = end << 11
 	}
-	// Now U >= th_j is decided if x > hi_j: U >= x 2^-64 >= (hi_j+1) 2^-64.
-	if j < n && x <= h {
-		j = s.searchSlow(r, x, j)
+	if cut == n {
+		return true
+	}
+	s.lo, s.hi = append(s.lo[:cut], 0, 0), s.hi[:cut]
+	return false
+}
+
+// sample draws Z. The common path is straight-line code: one word, a
+// guide lookup, a select without a branch, the quick test of L and the sign
+// applied without a branch; the rest is in functions called rarely.
+func (s *dlSampler) sample(r *Rand) int64 {
+	w := r.Uint64()
+	x := w
+	if s.twoWords {
+		x = r.Uint64()
+	}
+	j, undecided := s.search(x) // inlined
+	n := len(s.hi)
+	if undecided {
+		j = s.searchSlow(r, x&^s.xLow, j)
 	}
 	var mag uint64
-	switch {
-	case s.m == 0 && j < n:
-		mag = uint64(j)
-	case j == 0:
-		mag = 0
-	case j < n:
-		// The shift counts are below 64; masking them spares Go's
-		// oversized-shift handling.
-		mag = 1 + uint64(j-1)<<(s.m&63)
-		// L: l uniform, accepted if u < exp(-l/t); quick accept first
-		// (accLo[0] covers l = 0 only in part, so l = 0 is tested).
+	if uint(j-s.jMin) < uint(n-s.jMin) {
 		l := (w >> 1) & s.lMask
-		u := (w >> ((1 + s.m) & 63)) << ((64 - s.ub) & 63)
-		if u|s.uLow < s.accLo[(l>>(s.accShift&63))&accMask] || l == 0 {
-			mag += l
-		} else {
-			mag += s.lowSlow(r, l, u)
+		uHi := w<<(s.uShift&63) | s.uLow // u's upper bound; the shift is masked to spare Go's oversized-shift code
+		if !s.quickAccept(l, uHi) {
+			l = s.lowSlow(r, l, uHi&^s.uLow)
 		}
-	default:
+		mag = 1 + uint64(j-1)<<(s.m&63) + l
+	} else if j != 0 {
 		mag = s.magnitudeTail(r, w)
 	}
 	neg := w & 1
 	return int64((mag ^ -neg) + neg) // -mag if neg
+}
+
+// search returns the first j with U >= th_j for U's word x, unless it
+// reports the search undecided: then U < th_i is certain for every i < j,
+// and searchSlow must finish from j. It is undecided when x's bits cannot
+// tell U >= th_j, and when U is certainly below th_j too, which happens
+// only for tiny U, whose bucket may hold more than one threshold.
+func (s *dlSampler) search(x uint64) (j int, undecided bool) {
+	xhi := x | s.xLow // U < (xhi+1) 2^-64
+	e := &s.guide[bucket(x)]
+	_, below := bits.Sub64(xhi, e.lo0, 0) // 1 if U < th_g: then U >= th_(g+1) (buildGuide)
+	sel := -below
+	lo := e.lo0&^sel | e.lo1&sel
+	// Now xhi >= lo_j, and U >= th_j is certain if x > hi_j: then
+	// U >= x 2^-64 >= (hi_j+1) 2^-64, and x > hi_j unless xhi - lo_j <= slack.
+	return e.g + int(below), xhi-lo <= s.slack
+}
+
+// quickAccept reports u < 1 - l perL 2^-64 for u < (uHi+1) 2^-64, which
+// implies u < exp(-l/t): the sum does not carry.
+func (s *dlSampler) quickAccept(l, uHi uint64) bool {
+	_, c := bits.Add64(uHi, l*s.perL, 0)
+	return c == 0
 }
 
 // lowSlow finishes drawing L when the quick accept failed for l and the
@@ -314,11 +337,26 @@ func (s *dlSampler) magnitudeTail(r *Rand, w uint64) uint64 {
 	return mag
 }
 
-// searchSlow continues the search from threshold i with exact comparisons,
-// drawing more bits of U as needed.
+// searchSlow continues the search from threshold i, for U whose first
+// 64-hb bits are x's and which is certainly below th_(i-1). It completes
+// U's first 64 bits with one word, which lo and hi decide unless U is
+// within about 2^-43 relative of a threshold; there it compares with
+// arbitrary precision, drawing more bits as needed.
 func (s *dlSampler) searchSlow(r *Rand, x uint64, i int) int {
-	u := newLazyU(x, 64-uint(bits.TrailingZeros64(s.xLow+1)))
+	if s.xLow != 0 {
+		x |= r.Uint64() & s.xLow
+	}
+	var u *lazyU // U's bits beyond x, once drawn
 	for ; i < len(s.hi); i++ {
+		if u == nil {
+			if x > s.hi[i] {
+				return i // U >= x 2^-64 >= (hi_i+1) 2^-64 > th_i
+			}
+			if x < s.lo[i] {
+				continue // U < (x+1) 2^-64 <= th_i
+			}
+			u = newLazyU(x, 64)
+		}
 		n := 1 + math.Ldexp(float64(i), int(s.m))
 		if !u.less(r, func(prec uint) (*big.Float, *big.Float) { return thresholdBig(n, s.t, prec) }) {
 			return i
@@ -333,12 +371,11 @@ func (s *dlSampler) acceptLow(r *Rand, l, u uint64, ub uint) bool {
 	if l == 0 {
 		return true
 	}
-	k := l >> s.accShift
 	low := uint64(math.MaxUint64) >> ub
-	if u|low < s.accLo[k] {
+	if s.quickAccept(l, u|low) {
 		return true
 	}
-	if u > s.rejHi[k] {
+	if u > s.rejHi[l>>s.accShift] {
 		return false
 	}
 	lo, hi := expBoundsU64(float64(l), s.t)
@@ -350,12 +387,4 @@ func (s *dlSampler) acceptLow(r *Rand, l, u uint64, ub uint) bool {
 	}
 	lu := newLazyU(u, ub)
 	return lu.less(r, func(prec uint) (*big.Float, *big.Float) { return expBig(float64(l), s.t, prec) })
-}
-
-// b2i is 1 for true and 0 for false; the compiler makes it branch-free.
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

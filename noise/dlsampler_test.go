@@ -4,12 +4,13 @@ import (
 	"math"
 	"math/big"
 	"slices"
+	"sort"
 	"testing"
 
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
-var tableScales = []float64{0.01, 0.3, 1, 2.5, 31.9, 32, 1000, 1 << 20, 1 << 23, 1 << 24, 1 << 30, 0x1p40}
+var tableScales = []float64{0.01, 0.3, 1, 2.5, 31.9, 32, 63.9, 64, 1000, 1 << 20, 1 << 23, 1<<24 - 1, 1 << 24, 1 << 30, 0x1p40}
 
 // floor64 returns floor(p 2^64) for p in [0, 1) as a big.Int.
 func floor64(p *big.Float) *big.Int {
@@ -35,11 +36,11 @@ func TestDLSamplerTables(t *testing.T) {
 		}
 		s := d.s
 		n := len(s.hi)
-		if n < 1 || len(s.lo) != n+3 {
+		if n < 1 || len(s.lo) != n+2 {
 			t.Fatalf("scale %v: %d thresholds, %d lower bounds", scale, n, len(s.lo))
 		}
-		if scale >= 32 && (math.Ldexp(1, int(s.m)) > scale/16 || math.Ldexp(1, int(s.m)) <= scale/32) {
-			t.Errorf("scale %v: 2^m = %v not in (t/32, t/16]", scale, math.Ldexp(1, int(s.m)))
+		if scale >= 64 && (math.Ldexp(1, int(s.m)) > scale/32 || math.Ldexp(1, int(s.m)) <= scale/64) || scale < 64 && s.m != 0 {
+			t.Errorf("scale %v: 2^m = %v not in (t/64, t/32]", scale, math.Ldexp(1, int(s.m)))
 		}
 		if s.twoWords != (scale >= 1<<24) {
 			t.Errorf("scale %v: two words %v", scale, s.twoWords)
@@ -68,46 +69,86 @@ func TestDLSamplerTables(t *testing.T) {
 			}
 		}
 		if s.m > 0 {
+			// perL >= 2^64/t, so that 1 - l perL 2^-64 <= exp(-l/t).
+			q := new(big.Float).SetPrec(256).Quo(new(big.Float).SetMantExp(big.NewFloat(1), 64), big.NewFloat(scale))
+			if new(big.Float).SetUint64(s.perL).Cmp(q) < 0 {
+				t.Fatalf("scale %v: perL %d below 2^64/t = %v", scale, s.perL, q)
+			}
 			for k := range 1 << min(s.m, 6) {
-				for _, c := range []struct {
-					n    float64
-					v    uint64
-					isLo bool
-				}{{math.Ldexp(float64(k+1), int(s.accShift)), s.accLo[k], true}, {math.Ldexp(float64(k), int(s.accShift)), s.rejHi[k], false}} {
-					lo, hi := expBig(c.n, scale, 256)
-					f := floor64(mid(lo, hi))
-					if c.n == 0 {
-						f.SetUint64(math.MaxUint64) // exp(0) = 1 saturates
-					}
-					got := new(big.Int).SetUint64(c.v)
-					if (c.isLo && got.Cmp(f) > 0) || (!c.isLo && got.Cmp(f) < 0) {
-						t.Fatalf("scale %v quick table %d: %d on the wrong side of floor(exp 2^64) = %v", scale, k, c.v, f)
-					}
+				nk := math.Ldexp(float64(k), int(s.accShift))
+				f := floor64(mid(expBig(nk, scale, 256)))
+				if k == 0 {
+					f.SetUint64(math.MaxUint64) // exp(0) = 1 saturates
+				}
+				if new(big.Int).SetUint64(s.rejHi[k]).Cmp(f) < 0 {
+					t.Fatalf("scale %v quick table %d: %d below floor(exp 2^64) = %v", scale, k, s.rejHi[k], f)
 				}
 			}
 		}
+		for i := range n {
+			if s.hi[i]-s.lo[i]+s.xLow > s.slack {
+				t.Fatalf("scale %v: slack %d below threshold %d's width %d plus %d", scale, s.slack, i, s.hi[i]-s.lo[i], s.xLow)
+			}
+		}
+		// Every threshold the guide skips is above every U of the bucket,
+		// and the next but one is certainly below (the search compares
+		// with one only).
+		start := uint64(0)
 		for b := range s.guide {
-			up := bucketUpper(b, s.xLow)
-			for i := range int(s.guideG[b]) {
-				if s.lo[i] < up && (b>>guideSub < s.lzMax || s.lzMax == 64) {
+			e := s.guide[b]
+			up := uint64(math.MaxUint64)
+			end := bucketEnd(b)
+			if end < 1<<53 {
+				up = min(up, ((end<<11-1)|s.xLow)+1)
+			}
+			for i := range e.g {
+				if s.lo[i] < up {
 					t.Fatalf("scale %v bucket %d: guide skips threshold %d below the bucket's top", scale, b, i)
 				}
 			}
+			if e.lo0 != s.lo[e.g] || e.lo1 != s.lo[e.g+1] || e.lo1 > start {
+				t.Fatalf("scale %v bucket %d: entry %+v, thresholds from %d: %d, %d; bucket starts at %d", scale, b, e, e.g, s.lo[e.g], s.lo[e.g+1], start)
+			}
+			start = end << 11
 		}
+		// The search on words of every magnitude: every threshold before j
+		// is certainly above U, and th_j certainly at or below it unless
+		// the search says undecided.
 		r := NewSeeded(1)
 		for range 20000 {
-			x := r.Uint64() >> r.Uint64N(64) &^ s.xLow
-			b := s.bucket(x)
-			if b>>guideSub == s.lzMax && s.lzMax < 64 {
-				// Below every threshold, the bucket's claim.
-				if x|s.xLow >= s.lo[n-1] {
-					t.Fatalf("scale %v: prefix %#x in the last block but not below the last threshold", scale, x)
+			x := r.Uint64() >> r.Uint64N(64)
+			j, undecided := s.search(x)
+			xhi := x | s.xLow
+			for i := range j {
+				if s.lo[i] <= xhi {
+					t.Fatalf("scale %v word %#x: j = %d but U may be at or above threshold %d", scale, x, j, i)
 				}
-				continue
 			}
-			if up := bucketUpper(b, s.xLow); x|s.xLow >= up {
-				t.Fatalf("scale %v: prefix %#x reaches %#x, above its bucket's bound %#x", scale, x, x|s.xLow, up)
+			if j < n && !undecided && x&^s.xLow <= s.hi[j] {
+				t.Fatalf("scale %v word %#x: U >= th_%d not certain but not flagged", scale, x, j)
 			}
+		}
+	}
+}
+
+// TestDLBucket checks the guide's index against its definition: bucket is
+// non-decreasing, and bucketEnd(b) is the first x>>11 with a later bucket,
+// found by bisection.
+func TestDLBucket(t *testing.T) {
+	for b := range guideBuckets {
+		want := uint64(sort.Search(1<<53, func(v int) bool { return bucket(uint64(v)<<11) > b }))
+		if got := bucketEnd(b); got != want {
+			t.Fatalf("bucketEnd(%d) = %d, bisection gives %d", b, got, want)
+		}
+	}
+	r := NewSeeded(2)
+	for range 100000 {
+		x, y := r.Uint64()>>r.Uint64N(64), r.Uint64()>>r.Uint64N(64)
+		if x > y {
+			x, y = y, x
+		}
+		if bx, by := bucket(x), bucket(y); bx > by || bx < 0 || by >= guideBuckets {
+			t.Fatalf("bucket(%#x) = %d, bucket(%#x) = %d", x, bx, y, by)
 		}
 	}
 }
@@ -196,21 +237,18 @@ func TestDLSlowPathsForced(t *testing.T) {
 			if next >= x {
 				t.Fatalf("scale %v: threshold %d+1 inside the forced interval", scale, i)
 			}
+			j, undecided := s.search(x)
+			if j != i || !undecided {
+				t.Fatalf("scale %v threshold %d: search of the forced word gives %d, undecided %v", scale, i, j, undecided)
+			}
 			var atI int
 			for range n {
-				// w = 0: positive sign, l = 0 (accepted), so M = 0 or
-				// 1 + 2^m (j-1) exactly.
-				z := s.sampleWords(r, 0, x)
-				wantI := uint64(0)
-				if i > 0 {
-					wantI = 1 + uint64(i-1)<<s.m
-				}
-				switch uint64(z) {
-				case wantI:
+				switch s.searchSlow(r, x, j) {
+				case i:
 					atI++
-				case 1 + uint64(i)<<s.m:
+				case i + 1:
 				default:
-					t.Fatalf("scale %v threshold %d: forced sample %d is neither side", scale, i, z)
+					t.Fatalf("scale %v threshold %d: forced search is neither side", scale, i)
 				}
 			}
 			sd := math.Sqrt(pAbove * (1 - pAbove) / n)
@@ -291,7 +329,7 @@ func dlCDF(t float64, z int64) float64 {
 // law is (1-a)/(1+a) (a^r + a^(64-r)) / (1-a^64), which probes the low bits.
 func TestDiscreteLaplaceFitAllScales(t *testing.T) {
 	const n = 200_000
-	for si, scale := range []float64{1, 2.5, 1000, 1 << 20, 1 << 30, 0x1p40} {
+	for si, scale := range []float64{1, 2.5, 60, 1000, 1 << 20, 1<<24 - 1, 1 << 30, 0x1p40} {
 		d, _ := NewDiscreteLaplace(scale)
 		r := NewSeeded(uint64(100 + si))
 		zs := make([]int64, n)
@@ -360,6 +398,29 @@ func TestDiscreteLaplaceFitAllScales(t *testing.T) {
 		}
 		if crit := (distuv.ChiSquared{K: K - 1}).Quantile(1 - 1e-4); stat > crit {
 			t.Errorf("scale %v: chi-square of Z mod %d %.1f > %.1f", scale, K, stat, crit)
+		}
+	}
+}
+
+// TestDLQuickAccept checks L's quick test where it is tightest: at the
+// largest accepted u's upper bound, the whole interval of u lies below
+// exp(-l/t) (computed to 256 bits), and one more is refused.
+func TestDLQuickAccept(t *testing.T) {
+	for _, scale := range []float64{64, 1000, 1 << 20, 1 << 23, 1 << 24, 0x1p40} {
+		d, _ := NewDiscreteLaplace(scale)
+		s := d.s
+		r := NewSeeded(3)
+		for _, l := range []uint64{0, 1, 2, s.lMask / 2, s.lMask, r.Uint64() & s.lMask} {
+			uHi := -(l * s.perL) - 1 // 2^64 - l perL - 1
+			if !s.quickAccept(l, uHi) || l > 0 && s.quickAccept(l, uHi+1) {
+				t.Fatalf("scale %v l %d: quick test not at its boundary", scale, l)
+			}
+			end := new(big.Float).SetPrec(256).SetUint64(uHi)
+			end.Add(end, big.NewFloat(1))
+			end.SetMantExp(end, -64)
+			if lo, _ := expBig(float64(l), scale, 256); l > 0 && end.Cmp(lo) > 0 {
+				t.Fatalf("scale %v l %d: accepts u up to %v, not below exp(-l/t)", scale, l, end)
+			}
 		}
 	}
 }

@@ -57,12 +57,7 @@ func (d DiscreteLaplace) Sample(r *Rand) int64 {
 	if d.s == nil {
 		panic("noise: Sample of a zero DiscreteLaplace; use NewDiscreteLaplace")
 	}
-	w := r.Uint64()
-	x := w
-	if d.s.twoWords {
-		x = r.Uint64()
-	}
-	return d.s.sampleWords(r, w, x)
+	return d.s.sample(r)
 }
 
 // magnitude returns floor(-t ln U) for U uniform on (0, 1), so that

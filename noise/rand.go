@@ -25,7 +25,7 @@
 // a wider interval), and compares it with integer bounds on the threshold
 // precomputed in float64 with a rigorous error bound, or computed with such
 // a bound on the spot. When the comparison is the same everywhere in the
-// interval it is returned. Otherwise, which is rare (below about 2^-20 per
+// interval it is returned. Otherwise, which is rare (below about 2^-19 per
 // sample), the sampler draws more bits and decides with arbitrary-precision
 // arithmetic.
 //
@@ -33,12 +33,14 @@
 //
 // The samplers' running time depends on the value they draw (not on the
 // data, except through the value: the output is data plus noise). A
-// DiscreteLaplace sample usually costs one 64-bit word from the generator
-// and a table lookup (two words for scales of 2^24 and more). Values whose
-// low part l (|z|-1 mod 2^m, 2^m being about t/32) is large are rejected and
-// redrawn a little more often (probability 1-exp(-l/t) <= 1/16, one more
-// word each); values in the far tail (probability below 2^-25) take a
-// logarithm; and the rare undecided comparisons take tens of microseconds.
+// DiscreteLaplace sample usually costs one 64-bit word from the generator,
+// a table lookup and a multiply (two words for scales of 2^24 and more).
+// Values whose low part l (|z|-1 mod 2^m, 2^m being about t/64) is large
+// are rejected and redrawn a little more often (probability
+// 1-exp(-l/t) < 1/32, one more word each); values in the far tail
+// (probability below 2^-24) take a logarithm; comparisons the word cannot
+// decide (below 2^-19) take one more word, and the very rare ones 64 bits
+// cannot decide (about 2^-40) take tens of microseconds.
 // A DiscreteGaussian sample takes a geometric number of discrete Laplace
 // proposals (1.3 to 1.4 on average for sigma >= 3, at most about 2.2),
 // each with one more word for its acceptance. Release timings per vector,
