@@ -25,8 +25,9 @@
 // a wider interval), and compares it with integer bounds on the threshold
 // precomputed in float64 with a rigorous error bound, or computed with such
 // a bound on the spot. When the comparison is the same everywhere in the
-// interval it is returned. Otherwise, which is rare (below about 2^-19 per
-// sample), the sampler draws more bits and decides with arbitrary-precision
+// interval it is returned. Otherwise, which is rare (at most about 2^-19
+// per sample), the sampler draws more bits, and where 64 bits of U do not
+// decide either (about 2^-40), it decides with arbitrary-precision
 // arithmetic.
 //
 // # Running time
@@ -39,8 +40,8 @@
 // are rejected and redrawn a little more often (probability
 // 1-exp(-l/t) < 1/32, one more word each); values in the far tail
 // (probability below 2^-24) take a logarithm; comparisons the word cannot
-// decide (below 2^-19) take one more word, and the very rare ones 64 bits
-// cannot decide (about 2^-40) take tens of microseconds.
+// decide (at most about 2^-19) take one more word, and the very rare ones
+// 64 bits cannot decide (about 2^-40) take tens of microseconds.
 // A DiscreteGaussian sample takes a geometric number of discrete Laplace
 // proposals (1.3 to 1.4 on average for sigma >= 3, at most about 2.2),
 // each with one more word for its acceptance. Release timings per vector,
