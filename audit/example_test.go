@@ -26,8 +26,8 @@ func ExampleSample() {
 		fmt.Printf("scale %.1f: eps >= %.2f with confidence 95%%: %v\n", lap.Scale(), res.Lower, res.Verdict)
 	}
 	// Output:
-	// scale 1.0: eps >= 0.97 with confidence 95%: pass
-	// scale 0.8: eps >= 1.22 with confidence 95%: VIOLATION
+	// scale 1.0: eps >= 0.99 with confidence 95%: pass
+	// scale 0.8: eps >= 1.23 with confidence 95%: VIOLATION
 }
 
 // Randomized response with eps = ln 3 tells the truth with probability

@@ -57,10 +57,11 @@ import (
 // l costs one more word (probability 1-exp(-l/t) < 1/32, 1/128 to 1/64 on
 // average).
 //
-// One 64-bit word usually suffices: bit 0 is the sign, the next m bits are
-// l, the next 16 bits begin u, and the top 47-m bits begin U. When m >= 19
+// One 64-bit word w usually suffices: its top 16 bits begin u, the next
+// 47-m bits begin U (U's word is w << 16), the next m bits are l and bit 0
+// is the sign, so that u's upper bound is w | uLow. When m >= 19
 // (t >= 2^24) U takes a second word and u the 63-m bits above l. For m = 0
-// (t < 64), U takes the top 63 bits and there is no L.
+// (t < 64) there is no L, and u is not used.
 type dlSampler struct {
 	t        float64
 	m        uint    // L has m bits
@@ -73,8 +74,7 @@ type dlSampler struct {
 	slack    uint64         // U >= th_j is decided unless (x|xLow) - lo_j <= slack
 	guide    []guideEntry   // indexed by bucket(x)
 	ub       uint           // bits of u in the first word
-	uShift   uint           // u's prefix is w << uShift, then its low bits masked
-	uLow     uint64         // bits of u not in the first word: 2^(64-ub)-1
+	uLow     uint64         // bits of w that are not u's: 2^(64-ub)-1
 	perL     uint64         // ceil(2^64/t), or 0 when m = 0
 	accShift uint           // rejHi is indexed by l >> accShift
 	rejHi    [accLen]uint64 // rejHi[k] >= floor(exp(-k 2^accShift/t) 2^64)
@@ -133,15 +133,12 @@ func newDLSampler(t float64) *dlSampler {
 	}
 	s.tHigh = math.Ldexp(t, -int(s.m))
 	s.lMask = 1<<s.m - 1
-	hb := uint(63)
-	switch {
-	case s.m == 0:
-	case s.m < 19:
-		s.ub = 16
-		hb = 47 - s.m
-	default:
+	hb := 47 - s.m
+	s.ub = 16
+	if s.m >= 19 {
 		s.twoWords, s.ub, hb = true, 63-s.m, 64
 	}
+	s.uLow = math.MaxUint64 >> s.ub
 	if hb < 64 {
 		s.xLow = 1<<(64-hb) - 1
 	}
@@ -180,8 +177,6 @@ func newDLSampler(t float64) *dlSampler {
 	if s.m > 0 {
 		q := min(s.m, 6)
 		s.accShift = s.m - q
-		s.uLow = math.MaxUint64 >> s.ub
-		s.uShift = hb & 63 // 0 in the two-word layout, where u ends w
 		// ceil(2^64/t), rounded up: 2^64/t is correctly rounded, one ulp
 		// more is above it, and the conversion truncates.
 		s.perL = uint64(math.Nextafter(0x1p64/t, math.Inf(1))) + 1
@@ -266,7 +261,7 @@ func (s *dlSampler) buildGuide() bool {
 // applied without a branch; the rest is in functions called rarely.
 func (s *dlSampler) sample(r *Rand) int64 {
 	w := r.Uint64()
-	x := w
+	x := w << 16 // U's word
 	if s.twoWords {
 		x = r.Uint64()
 	}
@@ -277,13 +272,12 @@ func (s *dlSampler) sample(r *Rand) int64 {
 	}
 	var mag uint64
 	if uint(j-s.jMin) < uint(n-s.jMin) {
-		// Shift counts are masked to spare Go's oversized-shift code.
 		l := (w >> 1) & s.lMask
-		uHi := w<<(s.uShift&63) | s.uLow // u < (uHi+1) 2^-64
+		uHi := w | s.uLow // u < (uHi+1) 2^-64
 		if !s.quickAccept(l, uHi) {
 			l = s.lowSlow(r, l, uHi&^s.uLow)
 		}
-		mag = 1 + uint64(j-1)<<(s.m&63) + l
+		mag = 1 + uint64(j-1)<<(s.m&63) + l // the mask spares Go's oversized-shift code
 	} else if j != 0 {
 		mag = s.magnitudeTail(r, w)
 	}
@@ -333,7 +327,7 @@ func (s *dlSampler) magnitudeTail(r *Rand, w uint64) uint64 {
 	h = min(h, 1<<(62-s.m)-1)
 	mag := 1 + h<<s.m
 	if s.m > 0 {
-		mag += s.lowSlow(r, (w>>1)&s.lMask, (w>>(1+s.m))<<(64-s.ub))
+		mag += s.lowSlow(r, (w>>1)&s.lMask, w&^s.uLow)
 	}
 	return mag
 }
