@@ -1,6 +1,7 @@
 package noise
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"slices"
@@ -350,38 +351,7 @@ func TestDiscreteLaplaceFitAllScales(t *testing.T) {
 				edges = append(edges, z)
 			}
 		}
-		var stat float64
-		prev, pos := 0.0, 0
-		for k := 0; k <= len(edges); k++ {
-			c := 1.0
-			cnt := n - pos
-			if k < len(edges) {
-				c = dlCDF(scale, edges[k])
-				end, _ := slices.BinarySearch(zs, edges[k]+1)
-				cnt = end - pos
-				pos = end
-			}
-			e := (c - prev) * n
-			prev = c
-			stat += (float64(cnt) - e) * (float64(cnt) - e) / e
-		}
-		if crit := (distuv.ChiSquared{K: float64(len(edges))}).Quantile(1 - 1e-4); stat > crit {
-			t.Errorf("scale %v: chi-square %.1f over %d bins > %.1f", scale, stat, len(edges)+1, crit)
-		}
-
-		var ks float64
-		for i := 0; i < n; {
-			j := i
-			for j < n && zs[j] == zs[i] {
-				j++
-			}
-			c := dlCDF(scale, zs[i])
-			ks = max(ks, math.Abs(float64(j)/n-c), math.Abs(float64(i)/n-dlCDF(scale, zs[i]-1)))
-			i = j
-		}
-		if crit := 1.95 / math.Sqrt(n); ks > crit {
-			t.Errorf("scale %v: KS %v > %v", scale, ks, crit)
-		}
+		checkFit(t, fmt.Sprintf("scale %v", scale), zs, edges, func(z int64) float64 { return dlCDF(scale, z) })
 
 		const K = 64
 		var counts [K]int
@@ -390,7 +360,7 @@ func TestDiscreteLaplaceFitAllScales(t *testing.T) {
 		}
 		c := math.Tanh(0.5 / scale)
 		den := -math.Expm1(-K / scale)
-		stat = 0
+		var stat float64
 		for rr := range K {
 			p := c * (math.Exp(-float64(rr)/scale) + math.Exp(-float64(K-rr)/scale)) / den
 			e := p * n

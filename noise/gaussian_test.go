@@ -1,6 +1,7 @@
 package noise
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"slices"
@@ -103,38 +104,7 @@ func TestDiscreteGaussianGoodnessOfFit(t *testing.T) {
 				edges = append(edges, z)
 			}
 		}
-		var stat float64
-		prev, pos := 0.0, 0
-		for k := 0; k <= len(edges); k++ {
-			c, cnt := 1.0, n-pos
-			if k < len(edges) {
-				c = dgCDF(g, edges[k])
-				end, _ := slices.BinarySearch(zs, edges[k]+1)
-				cnt, pos = end-pos, end
-			}
-			e := (c - prev) * n
-			prev = c
-			stat += (float64(cnt) - e) * (float64(cnt) - e) / e
-		}
-		if crit := (distuv.ChiSquared{K: float64(len(edges))}).Quantile(1 - 1e-4); stat > crit {
-			t.Errorf("sigma %v: chi-square %.1f over %d bins > %.1f", s, stat, len(edges)+1, crit)
-		}
-		var ks float64
-		for i := 0; i < n; {
-			j := i
-			for j < n && zs[j] == zs[i] {
-				j++
-			}
-			ks = max(ks, math.Abs(float64(j)/n-dgCDF(g, zs[i])), math.Abs(float64(i)/n-dgCDF(g, zs[i]-1)))
-			i = j
-			if s > 200 {
-				// One CDF evaluation per distinct value is cheap there.
-				continue
-			}
-		}
-		if crit := 1.95 / math.Sqrt(n); ks > crit {
-			t.Errorf("sigma %v: KS %v > %v", s, ks, crit)
-		}
+		checkFit(t, fmt.Sprintf("sigma %v", s), zs, edges, func(z int64) float64 { return dgCDF(g, z) })
 	}
 }
 
