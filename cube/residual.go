@@ -45,13 +45,7 @@ func extendInPlace(sizes []int, buf []float64) {
 	shape := slices.Clone(sizes)
 	sum := make([]float64, 0)
 	for k, n := range sizes {
-		outer, inner := 1, 1
-		for _, s := range shape[:k] {
-			outer *= s
-		}
-		for _, s := range shape[k+1:] {
-			inner *= s
-		}
+		outer, inner := axisBlocks(shape, k)
 		sum = slices.Grow(sum[:0], inner)[:inner]
 		inv := 1 / float64(n)
 		// The output block of each outer index starts at or after its input
@@ -92,13 +86,7 @@ func contract(sizes []int, x []float64) []float64 {
 	star := make([]float64, 0)
 	size := len(x)
 	for k, n := range sizes {
-		outer, inner := 1, 1
-		for _, s := range shape[:k] {
-			outer *= s
-		}
-		for _, s := range shape[k+1:] {
-			inner *= s
-		}
+		outer, inner := axisBlocks(shape, k)
 		star = slices.Grow(star[:0], inner)[:inner]
 		inv := 1 / float64(n)
 		// Outputs move down: going forwards, every input is read before it
@@ -184,4 +172,18 @@ func transfer(sizes []int, src Cuboid, srcExt []float64, dst Cuboid, dstExt []fl
 			return
 		}
 	}
+}
+
+// axisBlocks returns, for axis k of a row-major array of the given shape,
+// the number of blocks before it (the product of the earlier sizes) and
+// the length of a run along the later axes (the product of the later sizes).
+func axisBlocks(shape []int, k int) (outer, inner int) {
+	outer, inner = 1, 1
+	for _, s := range shape[:k] {
+		outer *= s
+	}
+	for _, s := range shape[k+1:] {
+		inner *= s
+	}
+	return outer, inner
 }
