@@ -36,9 +36,18 @@ import (
 const MaxDims = 64
 
 // Dimension is a named attribute with its declared, ordered domain.
+//
+// A hierarchical dimension (a geography, a classification in finer and
+// coarser bands) also names its Levels, coarsest first, the last one naming
+// the Values themselves (the leaves), and gives Parents: for every level but
+// the last, keyed by that level's name, the parent of each value of the next
+// finer level. Its domain is still the leaves: a coarser level is a roll-up,
+// so no combination of levels is ever impossible.
 type Dimension struct {
-	Name   string   `json:"name"`
-	Values []string `json:"values"`
+	Name    string                       `json:"name"`
+	Levels  []string                     `json:"levels,omitempty"`
+	Values  []string                     `json:"values"`
+	Parents map[string]map[string]string `json:"parents,omitempty"`
 }
 
 // Schema is the list of dimensions of a fact table and their domains.
@@ -47,7 +56,8 @@ type Schema struct {
 	index   []map[string]int // value -> position, per dimension
 	byName  map[string]int
 	strides []int
-	cells   int // product of the domain sizes, or -1 if it overflows int
+	cells   int          // product of the domain sizes, or -1 if it overflows int
+	hier    []*hierarchy // per dimension; nil for a flat one
 }
 
 // NewSchema validates the dimensions: at least one, at most MaxDims, names
@@ -64,6 +74,7 @@ func NewSchema(dims []Dimension) (*Schema, error) {
 		index:   make([]map[string]int, len(dims)),
 		byName:  make(map[string]int, len(dims)),
 		strides: make([]int, len(dims)),
+		hier:    make([]*hierarchy, len(dims)),
 	}
 	for i, d := range dims {
 		if strings.TrimSpace(d.Name) == "" {
@@ -84,6 +95,15 @@ func NewSchema(dims []Dimension) (*Schema, error) {
 			s.index[i][v] = j
 		}
 		s.dims[i] = Dimension{Name: d.Name, Values: append([]string(nil), d.Values...)}
+		if len(d.Levels) > 0 || d.Parents != nil {
+			h, err := newHierarchy(d)
+			if err != nil {
+				return nil, fmt.Errorf("dimension %q: %w", d.Name, err)
+			}
+			s.hier[i] = h
+			s.dims[i].Levels = append([]string(nil), d.Levels...)
+			s.dims[i].Parents = h.parentMaps()
+		}
 	}
 	s.cells = 1
 	for i := len(dims) - 1; i >= 0; i-- {
@@ -117,6 +137,9 @@ func LoadSchema(path string) (*Schema, error) {
 // byte order mark, which some editors write, is skipped.
 func ParseSchema(b []byte) (*Schema, error) {
 	b = bytes.TrimPrefix(b, []byte("\uFEFF"))
+	if err := checkDuplicateKeys(b); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
 	var doc struct {
 		Dimensions []Dimension `json:"dimensions"`
 	}
