@@ -1,6 +1,7 @@
-// Package data embeds the small real datasets that ship with knowdp, so
-// that the demo and the examples run with no set-up. See README.md in this
-// directory for their provenance and licences.
+// Package data embeds the small datasets that ship with knowdp, so that the
+// demo and the examples run with no set-up. They are real, except the
+// persons of USGeo, which are synthetic over a real hierarchy. See
+// README.md in this directory for their provenance and licences.
 package data
 
 import (
@@ -18,6 +19,10 @@ var (
 	arrestsSchema []byte
 	//go:embed us-places.csv
 	usPlacesCSV []byte
+	//go:embed us-geo.schema.json
+	usGeoSchema []byte
+	//go:embed us-persons.csv
+	usPersonsCSV []byte
 )
 
 // Arrests returns the Toronto arrests fact table (5226 rows) as a stream
@@ -38,4 +43,24 @@ func Arrests() (*source.CSV, *cube.Schema, error) {
 // GeoNames (CC BY; see us-places.LICENSE.md) as a stream.
 func USPlaces() (*source.CSV, error) {
 	return source.NewCSV("data/us-places.csv", bytes.NewReader(usPlacesCSV))
+}
+
+// USGeo returns 134,935 synthetic persons (columns geo, sex, agegroup) as a
+// stream and their schema, whose dimension geo is a real hierarchy: the 842
+// US places of USPlaces, as leaves "STATE/Name", grouped into the 49 states
+// and DC they lie in and those into the US Census Bureau's 9 divisions and 4
+// regions. The persons are not real: about one per 1,000 inhabitants of each
+// place, with sex and age group drawn from fixed proportions that are not any
+// place's real composition (README.md; scripts/gen-us-geo writes both
+// files).
+func USGeo() (*source.CSV, *cube.Schema, error) {
+	s, err := cube.ParseSchema(usGeoSchema)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := source.NewCSV("data/us-persons.csv", bytes.NewReader(usPersonsCSV))
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, s, nil
 }
