@@ -513,3 +513,55 @@ func AggregateViews(ctx context.Context, t Records, s *Schema, views []View, opt
 	}
 	return out, rows, nil
 }
+
+// measuredView returns v, or the view of cuboid c when v is the zero view
+// of a flat release.
+func measuredView(c Cuboid, v View) View {
+	if v.Dims != c {
+		return ViewOf(c)
+	}
+	return v
+}
+
+// writeViewCSV writes the counts of view v (row-major over its dimensions
+// at their levels) with one column per dimension, then "count" and
+// "moe90", a margin for every cell.
+func writeViewCSV(w io.Writer, s *Schema, v View, counts, moe90 []float64) error {
+	dims := v.Dims.Dims()
+	var b strings.Builder
+	for _, d := range dims {
+		b.WriteString(csvField(s.Dim(d).Name))
+		b.WriteByte(',')
+	}
+	b.WriteString("count,moe90\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	vals := make([][]string, len(dims))
+	for k, d := range dims {
+		vals[k] = s.LevelValues(d, int(v.Up[d]))
+	}
+	idx := make([]int, len(dims))
+	for i, x := range counts {
+		b.Reset()
+		for k := range dims {
+			b.WriteString(csvField(vals[k][idx[k]]))
+			b.WriteByte(',')
+		}
+		b.WriteString(FormatCount(x))
+		b.WriteByte(',')
+		b.WriteString(FormatCount(moe90[i]))
+		b.WriteByte('\n')
+		if _, err := io.WriteString(w, b.String()); err != nil {
+			return err
+		}
+		for k := len(idx) - 1; k >= 0; k-- {
+			idx[k]++
+			if idx[k] < len(vals[k]) {
+				break
+			}
+			idx[k] = 0
+		}
+	}
+	return nil
+}

@@ -1,0 +1,485 @@
+package cube
+
+// A release of views at several levels of a hierarchy, under one budget.
+//
+// Views at coarser levels of ONE hierarchical dimension h (a geography)
+// crossed with flat dimensions are measured with noise calibrated to their
+// generic sensitivity under the exact views (the invariants, at any
+// level), then estimated together by one weighted least-squares fit
+// subject to the invariants. The fit is exact and takes linear passes: the
+// flat dimensions split into residual components, and each component is a
+// tree-structured least-squares problem over h's levels (package hier).
+// Every published table at every level then agrees with every other and
+// with the invariants.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
+)
+
+// ViewSpec says which views to release together and how. It is the
+// WorkloadSpec of views; a spec whose views and invariants all stand at
+// their finest levels is released by ReleaseWorkload.
+type ViewSpec struct {
+	// Epsilon is the total privacy loss (Laplace); Rho and Delta the zCDP
+	// budget and the delta of its stated (eps, delta) equivalent
+	// (Gaussian).
+	Epsilon   privacy.Epsilon
+	Mechanism Mechanism
+	Rho       privacy.Rho
+	Delta     float64
+	// Exact are the invariants: views published exactly.
+	Exact []View
+	// Views are the tables to release, without duplicates.
+	Views []View
+	// Weights, if set, has one weight > 0 per view (nil: 1 each).
+	Weights []float64
+	// Split is SplitEqual (every measured view the same share), SplitSpine
+	// or SplitOptimal.
+	Split Split
+	// Sensitivity, when > 0, replaces the generic sensitivity of every
+	// measured view (Laplace only), as in WorkloadSpec.
+	Sensitivity int
+	// DomainsFromData records that the domains came from the data.
+	DomainsFromData bool
+}
+
+// flat reports whether every view and invariant stands at its finest
+// levels, and returns the spec as a WorkloadSpec.
+func (spec ViewSpec) flat() (WorkloadSpec, bool) {
+	w := WorkloadSpec{Epsilon: spec.Epsilon, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
+		DomainsFromData: spec.DomainsFromData, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta}
+	for _, v := range spec.Views {
+		if !v.Flat() {
+			return w, false
+		}
+		w.Cuboids = append(w.Cuboids, v.Dims)
+	}
+	for _, v := range spec.Exact {
+		if !v.Flat() {
+			return w, false
+		}
+		w.Exact = append(w.Exact, v.Dims)
+	}
+	return w, spec.Split != SplitSpine
+}
+
+// Needs returns the views whose exact counts ReleaseViews needs: the
+// invariants, then the views that will be measured. It depends on the
+// schema and the spec only.
+func (spec ViewSpec) Needs(s *Schema) ([]View, error) {
+	if w, ok := spec.flat(); ok {
+		cs, err := w.Needs(s)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]View, len(cs))
+		for i, c := range cs {
+			out[i] = ViewOf(c)
+		}
+		return out, nil
+	}
+	p, err := planViews(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	out := slices.Clone(p.exact)
+	for _, m := range p.meas {
+		if !slices.Contains(out, m.v) {
+			out = append(out, m.v)
+		}
+	}
+	return out, nil
+}
+
+// viewMeasurement is one noisy view of the plan.
+type viewMeasurement struct {
+	v        View
+	sens     int
+	rule     string
+	l2       L2Sensitivity
+	share    privacy.Epsilon
+	rhoShare privacy.Rho
+	lap      noise.Laplace
+	gauss    noise.Gaussian
+	variance float64
+}
+
+func (m viewMeasurement) dist(mech Mechanism) noiseAdder {
+	if mech == MechanismGaussian {
+		return m.gauss
+	}
+	return m.lap
+}
+
+// viewPlan is everything about a release of views that does not depend on
+// the data.
+type viewPlan struct {
+	s           *Schema
+	h           int // the dimension used at coarser levels
+	exact       []View
+	tables      []Table
+	meas        []viewMeasurement
+	mech        Mechanism
+	budget      privacy.Epsilon
+	rho         privacy.Rho
+	split       Split
+	conditional bool
+}
+
+// planViews validates the spec and chooses what to measure and the shares.
+// Every error it returns is decided by the schema and the spec alone.
+func planViews(s *Schema, spec ViewSpec) (*viewPlan, error) {
+	if s == nil {
+		return nil, errors.New("release: nil schema")
+	}
+	if len(spec.Views) == 0 {
+		return nil, errors.New("release: no views to release")
+	}
+	if spec.Weights != nil && len(spec.Weights) != len(spec.Views) {
+		return nil, fmt.Errorf("release: %d weights for %d views", len(spec.Weights), len(spec.Views))
+	}
+	if spec.Sensitivity < 0 {
+		return nil, fmt.Errorf("release: sensitivity must be positive, got %d", spec.Sensitivity)
+	}
+	gaussian := spec.Mechanism == MechanismGaussian
+	switch {
+	case spec.Split != SplitEqual && spec.Split != SplitSpine && spec.Split != SplitOptimal:
+		return nil, fmt.Errorf("release: unknown split %v", spec.Split)
+	case gaussian && !spec.Epsilon.IsZero():
+		return nil, errors.New("release: a Gaussian release is calibrated to rho; leave epsilon unset")
+	case gaussian && spec.Sensitivity != 0:
+		return nil, errors.New("release: a Gaussian release is calibrated to the L2 generic sensitivities, which cannot be overridden")
+	case gaussian && !(spec.Delta > 0 && spec.Delta < 1):
+		return nil, fmt.Errorf("release: a Gaussian release states its equivalent (eps, delta) guarantee at a delta in (0, 1), got %v", spec.Delta)
+	case !gaussian && (!spec.Rho.IsZero() || spec.Delta != 0):
+		return nil, errors.New("release: rho and delta apply to Gaussian releases only")
+	}
+	p := &viewPlan{s: s, h: -1, mech: spec.Mechanism, budget: spec.Epsilon, rho: spec.Rho, split: spec.Split}
+	all := append(slices.Clone(spec.Views), spec.Exact...)
+	for i, v := range all {
+		what := fmt.Sprintf("view %d", i+1)
+		if i >= len(spec.Views) {
+			what = fmt.Sprintf("exact view %d", i-len(spec.Views)+1)
+		}
+		if err := s.CheckView(v); err != nil {
+			return nil, fmt.Errorf("release: %s: %w", what, err)
+		}
+		for _, d := range v.Dims.Dims() {
+			if v.Up[d] == 0 {
+				continue
+			}
+			if p.h >= 0 && p.h != d {
+				return nil, fmt.Errorf("release: views at coarser levels of two dimensions (%q and %q) in one release are not supported: "+
+					"the exact estimate needs one hierarchy crossed with flat dimensions; release them separately", s.Dim(p.h).Name, s.Dim(d).Name)
+			}
+			p.h = d
+		}
+	}
+	if p.h < 0 {
+		// Spine with no hierarchy used: one level, the equal split.
+		for i := range s.NumDims() {
+			if s.Hierarchical(i) {
+				p.h = i
+				break
+			}
+		}
+		if p.h < 0 {
+			return nil, errors.New("release: the spine split needs a hierarchical dimension")
+		}
+	}
+	for _, e := range spec.Exact {
+		e = e.normal()
+		if !slices.Contains(p.exact, e) {
+			p.exact = append(p.exact, e)
+		}
+	}
+	for i, v := range spec.Views {
+		v = v.normal()
+		for j, w := range spec.Views[:i] {
+			if w.normal() == v {
+				return nil, fmt.Errorf("release: view %s is requested twice (views %d and %d)", s.FormatView(v), j+1, i+1)
+			}
+		}
+		w := 1.0
+		if spec.Weights != nil {
+			w = spec.Weights[i]
+			if !(w > 0) || math.IsInf(w, 0) {
+				return nil, fmt.Errorf("release: weight of view %s must be finite and > 0, got %v", s.FormatView(v), w)
+			}
+		}
+		t := Table{Cuboid: v.Dims, View: v, Weight: w}
+		if rule, ok := p.publicBy(v); ok {
+			t.Public, t.SensitivityRule = true, rule
+			p.tables = append(p.tables, t)
+			continue
+		}
+		m := viewMeasurement{v: v}
+		if gaussian {
+			l2, err := GenericL2SensitivityViews(s, p.exact, v)
+			if err != nil {
+				return nil, fmt.Errorf("release: view %s: %w", s.FormatView(v), err)
+			}
+			m.l2 = l2
+			t.SensitivityRule = l2.Rule
+		} else {
+			sens, err := GenericSensitivityViews(s, p.exact, v)
+			switch {
+			case err == nil && spec.Sensitivity > 0 && spec.Sensitivity < sens.Value:
+				return nil, fmt.Errorf("release: view %s: sensitivity %d is below the generic sensitivity %d (%s)", s.FormatView(v), spec.Sensitivity, sens.Value, sens.Rule)
+			case err == nil && spec.Sensitivity > 0:
+				sens = Sensitivity{Value: spec.Sensitivity, Rule: fmt.Sprintf("given by the caller (at least the generic sensitivity %d, %s)", sens.Value, sens.Rule)}
+			case errors.Is(err, ErrNoClosedForm) && spec.Sensitivity > 0:
+				sens = Sensitivity{Value: spec.Sensitivity, Rule: "given by the caller: knowdp has no closed form here and cannot check it"}
+				p.conditional = true
+			case err != nil:
+				return nil, fmt.Errorf("release: view %s: %w", s.FormatView(v), err)
+			}
+			if sens.Value == 0 {
+				t.Public, t.SensitivityRule = true, sens.Rule
+				p.tables = append(p.tables, t)
+				continue
+			}
+			m.sens, m.rule = sens.Value, sens.Rule
+			t.Sensitivity, t.SensitivityRule = sens.Value, sens.Rule
+		}
+		p.meas = append(p.meas, m)
+		p.tables = append(p.tables, t)
+	}
+	switch {
+	case len(p.meas) > 0 && gaussian && spec.Rho.IsZero():
+		return nil, errors.New("release: rho must be set (> 0)")
+	case len(p.meas) > 0 && !gaussian && !(spec.Epsilon.Float64() > 0):
+		return nil, errors.New("release: epsilon must be set (> 0)")
+	}
+	if err := p.chooseShares(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// publicBy reports whether view v is a roll-up of an invariant, and says
+// which.
+func (p *viewPlan) publicBy(v View) (string, bool) {
+	for _, e := range p.exact {
+		if v.RollUpOf(e) {
+			return "public: a roll-up of the exact view " + p.s.FormatView(e), true
+		}
+	}
+	return "", false
+}
+
+// level returns the level of h a view stands at: its Up, or the number of
+// levels (the root) when h is not in it.
+func (p *viewPlan) level(v View) int {
+	if !v.Dims.Has(p.h) {
+		return p.s.NumLevels(p.h)
+	}
+	return int(v.Up[p.h])
+}
+
+// fractions returns each measurement's fraction of the budget.
+func (p *viewPlan) fractions() ([]float64, error) {
+	k := len(p.meas)
+	frac := make([]float64, k)
+	switch p.split {
+	case SplitEqual:
+		for i := range frac {
+			frac[i] = 1 / float64(k)
+		}
+	case SplitSpine:
+		perLevel := map[int]int{}
+		for _, m := range p.meas {
+			perLevel[p.level(m.v)]++
+		}
+		for i, m := range p.meas {
+			frac[i] = 1 / float64(len(perLevel)) / float64(perLevel[p.level(m.v)])
+		}
+	case SplitOptimal:
+		return p.optimalFractions()
+	}
+	return frac, nil
+}
+
+// chooseShares turns the fractions into exact shares of the budget and
+// calibrates each measurement's noise.
+func (p *viewPlan) chooseShares() error {
+	if len(p.meas) == 0 {
+		return nil
+	}
+	frac, err := p.fractions()
+	if err != nil {
+		return err
+	}
+	total := p.budget.Steps()
+	if p.mech == MechanismGaussian {
+		total = p.rho.Steps()
+	}
+	for k := range p.meas {
+		m := &p.meas[k]
+		steps := int64(math.Floor(frac[k] * float64(total)))
+		if steps <= 0 {
+			return fmt.Errorf("release: the budget is too small to share among %d measurements", len(p.meas))
+		}
+		if p.mech == MechanismGaussian {
+			share, err := privacy.RhoFromSteps(steps)
+			if err != nil {
+				return fmt.Errorf("release: share of view %s: %w", p.s.FormatView(m.v), err)
+			}
+			g, err := noise.NewGaussian(m.l2.Value, share.Float64())
+			if err != nil {
+				return fmt.Errorf("release: view %s: %w", p.s.FormatView(m.v), err)
+			}
+			m.rhoShare, m.gauss, m.variance = share, g, g.Variance()
+			continue
+		}
+		share, err := privacy.NewEpsilon(float64(steps) * privacy.EpsilonStep)
+		if err != nil {
+			return fmt.Errorf("release: share of view %s: %w", p.s.FormatView(m.v), err)
+		}
+		lap, err := noise.NewLaplace(float64(m.sens), share.Float64())
+		if err != nil {
+			return fmt.Errorf("release: view %s: %w", p.s.FormatView(m.v), err)
+		}
+		m.share, m.lap, m.variance = share, lap, lap.Variance()
+	}
+	for i := range p.tables {
+		t := &p.tables[i]
+		for _, m := range p.meas {
+			if m.v != t.View {
+				continue
+			}
+			t.Measured = true
+			if p.mech == MechanismGaussian {
+				t.RhoShare, t.Sigma, t.Grid = m.rhoShare.Float64(), m.gauss.Sigma(), m.gauss.Grid()
+			} else {
+				t.Share, t.Scale, t.Grid = m.share.Float64(), m.lap.Scale(), m.lap.Grid()
+			}
+		}
+	}
+	return nil
+}
+
+// ReleaseViews draws a differentially private release of the spec's views
+// from the exact counts of the views spec.Needs(s) lists (AggregateViews
+// counts them). A spec whose views all stand at their finest levels is
+// released by ReleaseWorkload; otherwise each measured view gets noise
+// calibrated to its generic sensitivity under the exact views and a share
+// of the budget, the shares adding up to at most the budget (sequential
+// composition, or zCDP for Gaussian noise), and every table comes from one
+// exact least-squares estimate subject to the invariants
+// (docs/hierarchy.md). Every table's cells carry their own margin of error
+// (MOE90s: the error's law differs from one node of the hierarchy to
+// another).
+func ReleaseViews(ctx context.Context, s *Schema, counts map[View][]float64, spec ViewSpec, r *noise.Rand) (*WorkloadRelease, error) {
+	if w, ok := spec.flat(); ok {
+		exact := make(map[Cuboid][]float64, len(counts))
+		for v, x := range counts {
+			if v.Flat() {
+				exact[v.Dims] = x
+			}
+		}
+		return ReleaseWorkload(ctx, s, exact, w, r)
+	}
+	p, err := planViews(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	needs, _ := spec.Needs(s)
+	for _, v := range needs {
+		x, ok := counts[v]
+		if !ok {
+			return nil, fmt.Errorf("release: the exact counts of view %s are missing", s.FormatView(v))
+		}
+		if want := s.ViewSize(v); len(x) != want {
+			return nil, fmt.Errorf("release: view %s has %d cells, got %d counts", s.FormatView(v), want, len(x))
+		}
+	}
+	inv := make([]Invariant, len(p.exact))
+	for i, e := range p.exact {
+		x := counts[e]
+		for c, n := range x {
+			if !(n >= 0) || math.IsInf(n, 0) {
+				return nil, fmt.Errorf("release: exact view %s: cell %d is %v; invariants are finite, non-negative counts", s.FormatView(e), c, n)
+			}
+		}
+		inv[i] = Invariant{Cuboid: e.Dims, View: e, Counts: slices.Clone(x)}
+	}
+	rel := &WorkloadRelease{
+		Schema:          s,
+		Tables:          slices.Clone(p.tables),
+		Invariants:      inv,
+		Budget:          p.budget.Float64(),
+		Mechanism:       p.mech,
+		Split:           p.split,
+		Neighbours:      viewNeighbours(s, p.exact),
+		Conditional:     p.conditional,
+		Seeded:          r.Seeded(),
+		DomainsFromData: spec.DomainsFromData,
+		Hierarchy:       s.Dim(p.h).Name,
+	}
+	var spent privacy.Budget
+	noisy := make([][]float64, len(p.meas))
+	for k, m := range p.meas {
+		rk := r.Split()
+		noisy[k] = slices.Clone(counts[m.v])
+		if err := addNoise(ctx, m.dist(p.mech), rk, noisy[k]); err != nil {
+			return nil, fmt.Errorf("release: view %s: %w", s.FormatView(m.v), err)
+		}
+		if p.mech == MechanismGaussian {
+			spent = privacy.Sequential(spent, privacy.Concentrated(m.rhoShare))
+		} else {
+			spent = privacy.Sequential(spent, privacy.Pure(m.share))
+		}
+		rel.Measurements = append(rel.Measurements, Measurement{
+			Cuboid: m.v.Dims, View: m.v, Share: m.share.Float64(), Sensitivity: m.sens, SensitivityRule: m.rule,
+			Scale: m.lap.Scale(), Grid: m.lap.Grid(),
+			RhoShare: m.rhoShare.Float64(), L2Sensitivity: m.l2.Value, L2Rule: m.l2.Rule, Sigma: m.gauss.Sigma(),
+		})
+		if p.mech == MechanismGaussian {
+			rel.Measurements[k].Grid = m.gauss.Grid()
+		}
+	}
+	rel.Epsilon = spent.Epsilon()
+	if p.mech == MechanismGaussian {
+		rel.Budget, rel.Rho, rel.RhoBudget, rel.Delta = 0, spent.Rho(), p.rho.Float64(), spec.Delta
+		if rel.Rho > 0 {
+			if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
+				return nil, fmt.Errorf("release: %w", err)
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := p.estimate(ctx, rel.Tables, inv, noisy); err != nil {
+		return nil, err
+	}
+	rel.Levels = p.levelSummary(rel.Tables)
+	return rel, nil
+}
+
+func viewNeighbours(s *Schema, exact []View) string {
+	if len(exact) == 0 {
+		return "add or remove one row"
+	}
+	names := make([]string, len(exact))
+	for i, e := range exact {
+		names[i] = s.FormatView(e)
+	}
+	return "worst-case induced neighbours given the exact views " + strings.Join(names, ", ") + " (tables that agree on them and differ by a minimal set of added and removed rows)"
+}
+
+// optimalFractions is not available for views at coarser levels: the
+// variance of a tree-structured estimate is not of the form the certified
+// split solver takes, and an uncertified split must not be called optimal.
+func (p *viewPlan) optimalFractions() ([]float64, error) {
+	return nil, errors.New("release: the optimal split is not available for views at coarser levels of a hierarchy; use the spine split (a share per level) or the equal split")
+}
