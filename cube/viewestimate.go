@@ -2,9 +2,13 @@ package cube
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/knowdp/knowdp/cube/hier"
 )
@@ -13,7 +17,7 @@ import (
 // variance of the others (far from the cell in the hierarchy, each tiny)
 // joins the law as a sum of many small Laplace variables, which is normal
 // to well within the quadrature's accuracy.
-const lawMaxTerms = 256
+const lawMaxTerms = 48
 
 // hierLayout maps the schema onto package hier's problem: the hierarchy
 // h, and every other dimension as a flat one.
@@ -174,15 +178,44 @@ func (p *viewPlan) estimate(ctx context.Context, tables []Table, inv []Invariant
 		moe := make([]float64, nodes)
 		abs := make([]float64, nodes)
 		vars := make([]float64, nodes)
-		for g := range nodes {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			law, err := sol.Law(q, g, hier.LawOptions{MaxTerms: lawMaxTerms})
-			if err != nil {
-				return fmt.Errorf("release: %w", err)
-			}
-			moe[g], abs[g], vars[g] = p.lawMOE(law)
+		// The laws are independent node by node (and data-independent);
+		// nodes of the same shape in the hierarchy have the same law.
+		var cache sync.Map
+		var (
+			wg    sync.WaitGroup
+			next  atomic.Int64
+			first atomic.Pointer[error]
+		)
+		for range min(runtime.GOMAXPROCS(0), nodes) {
+			wg.Go(func() {
+				for {
+					g := int(next.Add(1) - 1)
+					if g >= nodes || ctx.Err() != nil || first.Load() != nil {
+						return
+					}
+					law, err := sol.Law(q, g, hier.LawOptions{MaxTerms: lawMaxTerms})
+					if err != nil {
+						err = fmt.Errorf("release: %w", err)
+						first.CompareAndSwap(nil, &err)
+						return
+					}
+					key := lawKey(law)
+					if r, ok := cache.Load(key); ok {
+						x := r.([3]float64)
+						moe[g], abs[g], vars[g] = x[0], x[1], x[2]
+						continue
+					}
+					moe[g], abs[g], vars[g] = p.lawMOE(law)
+					cache.Store(key, [3]float64{moe[g], abs[g], vars[g]})
+				}
+			})
+		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if e := first.Load(); e != nil {
+			return *e
 		}
 		node := l.nodeOf(t.View)
 		t.MOE90s = make([]float64, len(t.Counts))
@@ -195,6 +228,27 @@ func (p *viewPlan) estimate(ctx context.Context, tables []Table, inv []Invariant
 		t.Variance = slices.Max(vars)
 	}
 	return nil
+}
+
+// lawKey identifies a law to 1e-12 relative, for sharing the work of its
+// quantile between the nodes that have it.
+func lawKey(law hier.Law) string {
+	b := make([]byte, 0, 24*len(law.Terms)+16)
+	q := func(x float64) uint64 {
+		if x == 0 {
+			return 0
+		}
+		// 40 bits of mantissa: equal within about 1e-12 relative.
+		return math.Float64bits(x) >> 12
+	}
+	b = binary.LittleEndian.AppendUint64(b, q(law.Variance))
+	b = binary.LittleEndian.AppendUint64(b, q(law.Dropped))
+	for _, t := range law.Terms {
+		b = binary.LittleEndian.AppendUint32(b, uint32(t.Measurement))
+		b = binary.LittleEndian.AppendUint64(b, q(t.Coef))
+		b = binary.LittleEndian.AppendUint64(b, uint64(t.Count))
+	}
+	return string(b)
 }
 
 // lawMOE returns the margin of error, the expected absolute error and the

@@ -483,3 +483,37 @@ func viewNeighbours(s *Schema, exact []View) string {
 func (p *viewPlan) optimalFractions() ([]float64, error) {
 	return nil, errors.New("release: the optimal split is not available for views at coarser levels of a hierarchy; use the spine split (a share per level) or the equal split")
 }
+
+// roundViews is RoundIntegers for a release of views: integer tables made
+// top-down through the hierarchy, every child table adding up exactly to
+// its parent's and to the invariants (RoundViews).
+func (w *WorkloadRelease) roundViews(ctx context.Context, r *noise.Rand) error {
+	tables := make(map[View][]float64, len(w.Tables))
+	for _, t := range w.Tables {
+		if !t.Public {
+			tables[t.View] = t.Counts
+		}
+	}
+	exact := make(map[View][]float64, len(w.Invariants))
+	for _, v := range w.Invariants {
+		exact[v.View] = v.Counts
+	}
+	res, err := RoundViews(ctx, w.Schema, tables, exact, r)
+	if err != nil {
+		return err
+	}
+	for i := range w.Tables {
+		t := &w.Tables[i]
+		if t.Public {
+			continue
+		}
+		x, ok := res[t.View]
+		if !ok {
+			return fmt.Errorf("release: no integer table for %s", w.Schema.FormatView(t.View))
+		}
+		t.Counts = x.Counts
+		t.NonNegative, t.NonNegativeResidual = true, x.NonNegativeResidual
+		t.Integer, t.IntegerExact, t.IntegerMethod, t.IntegerMaxDeviation = true, x.Exact, x.Method, x.MaxDeviation
+	}
+	return nil
+}

@@ -240,9 +240,9 @@ func TestReleaseViewsCoverage(t *testing.T) {
 	for i := range base {
 		base[i] = float64(rng.IntN(30))
 	}
-	runs := 2000
+	runs := 600
 	if testing.Short() {
-		runs = 400
+		runs = 100
 	}
 	for _, gaussian := range []bool{false, true} {
 		spec := ViewSpec{Split: SplitSpine,

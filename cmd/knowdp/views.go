@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/internal/fileio"
+	"github.com/knowdp/knowdp/source"
+)
+
+// releaseViewsSpec is a release whose cuboids name levels of a hierarchy
+// (--cuboid geo:state,sex), parsed from the flags.
+type releaseViewsSpec struct {
+	views   []cube.View
+	weights []float64
+	exact   []cube.View
+}
+
+// parseViews reads --cuboid, --workload and --exact as views. It reports
+// whether any stands at a coarser level of a hierarchy.
+func parseViews(s *cube.Schema, f *releaseFlags) (releaseViewsSpec, bool, error) {
+	var r releaseViewsSpec
+	coarse := false
+	for _, x := range f.cuboids {
+		v, err := s.ParseView(x)
+		if err != nil {
+			return r, false, fmt.Errorf("--cuboid %q: %w", x, err)
+		}
+		r.views, r.weights = append(r.views, v), append(r.weights, 1)
+		coarse = coarse || !v.Flat()
+	}
+	if f.workload != "" {
+		b, err := os.ReadFile(f.workload)
+		if err != nil {
+			return r, false, fmt.Errorf("--workload: %w", err)
+		}
+		vs, ws, err := cube.ParseViewWorkload(s, b)
+		if err != nil {
+			return r, false, fmt.Errorf("--workload %s: %w", f.workload, err)
+		}
+		for _, v := range vs {
+			coarse = coarse || !v.Flat()
+		}
+		r.views, r.weights = append(r.views, vs...), append(r.weights, ws...)
+	}
+	for _, x := range f.exact {
+		v, err := s.ParseView(x)
+		if err != nil {
+			return r, false, fmt.Errorf("--exact %q: %w", x, err)
+		}
+		r.exact = append(r.exact, v)
+		coarse = coarse || !v.Flat()
+	}
+	return r, coarse, nil
+}
+
+// releaseViews releases views at several levels of a hierarchy under one
+// budget and writes them, with release.json, into the new directory f.out
+// (or, for one view, f.out and its sidecar).
+func releaseViews(ctx context.Context, e *env, s *cube.Schema, vs releaseViewsSpec, spec cube.ViewSpec, f *releaseFlags) error {
+	if f.nonneg {
+		return errors.New("--nonneg: views at coarser levels are published as real counts or, with --integer, as non-negative integers that add up level by level; use --integer")
+	}
+	spec.Views, spec.Weights, spec.Exact = vs.views, vs.weights, vs.exact
+	needs, err := spec.Needs(s)
+	if err != nil {
+		return err
+	}
+	leaves := map[cube.Cuboid]bool{}
+	var leafCuboids []cube.Cuboid
+	for _, v := range needs {
+		if !leaves[v.Dims] {
+			leaves[v.Dims] = true
+			leafCuboids = append(leafCuboids, v.Dims)
+		}
+	}
+	var released []cube.Cuboid
+	for _, v := range vs.views {
+		released = append(released, v.Dims)
+	}
+	if err := cube.CheckMemory(cube.ReleaseMemory(s, leafCuboids, released, f.integer)); err != nil {
+		return fmt.Errorf("releasing %s would run out of memory (%w); coarsen the schema or release smaller views", formatViews(s, vs.views), err)
+	}
+	t, err := source.Open(ctx, source.Spec{Path: f.data, Table: f.table, CountColumn: f.countColumn})
+	if err != nil {
+		return fmt.Errorf("--data: %w", err)
+	}
+	defer t.Close()
+	var size int64
+	if st, err := os.Stat(f.data); err == nil {
+		size = st.Size()
+	}
+	prog := newProgress(e, "reading "+filepath.Base(f.data), size)
+	var last int64
+	counts, _, err := cube.AggregateViews(ctx, t, s, needs, cube.Options{CellLimit: f.cellLimit, Progress: func(n int64) {
+		prog.Add(n - last)
+		last = n
+	}})
+	prog.Done()
+	if err != nil {
+		if errors.Is(err, cube.ErrCellLimit) {
+			return fmt.Errorf("--cell-limit: %w", err)
+		}
+		return err
+	}
+	r := f.seed.rand(e)
+	w, err := cube.ReleaseViews(ctx, s, counts, spec, r)
+	if err != nil {
+		return err
+	}
+	if f.integer {
+		if err := w.RoundIntegers(ctx, r.Split()); err != nil {
+			return err
+		}
+	}
+	meta := w.Metadata()
+	metaJSON, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return err
+	}
+	sidecar := func(out io.Writer) error {
+		_, err := out.Write(append(metaJSON, '\n'))
+		return err
+	}
+	var names []string
+	if len(w.Tables) == 1 && f.workload == "" {
+		t := w.Tables[0]
+		if err := fileio.WritePairAtomic(
+			fileio.File{Path: f.out, Write: func(out io.Writer) error { return t.WriteCSV(out, s) }},
+			fileio.File{Path: sidecarPath(f.out), Write: sidecar},
+		); err != nil {
+			return err
+		}
+		names = []string{f.out, sidecarPath(f.out)}
+	} else {
+		var files []fileio.File
+		for _, t := range w.Tables {
+			name := s.ViewFileName(t.TableView())
+			files = append(files, fileio.File{Path: name, Write: func(out io.Writer) error { return t.WriteCSV(out, s) }})
+			names = append(names, name)
+		}
+		files = append(files, fileio.File{Path: "release.json", Write: sidecar})
+		names = append(names, "release.json")
+		if err := fileio.WriteDirAtomic(f.out, files); err != nil {
+			return err
+		}
+	}
+	if w.Conditional {
+		fmt.Fprintln(e.stderr, "WARNING: the guarantee is conditional: "+meta.GuaranteeNote)
+	}
+	if f.json {
+		return writeJSON(e.stdout, workloadSummary{Out: f.out, Files: names, Metadata: meta})
+	}
+	printViewsSummary(e.stdout, w, meta, names)
+	if len(names) == 2 && names[0] == f.out {
+		fmt.Fprintf(e.stdout, "wrote %s and %s\n", names[0], names[1])
+	} else {
+		fmt.Fprintf(e.stdout, "wrote %s/ (%d files)\n", strings.TrimSuffix(f.out, "/"), len(names))
+	}
+	return nil
+}
+
+// printViewsSummary prints what a release of views spent and its error
+// level by level.
+func printViewsSummary(out io.Writer, w *cube.WorkloadRelease, meta cube.WorkloadMetadata, names []string) {
+	s := w.Schema
+	if w.Mechanism == cube.MechanismGaussian {
+		fmt.Fprintf(out, "released %d tables across the levels of %q for rho %.6g in all (budget %.6g; (%.6g, %g)-DP; split %s) w.r.t. %s\n",
+			len(w.Tables), w.Hierarchy, w.Rho, w.RhoBudget, w.Epsilon, w.Delta, meta.Split, w.Neighbours)
+	} else {
+		fmt.Fprintf(out, "released %d tables across the levels of %q for epsilon %.6g in all (budget %.6g; split %s) w.r.t. %s\n",
+			len(w.Tables), w.Hierarchy, w.Epsilon, w.Budget, meta.Split, w.Neighbours)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "table\tcells\tshare\tsensitivity\tmax moe90\tfile\n")
+	for i, t := range w.Tables {
+		share, sens := fmt.Sprintf("eps %.4g", t.Share), fmt.Sprint(t.Sensitivity)
+		if w.Mechanism == cube.MechanismGaussian {
+			share, sens = fmt.Sprintf("rho %.4g", t.RhoShare), "L2"
+		}
+		switch {
+		case t.Public:
+			share, sens = "public (exact)", "0"
+		case !t.Measured:
+			share = "derived"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.4g\t%s\n", s.FormatView(t.TableView()), len(t.Counts), share, sens, t.CellMOE90(), filepath.Base(names[min(i, len(names)-1)]))
+	}
+	tw.Flush()
+	fmt.Fprintln(out, "error by level (from the mechanism alone; per cell):")
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "level\tcells\texpected |error|\tmean moe90\tmax moe90\n")
+	for _, l := range w.Levels {
+		fmt.Fprintf(tw, "%s\t%d\t%.4g\t%.4g\t%.4g\n", l.Level, l.Cells, l.MeanAbsError, l.MeanMOE90, l.MaxMOE90)
+	}
+	tw.Flush()
+	if meta.Guarantee == cube.GuaranteeNone {
+		fmt.Fprintln(out, "guarantee: none: this release is NOT differentially private (seeded, or domains read from the data)")
+	}
+}
+
+// formatViews formats views as "{geo:state,sex}, {age}".
+func formatViews(s *cube.Schema, vs []cube.View) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = s.FormatView(v)
+	}
+	return strings.Join(out, ", ")
+}
+
+// flagSet reports whether the named flag was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
