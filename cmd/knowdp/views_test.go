@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestReleaseViews releases the bundled US places at three levels with
+// state totals exact, as integers, and checks the files: one per view,
+// named with the level, whose every level adds up to the one above and to
+// the invariant, with a margin of error on every row and the error by level
+// in release.json.
+func TestReleaseViews(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "geo")
+	code, stdout, stderr := runCLI(t, "release",
+		"--data", repoFile("data/us-persons.csv"), "--schema", repoFile("data/us-geo.schema.json"),
+		"--epsilon", "1", "--exact", "geo:state", "--integer", "--seed", "4",
+		"--cuboid", "geo:region", "--cuboid", "geo:state,sex", "--cuboid", "geo,sex,agegroup", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	for _, want := range []string{"split spine", "error by level", "region", "state", "place"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+	sum := func(file string, key func(row []string) string) map[string]float64 {
+		rows := readCSVFile(t, filepath.Join(dir, file))
+		out := map[string]float64{}
+		for _, r := range rows[1:] {
+			n, err := strconv.ParseFloat(r[len(r)-2], 64)
+			if err != nil || n < 0 || n != float64(int64(n)) {
+				t.Fatalf("%s: count %q is not a non-negative integer", file, r[len(r)-2])
+			}
+			if m, err := strconv.ParseFloat(r[len(r)-1], 64); err != nil || !(m > 0) {
+				t.Fatalf("%s: moe90 %q", file, r[len(r)-1])
+			}
+			out[key(r)] += n
+		}
+		return out
+	}
+	states := sum("geo.state-sex.csv", func(r []string) string { return r[0] })
+	places := sum("geo-sex-agegroup.csv", func(r []string) string { return strings.SplitN(r[0], "/", 2)[0] })
+	if len(states) != 50 {
+		t.Fatalf("%d states", len(states))
+	}
+	truth := map[string]float64{}
+	for _, r := range readCSVFile(t, repoFile("data/us-persons.csv"))[1:] {
+		truth[strings.SplitN(r[0], "/", 2)[0]]++
+	}
+	for st, n := range states {
+		if places[st] != n || truth[st] != n {
+			t.Errorf("state %s: state table %v, places add up to %v, invariant %v", st, n, places[st], truth[st])
+		}
+	}
+	regions := readCSVFile(t, filepath.Join(dir, "geo.region.csv"))
+	if strings.Join(regions[0], ",") != "geo,count,moe90" || len(regions) != 5 {
+		t.Fatalf("geo.region.csv: %v", regions)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "release.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Hierarchy string `json:"hierarchy"`
+		Private   bool   `json:"private"`
+		Levels    []struct {
+			Level     string  `json:"level"`
+			MeanMOE90 float64 `json:"mean_moe90"`
+		} `json:"levels"`
+		Tables []struct {
+			File         string `json:"file"`
+			IntegerExact bool   `json:"integer_exact"`
+			Public       bool   `json:"public"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.Hierarchy != "geo" || meta.Private || len(meta.Levels) != 3 || meta.Levels[0].Level != "region" || meta.Levels[2].Level != "place" {
+		t.Fatalf("release.json: %s", b)
+	}
+	for _, tb := range meta.Tables {
+		if !tb.Public && !tb.IntegerExact {
+			t.Errorf("%s: integer_exact false", tb.File)
+		}
+	}
+}
+
+// TestReleaseViewsErrors: bad levels and unsupported combinations are
+// refused with a message naming what is wrong, and nothing is written.
+func TestReleaseViewsErrors(t *testing.T) {
+	dir := t.TempDir()
+	base := []string{"release", "--data", repoFile("data/us-persons.csv"), "--schema", repoFile("data/us-geo.schema.json"), "--epsilon", "1"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cuboid", "geo:county"}, `dimension "geo" has no level "county" (its levels: region, division, state, place)`},
+		{[]string{"--cuboid", "sex:broad", "--cuboid", "geo:state"}, `dimension "sex" has no levels`},
+		{[]string{"--cuboid", "geo:state", "--cuboid", "geo", "--split", "optimal"}, "the optimal split is not available"},
+		{[]string{"--cuboid", "geo:state", "--cuboid", "geo", "--nonneg"}, "--nonneg"},
+		{[]string{"--cuboid", "geo:state", "--exact", "geo:town"}, `no level "town"`},
+	} {
+		out := filepath.Join(dir, "out")
+		code, _, stderr := runCLI(t, append(append(append([]string{}, base...), tc.args...), "--out", out)...)
+		if code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, code, stderr, tc.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%v: wrote %s", tc.args, out)
+		}
+	}
+	// A leaf the hierarchy does not have: file, row and column named.
+	data := filepath.Join(dir, "persons.csv")
+	if err := os.WriteFile(data, []byte("geo,sex,agegroup\nAL/Birmingham,F,65+\nVT/Burlington,M,65+\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "release", "--data", data, "--schema", repoFile("data/us-geo.schema.json"), "--epsilon", "1",
+		"--cuboid", "geo:state", "--cuboid", "geo", "--out", filepath.Join(dir, "x"))
+	if code == 0 || !strings.Contains(stderr, "VT/Burlington") || !strings.Contains(stderr, "row 3") || !strings.Contains(stderr, "geo") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestDemoHierarchy runs the hierarchy demo and checks that it shows
+// tables that add up where separate releases do not.
+func TestDemoHierarchy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs several releases of the 842-place hierarchy")
+	}
+	code, stdout, stderr := runCLI(t, "demo", "hierarchy", "--runs", "2", "--seed", "5")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"largest gap between a table and the sum of a finer one, over every pair of levels: 0", "{geo:state,sex}", "each level separately"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, stdout)
+		}
+	}
+}
