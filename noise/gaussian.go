@@ -280,10 +280,11 @@ func expRat(x *big.Rat, prec uint) (lo, hi *big.Float) {
 //
 //	Grid * (round(x/Grid) + Z),   Z ~ DiscreteGaussian(Sigma/Grid),
 //
-// so every output is a multiple of Grid, exact in float64, and depends on x
-// only through round(x/Grid) (half-up). Inputs beyond 2^51 grid steps are
-// clamped and NaN is released as 0, as for Laplace, so no input value makes
-// it fail.
+// so every output is a multiple of Grid, exact in float64 up to 2^53 grid
+// steps, and depends on x only through round(x/Grid) (half-up). Inputs beyond Range() (at least
+// MinRange = 2^80) are clamped and NaN is released as 0, as for Laplace, so
+// no input value makes it fail; outputs beyond 2^53 grid steps are rounded
+// to float64 as Laplace's are.
 //
 // Its guarantee: two scalar inputs at most d apart are rounded to grid
 // points at most ceil(d/Grid) steps apart, so the release is Rho(d)-zCDP
@@ -293,8 +294,9 @@ func expRat(x *big.Rat, prec uint) (lo, hi *big.Float) {
 // multiples of Grid) that is ||x - x'||^2/(2 Sigma^2), while rounding can
 // add up to one grid step to each coordinate that changes.
 type Gaussian struct {
-	grid float64
-	dg   DiscreteGaussian
+	grid  float64
+	limit float64 // clamp bound in grid steps: stepLimit(grid)
+	dg    DiscreteGaussian
 }
 
 // NewGaussian returns the grid discrete Gaussian mechanism for a scalar query
@@ -356,11 +358,15 @@ func newGaussian(grid, sg float64) (Gaussian, error) {
 	if err != nil {
 		return Gaussian{}, err
 	}
-	return Gaussian{grid: grid, dg: dg}, nil
+	return Gaussian{grid: grid, limit: stepLimit(grid), dg: dg}, nil
 }
 
 // Grid returns the grid step: every output is a multiple of it.
 func (g Gaussian) Grid() float64 { return g.grid }
+
+// Range returns the representable range: inputs x with |x| <= Range() are
+// never clamped. It is min(2^1000 Grid, 2^1000), at least MinRange.
+func (g Gaussian) Range() float64 { return g.limit * g.grid }
 
 // Sigma returns the noise's sigma, Grid times that of Dist.
 func (g Gaussian) Sigma() float64 { return g.grid * g.dg.sigma }
@@ -373,7 +379,7 @@ func (g Gaussian) Dist() DiscreteGaussian { return g.dg }
 
 // Round returns the grid point an input is rounded to before noise is added.
 func (g Gaussian) Round(x float64) float64 {
-	return g.grid * float64(roundHalfUp(clampSteps(x/g.grid)))
+	return g.grid * roundHalfUp(clampSteps(x/g.grid, g.limit))
 }
 
 // Rho returns the worst-case zCDP parameter between two scalar inputs at
@@ -383,19 +389,20 @@ func (g Gaussian) Rho(d float64) float64 {
 	return g.dg.Rho(math.Ceil(math.Abs(d) / g.grid))
 }
 
-// Add returns x plus grid discrete Gaussian noise, clamping as Laplace.Add
-// does. The error is always nil.
+// Add returns x plus grid discrete Gaussian noise, clamping and rounding as
+// Laplace.Add does. The error is always nil.
 func (g Gaussian) Add(r *Rand, x float64) (float64, error) {
-	k := roundHalfUp(clampSteps(x/g.grid)) + g.dg.Sample(r)
-	return float64(k) * g.grid, nil
+	k := roundHalfUp(clampSteps(x/g.grid, g.limit))
+	return addSteps(k, g.dg.Sample(r)) * g.grid, nil
 }
 
 // AddTo adds independent grid discrete Gaussian noise to every element of
 // xs in place, clamping as Add does. The error is always nil.
 func (g Gaussian) AddTo(r *Rand, xs []float64) error {
-	inv := 1 / g.grid
+	inv, limit := 1/g.grid, g.limit
 	for i, x := range xs {
-		xs[i] = float64(roundHalfUp(clampSteps(x*inv))+g.dg.Sample(r)) * g.grid
+		z := g.dg.Sample(r) // first, so that nothing lives across the call
+		xs[i] = addSteps(roundHalfUp(clampSteps(x*inv, limit)), z) * g.grid
 	}
 	return nil
 }

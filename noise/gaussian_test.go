@@ -269,12 +269,13 @@ func TestGaussianRejectsBadInput(t *testing.T) {
 	}{
 		{0, 1, "sensitivity"}, {-1, 1, "sensitivity"}, {math.NaN(), 1, "sensitivity"}, {1, 0, "rho"},
 		{1, math.Inf(1), "rho"}, {1e-303, 1, "L2 sensitivity"}, {1e-250, 1e200, "sigma"}, {1, 1e-30, "rho is too small"},
+		{1e-272, 1, "L2 sensitivity"}, {0x1p-400, 0x1p1001, "sigma"},
 	} {
 		if _, err := NewGaussian(tc.sens, tc.rho); err == nil || !strings.Contains(err.Error(), tc.name) {
 			t.Errorf("NewGaussian(%v, %v): %v, want an error naming %q", tc.sens, tc.rho, err, tc.name)
 		}
 	}
-	for _, tc := range []struct{ s, res float64 }{{0, 1}, {1, 0}, {math.NaN(), 1}, {1, math.Inf(1)}, {1e-303, 1}} {
+	for _, tc := range []struct{ s, res float64 }{{0, 1}, {1, 0}, {math.NaN(), 1}, {1, math.Inf(1)}, {1e-303, 1}, {1e-272, 1}, {1, 1e-272}} {
 		if _, err := NewGaussianSigma(tc.s, tc.res); err == nil {
 			t.Errorf("NewGaussianSigma(%v, %v) accepted", tc.s, tc.res)
 		}
@@ -284,10 +285,13 @@ func TestGaussianRejectsBadInput(t *testing.T) {
 // TestGaussianNoErrorDependsOnValue is TestNoErrorDependsOnValue for the
 // grid discrete Gaussian.
 func TestGaussianNoErrorDependsOnValue(t *testing.T) {
-	for _, p := range []struct{ s, rho float64 }{{1, 0.5}, {1e-300, 1}, {1e290, 1}} {
+	for _, p := range []struct{ s, rho float64 }{{1, 0.5}, {1e-270, 1}, {minGridParam, 0.5}, {0x1p-400, 0x1p999}, {1e290, 1}} {
 		g, err := NewGaussian(p.s, p.rho)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if want := min(0x1p1000*g.Grid(), 0x1p1000); g.Range() != want || g.Range() < MinRange {
+			t.Errorf("grid %g: Range() = %g, want %g and at least MinRange", g.Grid(), g.Range(), want)
 		}
 		xs := append([]float64(nil), valueTable...)
 		if err := g.AddTo(NewSeeded(1), xs); err != nil {
@@ -300,7 +304,7 @@ func TestGaussianNoErrorDependsOnValue(t *testing.T) {
 			}
 			for _, out := range []float64{y, xs[i]} {
 				k := out / g.Grid()
-				if math.IsInf(out, 0) || math.IsNaN(out) || k != math.Trunc(k) || math.Abs(k) >= 0x1p53 {
+				if math.IsInf(out, 0) || math.IsNaN(out) || k != math.Trunc(k) {
 					t.Fatalf("input %v gave %v", x, out)
 				}
 			}
@@ -308,8 +312,8 @@ func TestGaussianNoErrorDependsOnValue(t *testing.T) {
 			switch {
 			case x != x:
 				want = 0
-			case math.Abs(x/g.Grid()) > 0x1p51:
-				want = math.Copysign(0x1p51*g.Grid(), x)
+			case math.Abs(x) > g.Range():
+				want = math.Copysign(g.Range(), x)
 			}
 			if yc, _ := g.Add(NewSeeded(uint64(i)), want); yc != y {
 				t.Errorf("Add(%v) = %v, but Add(%v) = %v with the same seed", x, y, want, yc)

@@ -18,31 +18,36 @@ var valueTable = []float64{
 
 // TestNoErrorDependsOnValue runs every grid mechanism on every value of
 // valueTable, alone (Add) and in a vector (AddTo): no error, every output a
-// finite grid multiple, and huge values clamped to ±2^51 grid steps, so that
-// the output for +Inf is distributed as the output for Grid*2^51.
+// finite grid multiple, and only values beyond Range() clamped, to
+// ±Range(), so that the output for +Inf is distributed as the output for
+// Range(); Range() itself is min(2^1000 Grid, 2^1000) and at least MinRange.
 func TestNoErrorDependsOnValue(t *testing.T) {
 	type mech struct {
 		name string
 		add  func(r *Rand, x float64) (float64, error)
 		to   func(r *Rand, xs []float64) error
 		grid float64
+		rng  float64
 	}
 	var mechs []mech
-	for _, p := range []struct{ s, e float64 }{{1, 1}, {1, 1e-3}, {1e-300, 1}, {1e290, 1}, {2, 0.5}} {
+	for _, p := range []struct{ s, e float64 }{{1, 1}, {1, 1e-3}, {1e-270, 1}, {minGridParam, 1}, {1, 1 / minGridParam}, {1e290, 1}, {2, 0.5}} {
 		l, err := NewLaplace(p.s, p.e)
 		if err != nil {
 			t.Fatalf("NewLaplace(%v, %v): %v", p.s, p.e, err)
 		}
-		mechs = append(mechs, mech{"Laplace", l.Add, l.AddTo, l.Grid()})
+		mechs = append(mechs, mech{"Laplace", l.Add, l.AddTo, l.Grid(), l.Range()})
 	}
-	for _, b := range []float64{1e-6, 1, 1e200} {
+	for _, b := range []float64{1e-6, 1, 1e200, maxGridParam} {
 		l, err := NewLaplaceScale(b, b)
 		if err != nil {
 			t.Fatalf("NewLaplaceScale(%v, %v): %v", b, b, err)
 		}
-		mechs = append(mechs, mech{"LaplaceScale", l.Add, l.AddTo, l.Grid()})
+		mechs = append(mechs, mech{"LaplaceScale", l.Add, l.AddTo, l.Grid(), l.Range()})
 	}
 	for _, m := range mechs {
+		if want := min(0x1p1000*m.grid, 0x1p1000); m.rng != want || m.rng < MinRange {
+			t.Errorf("%s grid %g: Range() = %g, want %g and at least MinRange", m.name, m.grid, m.rng, want)
+		}
 		xs := append([]float64(nil), valueTable...)
 		if err := m.to(NewSeeded(1), xs); err != nil {
 			t.Fatalf("%s grid %g: AddTo: %v", m.name, m.grid, err)
@@ -54,8 +59,8 @@ func TestNoErrorDependsOnValue(t *testing.T) {
 			}
 			for _, out := range []float64{y, xs[i]} {
 				k := out / m.grid
-				if math.IsInf(out, 0) || math.IsNaN(out) || k != math.Trunc(k) || math.Abs(k) >= 0x1p53 {
-					t.Fatalf("%s grid %g: input %v gave %v, not a finite grid multiple below 2^53 steps", m.name, m.grid, x, out)
+				if math.IsInf(out, 0) || math.IsNaN(out) || k != math.Trunc(k) {
+					t.Fatalf("%s grid %g: input %v gave %v, not a finite grid multiple", m.name, m.grid, x, out)
 				}
 			}
 			// Clamping: the same seed gives the same output as the clamp.
@@ -63,8 +68,8 @@ func TestNoErrorDependsOnValue(t *testing.T) {
 			switch {
 			case x != x:
 				want = 0
-			case math.Abs(x/m.grid) > 0x1p51:
-				want = math.Copysign(0x1p51*m.grid, x)
+			case math.Abs(x) > m.rng:
+				want = math.Copysign(m.rng, x)
 			}
 			if yc, _ := m.add(NewSeeded(uint64(i)), want); yc != y {
 				t.Errorf("%s grid %g: Add(%v) = %v, but Add(%v) = %v with the same seed", m.name, m.grid, x, y, want, yc)
@@ -79,9 +84,12 @@ func TestLaplaceRejectsOutOfRangeGrid(t *testing.T) {
 		name string
 	}{
 		{func() (Laplace, error) { return NewLaplace(1e-303, 1) }, "sensitivity"},
+		{func() (Laplace, error) { return NewLaplace(1e-272, 1) }, "sensitivity"},
 		{func() (Laplace, error) { return NewLaplace(1, 1e303) }, "sensitivity/epsilon"},
+		{func() (Laplace, error) { return NewLaplace(1, 1e272) }, "sensitivity/epsilon"},
 		{func() (Laplace, error) { return NewLaplace(1e300, 1) }, "sensitivity"},
 		{func() (Laplace, error) { return NewLaplaceScale(1e-303, 1) }, "Laplace scale"},
+		{func() (Laplace, error) { return NewLaplaceScale(1e-272, 1) }, "Laplace scale"},
 		{func() (Laplace, error) { return NewLaplaceScale(1, 1e-305) }, "Laplace resolution"},
 		{func() (Laplace, error) { return NewLaplaceScale(1e299, 1) }, "Laplace scale"},
 		{func() (Laplace, error) { return NewLaplace(1, 1e-9) }, "epsilon is too small"},

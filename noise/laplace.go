@@ -3,6 +3,7 @@ package noise
 import (
 	"fmt"
 	"math"
+	"math/big"
 )
 
 // GridBits sets the resolution of the Laplace grid: the grid step is the
@@ -18,11 +19,16 @@ const GridBits = 20
 //
 //	Grid * (round(x/Grid) + Z),   Z ~ DiscreteLaplace(Scale/Grid),
 //
-// so every output is a multiple of Grid, computed exactly in float64, and the
-// output distribution depends on x only through round(x/Grid). Rounding is
+// so every output is a multiple of Grid, computed exactly in float64 up to
+// 2^53 grid steps, and the output distribution depends on x only through
+// round(x/Grid). Rounding is
 // half-up, which commutes with shifts by grid multiples: inputs on the grid,
-// such as counts, are never moved. Inputs beyond 2^51 grid steps are
-// clamped and NaN is released as 0 (see Add): no input value makes it fail.
+// such as counts, are never moved. Inputs beyond Range() in magnitude (at
+// least MinRange = 2^80 for every accepted parameter, far beyond any count)
+// are clamped and NaN is released as 0 (see Add): no input value makes it
+// fail. Outputs are exact up to 2^53 grid steps; beyond, the exact noisy
+// value is rounded to the nearest float64, a function of it alone (see
+// Add).
 //
 // The accuracy cost, compared with continuous Lap(Scale): the variance is
 // Grid^2 Var(Z) = 2 Scale^2 - Grid^2/6 + O(Grid^4/Scale^2), the rounding moves
@@ -31,8 +37,9 @@ const GridBits = 20
 // Loss). The grid is at most 2^-20 of both the scale and the
 // sensitivity, so each cost is below one part in a million.
 type Laplace struct {
-	grid float64
-	geo  DiscreteLaplace
+	grid  float64
+	limit float64 // clamp bound in grid steps: stepLimit(grid)
+	geo   DiscreteLaplace
 }
 
 // NewLaplace returns the grid Laplace mechanism for a query whose values on
@@ -85,12 +92,29 @@ func NewLaplaceScale(b, resolution float64) (Laplace, error) {
 }
 
 // Grid parameters must be at least minGridParam, so that the grid step
-// (about 2^-20 of them) is a normal float64 and x/Grid is exact, and at most
-// maxGridParam, so that every output (at most 2^53 grid steps) is finite.
+// (about 2^-20 of them, at least 2^-920) is a normal float64, x/Grid is
+// exact and the representable range Range() = 2^1000 Grid is at least
+// MinRange, and at most maxGridParam, so that the grid is at most 2^969 and
+// every output (at most 2^1000 plus 2^53 grid steps) is finite.
 const (
-	minGridParam = 0x1p-1001 // about 4.5e-302
-	maxGridParam = 0x1p990   // about 1e298
+	minGridParam = 0x1p-900 // about 1.2e-271
+	maxGridParam = 0x1p990  // about 1e298
 )
+
+// MinRange is the smallest representable range of any grid mechanism
+// (Laplace.Range, Gaussian.Range): inputs up to MinRange in magnitude, in
+// particular every integer count up to 2^53 and beyond, are never clamped,
+// whatever the accepted sensitivity, epsilon, rho, scale or resolution.
+const MinRange = 0x1p80
+
+// rangeCap bounds the representable range of every grid mechanism, so that
+// outputs stay finite: Range() = min(2^1000 Grid, 2^1000).
+const rangeCap = 0x1p1000
+
+// stepLimit returns the clamp bound in grid steps for a grid g in
+// [2^-920, 2^969]: min(2^1000, 2^1000/g), a power of two and an integer (at
+// least 2^31), so that clamping commutes with rounding to the grid.
+func stepLimit(g float64) float64 { return min(rangeCap, rangeCap/g) }
 
 // checkGridRange rejects a grid parameter outside [minGridParam,
 // maxGridParam], naming it: a subnormal grid would make the outputs
@@ -110,7 +134,7 @@ func newLaplace(grid, t float64) (Laplace, error) {
 	if err != nil {
 		return Laplace{}, err
 	}
-	return Laplace{grid: grid, geo: geo}, nil
+	return Laplace{grid: grid, limit: stepLimit(grid), geo: geo}, nil
 }
 
 // calibrationMargin is the relative amount by which NewLaplace and
@@ -127,6 +151,10 @@ func gridFor(b float64) float64 {
 
 // Grid returns the grid step: every output is a multiple of it.
 func (l Laplace) Grid() float64 { return l.grid }
+
+// Range returns the representable range: inputs x with |x| <= Range() are
+// never clamped. It is min(2^1000 Grid, 2^1000), at least MinRange.
+func (l Laplace) Range() float64 { return l.limit * l.grid }
 
 // Scale returns the noise scale b of the equivalent continuous Lap(b).
 func (l Laplace) Scale() float64 { return l.grid * l.geo.scale }
@@ -152,59 +180,95 @@ func (l Laplace) Loss(d float64) float64 {
 // for input x is Grid*(Round(x)/Grid + Z) with Z drawn from it.
 func (l Laplace) Dist() DiscreteLaplace { return l.geo }
 
-// Round returns the grid point an input is rounded to before noise is added.
-func (l Laplace) Round(x float64) float64 { return l.grid * float64(roundHalfUp(x/l.grid)) }
+// Round returns the grid point an input is rounded to before noise is added
+// (after clamping to Range()).
+func (l Laplace) Round(x float64) float64 {
+	return l.grid * roundHalfUp(clampSteps(x/l.grid, l.limit))
+}
 
-// maxGridSteps bounds |x/Grid| after clamping. With noise of at most 2^52
-// steps (see MaxScale) every output is below 2^53 steps, so it is an exact
-// float64 multiple of the grid.
-const maxGridSteps = 0x1p51
-
-// clampSteps returns v = x/Grid clamped to [-2^51, 2^51], and 0 for NaN.
+// clampSteps returns v = x/Grid clamped to [-limit, limit], and 0 for NaN.
+// x/Grid is exact (Grid is a power of two) unless it overflows to ±Inf,
+// beyond 2^1023 > limit, which clamping maps where the exact quotient would
+// go, or is below 2^-1022, where it rounds to 0 either way.
 //
 // Clamping keeps the privacy guarantee: |clamp(u)-clamp(v)| <= |u-v| and,
 // as the bounds are integers, rounding commutes with it, so inputs within d
 // of each other are still rounded to grid points at most ceil(d/Grid)
 // apart. It replaces an error that would have told a data-dependent fact
-// (whether some value is huge) to whoever sees the error.
+// (whether some value is huge) to whoever sees the error. The limit
+// (stepLimit) puts the clamp at Range() >= MinRange = 2^80, beyond every
+// count a table can hold: no real input is ever moved by it.
 //
 // NaN has no place in that order. A query of finite sensitivity never yields
 // it, so it can only come from a broken query, for which no guarantee holds
 // anyway; it is released as 0 rather than refused, so that not even then
 // does an error path depend on the data.
-func clampSteps(v float64) float64 {
+func clampSteps(v, limit float64) float64 {
 	if v != v {
 		return 0
 	}
-	return min(max(v, -maxGridSteps), maxGridSteps)
+	return min(max(v, -limit), limit)
 }
 
-// Add returns x plus grid Laplace noise. Values beyond 2^51 grid steps
-// (including infinities) are first clamped to ±Grid*2^51, and NaN is
-// released as 0 (see clampSteps): no input value makes it fail. The error
-// is always nil; it is kept so that callers need not change if a future
-// mechanism can fail for a reason that does not depend on x.
+// maxExactSample bounds the noise samples that float64 holds exactly. A
+// discrete Laplace or Gaussian sample of an accepted scale exceeds it with
+// probability below exp(-2^12) (see MaxScale).
+const maxExactSample = 1 << 53
+
+// addSteps returns k + z rounded to the nearest float64 (ties to even), for
+// k an integer-valued float64 (the rounded input, in grid steps) and z the
+// noise: exactly k + z when |k + z| <= 2^53. It depends on k + z alone
+// (float64 addition of exact operands is correctly rounded), so the output
+// is a function of the exact noisy value: post-processing, which keeps the
+// loss of the exact mechanism. Which path it takes depends on z only, never
+// on the input.
+func addSteps(k float64, z int64) float64 {
+	if uint64(z)+maxExactSample > 2*maxExactSample { // |z| > 2^53, in one comparison
+		return addStepsBig(k, z)
+	}
+	return k + float64(z) // float64(z) is exact
+}
+
+// addStepsBig is addSteps for the (practically never drawn) samples beyond
+// 2^53, which float64(z) would round: the sum is formed exactly (|k| <=
+// 2^1000, |z| < 2^63) and rounded once.
+func addStepsBig(k float64, z int64) float64 {
+	s := new(big.Float).SetPrec(1100).SetFloat64(k)
+	s.Add(s, new(big.Float).SetInt64(z))
+	f, _ := s.Float64()
+	return f
+}
+
+// Add returns x plus grid Laplace noise: Grid times round(x/Grid) + Z,
+// rounded to float64 (exact up to 2^53 grid steps, see addSteps). Values
+// beyond Range() (including infinities) are first clamped to ±Range(), and
+// NaN is released as 0 (see clampSteps): no input value makes it fail. The
+// error is always nil; it is kept so that callers need not change if a
+// future mechanism can fail for a reason that does not depend on x.
 func (l Laplace) Add(r *Rand, x float64) (float64, error) {
-	k := roundHalfUp(clampSteps(x/l.grid)) + l.geo.Sample(r) // x/grid is exact: grid is a power of two
-	return float64(k) * l.grid, nil
+	k := roundHalfUp(clampSteps(x/l.grid, l.limit)) // x/grid is exact: grid is a power of two
+	return addSteps(k, l.geo.Sample(r)) * l.grid, nil
 }
 
 // AddTo adds independent grid Laplace noise to every element of xs in place,
-// clamping as Add does. The error is always nil, as for Add.
+// clamping and rounding as Add does. The error is always nil, as for Add.
 func (l Laplace) AddTo(r *Rand, xs []float64) error {
-	inv := 1 / l.grid
+	inv, limit := 1/l.grid, l.limit
 	for i, x := range xs {
-		xs[i] = float64(roundHalfUp(clampSteps(x*inv))+l.geo.Sample(r)) * l.grid
+		z := l.geo.Sample(r) // first, so that nothing lives across the call
+		xs[i] = addSteps(roundHalfUp(clampSteps(x*inv, limit)), z) * l.grid
 	}
 	return nil
 }
 
 // roundHalfUp returns floor(v + 1/2) computed without the double rounding
-// of v+0.5 (which maps 0.49999999999999994 to 1). |v| < 2^52.
-func roundHalfUp(v float64) int64 {
+// of v+0.5 (which maps 0.49999999999999994 to 1), as a float64: exact for
+// every finite v (v-f is exact below 2^52, and from 2^52 on every float64
+// is an integer, so v-f is 0).
+func roundHalfUp(v float64) float64 {
 	f := math.Floor(v)
-	if v-f >= 0.5 { // v-f is exact for |v| < 2^52
+	if v-f >= 0.5 {
 		f++
 	}
-	return int64(f)
+	return f
 }

@@ -327,7 +327,7 @@ func TestLaplacePrivacyExact(t *testing.T) {
 			x := (float64(r.Uint64()>>11)*0x1p-53 - 0.5) * 100
 			dx := tc.sens * float64(r.Uint64()>>11) * 0x1p-53
 			xp := x + dx
-			k, kp := roundHalfUp(x/g), roundHalfUp(xp/g)
+			k, kp := int64(roundHalfUp(x/g)), int64(roundHalfUp(xp/g))
 			worst := 0.0
 			// The log-ratio is piecewise linear in the output with its
 			// extremes outside [k, kp]; probe around both ends and between.
@@ -358,7 +358,7 @@ func TestLaplacePrivacyExact(t *testing.T) {
 func TestRoundHalfUpShiftInvariant(t *testing.T) {
 	for _, v := range []float64{0.5, 1.5, -0.5, -1.5, 2.5, 0.5 - 0x1p-40, -0.5 + 0x1p-40, 1e15 + 0.5} {
 		for _, s := range []int64{1, 2, 3, -7} {
-			if roundHalfUp(v+float64(s)) != roundHalfUp(v)+s {
+			if roundHalfUp(v+float64(s)) != roundHalfUp(v)+float64(s) {
 				t.Errorf("round(%v+%d) != round(%v)+%d", v, s, v, s)
 			}
 		}

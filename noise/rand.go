@@ -14,8 +14,10 @@
 //   - Laplace and Gaussian round a real input to a power-of-two grid and add
 //     a grid multiple of discrete noise, so every output is a grid point and
 //     the output distribution depends on the input only through its rounded
-//     value. Inputs too large for the grid are clamped, never refused: no
-//     input value makes a mechanism return an error.
+//     value. Only inputs beyond the representable range (Range, at least
+//     MinRange = 2^80: every count up to 2^53 at every accepted parameter)
+//     are clamped, never refused: no input value makes a mechanism return
+//     an error.
 //   - Choose (the exponential mechanism) and Categorical pick an index with
 //     exactly the stated probabilities.
 //
