@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/source"
@@ -40,6 +42,9 @@ type Source struct {
 	// SQL is a table in an SQLite or PostgreSQL database, counted with
 	// SELECT dims..., COUNT(*) ... GROUP BY dims... in that database.
 	SQL *SQLSource `json:"sql,omitempty"`
+	// CountColumn, if set, names a column of non-negative integer counts
+	// in the CSV file or SQL table: each row stands for that many records.
+	CountColumn string `json:"count_column,omitempty"`
 }
 
 // SQLSource is a table in a database the server can reach.
@@ -111,6 +116,22 @@ type dataset struct {
 	created time.Time
 	// samplers caches the noise samplers of linear queries by scale.
 	samplers samplerCache
+	// unavailable, when set, says why the stored dataset could not be
+	// loaded (for the curator's eyes only): the server runs without it,
+	// and only id, name, source and created are set.
+	unavailable string
+}
+
+// errUnavailable is the error of an analyst's request on a dataset that
+// could not be loaded.
+var errUnavailable = errors.New("dataset unavailable")
+
+// usable returns errUnavailable for a dataset that could not be loaded.
+func (d *dataset) usable() error {
+	if d.unavailable != "" {
+		return errUnavailable
+	}
+	return nil
 }
 
 // unit names the dataset's budget: "epsilon", or "rho" for zCDP budgets.
@@ -155,17 +176,17 @@ func buildDataset(ctx context.Context, req DatasetRequest, cellLimit int, source
 		if err != nil {
 			return nil, err
 		}
-		if c, err = countCSV(ctx, path, schema, cellLimit); err != nil {
+		if c, err = countCSV(ctx, path, req.Source.CountColumn, schema, cellLimit); err != nil {
 			return nil, err
 		}
-		d.source, _ = json.Marshal(map[string]string{"csv": req.Source.CSV})
+		d.source, _ = json.Marshal(map[string]string{"csv": req.Source.CSV, "count_column": req.Source.CountColumn})
 	case req.Source.SQL != nil:
-		c, err = countSQL(ctx, *req.Source.SQL, schema, cellLimit, sourceDirs)
+		c, err = countSQL(ctx, *req.Source.SQL, req.Source.CountColumn, schema, cellLimit, sourceDirs)
 		if err != nil {
 			return nil, fmt.Errorf("source: %w", err)
 		}
 		d.source, _ = json.Marshal(map[string]any{"sql": map[string]string{
-			"driver": req.Source.SQL.Driver, "dsn": redactDSN(req.Source.SQL.DSN), "table": req.Source.SQL.Table}})
+			"driver": req.Source.SQL.Driver, "dsn": redactDSN(req.Source.SQL.DSN), "table": req.Source.SQL.Table}, "count_column": req.Source.CountColumn})
 	default:
 		return nil, errors.New("source: give csv (a file path) or sql {driver, dsn, table}")
 	}
@@ -227,11 +248,20 @@ func (d *dataset) applyPolicy() error {
 	return d.checkMetric()
 }
 
-// setCube installs the counts and the invariants computed from them.
+// setCube checks the counts (non-negative integers, fewer than maxRows in
+// all) and installs them and the invariants computed from them.
 func (d *dataset) setCube(c *cube.Cube) error {
-	t := c.Total()
-	if t >= maxRows {
-		return fmt.Errorf("source: %v rows; at most %d are supported", t, int64(maxRows-1))
+	var t float64
+	for i, v := range c.Counts {
+		switch {
+		case v < 0:
+			return fmt.Errorf("counts: base cell %d has a negative count; a source must give every cell a count of rows >= 0", i)
+		case v != math.Trunc(v) || math.IsInf(v, 0):
+			return fmt.Errorf("counts: base cell %d has a count that is not an integer; a source must count rows", i)
+		}
+		if t += v; t >= maxRows {
+			return fmt.Errorf("counts: more than %d rows; at most %d are supported", int64(maxRows-1), int64(maxRows-1))
+		}
 	}
 	d.cube, d.total = c, int64(t)
 	d.inv = c.Invariants(d.exact)
@@ -284,7 +314,8 @@ func sourcePath(dirs []string, name, field string) (string, error) {
 // countCSV counts a CSV source into a cube. Its errors name the file, row
 // and column but never quote the file's contents (not even its header): a
 // server error must not become a way to read files.
-func countCSV(ctx context.Context, path string, s *cube.Schema, cellLimit int) (*cube.Cube, error) {
+// With a count column each row stands for that many records.
+func countCSV(ctx context.Context, path, countColumn string, s *cube.Schema, cellLimit int) (*cube.Cube, error) {
 	t, err := source.OpenCSV(path)
 	if err != nil {
 		return nil, fmt.Errorf("source.csv: %s: not a readable CSV file with a header row", path)
@@ -299,10 +330,16 @@ func countCSV(ctx context.Context, path string, s *cube.Schema, cellLimit int) (
 			return nil, fmt.Errorf("source.csv: %s: the header row has no column %q", path, name)
 		}
 	}
-	c, err := cube.Build(ctx, t, s, cube.Options{CellLimit: cellLimit})
+	if countColumn != "" && !header[countColumn] {
+		return nil, fmt.Errorf("source.count_column: %s: the header row has no column %q", path, countColumn)
+	}
+	c, err := cube.Build(ctx, source.WithCountColumn(t, countColumn), s, cube.Options{CellLimit: cellLimit})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if countColumn != "" {
+			return nil, fmt.Errorf("source.csv: %s: row %d is malformed, has a value outside its column's declared domain, or its %q is not a non-negative integer below 2^63 (values are not quoted)", path, t.Row(), countColumn)
 		}
 		return nil, fmt.Errorf("source.csv: %s: row %d is malformed or has a value outside its column's declared domain (values are not quoted)", path, t.Row())
 	}
@@ -326,7 +363,8 @@ func quoteIdent(name string) (string, error) {
 
 // countSQL aggregates a table in its own database with GROUP BY and fills the
 // counts into a dense cube, rejecting values outside the declared domains.
-func countSQL(ctx context.Context, src SQLSource, s *cube.Schema, cellLimit int, sourceDirs []string) (*cube.Cube, error) {
+// With a count column the groups sum it instead of counting rows.
+func countSQL(ctx context.Context, src SQLSource, countColumn string, s *cube.Schema, cellLimit int, sourceDirs []string) (*cube.Cube, error) {
 	var driver string
 	switch src.Driver {
 	case "sqlite":
@@ -360,6 +398,14 @@ func countSQL(ctx context.Context, src SQLSource, s *cube.Schema, cellLimit int,
 		return nil, fmt.Errorf("sql: %w", err)
 	}
 	defer db.Close()
+	if driver == "pgx" {
+		if err := db.PingContext(ctx); err != nil {
+			// Whether something listens at the address, and what, is
+			// none of the curator's business: the server may reach hosts
+			// the curator cannot. The details go to the server's log.
+			return nil, &sourceError{msg: pgConnectError, detail: err}
+		}
+	}
 	list := strings.Join(cols, ", ")
 	// The dimensions are cast to text so that integer and text columns
 	// compare with the schema's values alike.
@@ -367,10 +413,34 @@ func countSQL(ctx context.Context, src SQLSource, s *cube.Schema, cellLimit int,
 	for i, c := range cols {
 		casts[i] = "CAST(" + c + " AS TEXT)"
 	}
-	query := "SELECT " + strings.Join(casts, ", ") + ", COUNT(*) FROM " + table + " GROUP BY " + list
+	agg := "COUNT(*)"
+	if countColumn != "" {
+		q, err := quoteIdent(countColumn)
+		if err != nil || strings.Contains(countColumn, ".") {
+			return nil, fmt.Errorf("source.count_column: bad column name %q", countColumn)
+		}
+		var bad int64
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+table+" WHERE "+source.BadCount(src.Driver, countColumn)).Scan(&bad); err != nil {
+			return nil, fmt.Errorf("sql %s: count column %q: %w", src.Table, countColumn, err)
+		}
+		if bad > 0 {
+			return nil, fmt.Errorf("sql %s: count column %q is not a non-negative integer below 2^63 in %d rows (values are not quoted)", src.Table, countColumn, bad)
+		}
+		agg = "CAST(SUM(CAST(CAST(" + q + " AS TEXT) AS BIGINT)) AS BIGINT)"
+	}
+	query := "SELECT " + strings.Join(casts, ", ") + ", " + agg + " FROM " + table + " GROUP BY " + list
 	rows, err := db.QueryContext(ctx, query)
 	if err != nil {
-		return nil, fmt.Errorf("sql %s: %w", redactDSN(src.DSN), err)
+		var pe *pgconn.PgError
+		var ce *pgconn.ConnectError
+		if driver == "pgx" && (errors.As(err, &ce) || !errors.As(err, &pe)) {
+			return nil, &sourceError{msg: pgConnectError, detail: err}
+		}
+		if pe != nil {
+			// Connected and authenticated: the database's own answer.
+			return nil, fmt.Errorf("sql %s: %s (SQLSTATE %s)", src.Table, pe.Message, pe.Code)
+		}
+		return nil, fmt.Errorf("sql %s: %w", src.Table, err)
 	}
 	defer rows.Close()
 	c, err := cube.New(s, cellLimit)
@@ -386,7 +456,10 @@ func countSQL(ctx context.Context, src SQLSource, s *cube.Schema, cellLimit int,
 	dest[n] = &count
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("sql %s: %w", src.Table, err)
+			return nil, fmt.Errorf("sql %s: a group's values or count cannot be read (a count must be an integer): %w", src.Table, err)
+		}
+		if count < 0 {
+			return nil, fmt.Errorf("sql %s: COUNT(*) gave a negative count for a group; a source must give every cell a count of rows >= 0", src.Table)
 		}
 		cell := 0
 		for i, v := range vals {
@@ -402,13 +475,29 @@ func countSQL(ctx context.Context, src SQLSource, s *cube.Schema, cellLimit int,
 			}
 			cell += k * s.Stride(i)
 		}
-		c.Counts[cell] += float64(count)
+		if c.Counts[cell] += float64(count); c.Counts[cell] >= maxRows {
+			return nil, fmt.Errorf("sql %s: more than %d rows; at most %d are supported", src.Table, int64(maxRows-1), int64(maxRows-1))
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sql %s: %w", src.Table, err)
 	}
 	return c, nil
 }
+
+// pgConnectError is the one answer to a PostgreSQL source that cannot be
+// reached, whatever the cause.
+const pgConnectError = "cannot connect to the PostgreSQL source (its address, credentials or database may be wrong; the server's log has the details)"
+
+// sourceError is a registration error whose details stay in the server's
+// log: the curator sees msg only.
+type sourceError struct {
+	msg    string
+	detail error
+}
+
+func (e *sourceError) Error() string { return e.msg }
+func (e *sourceError) Unwrap() error { return e.detail }
 
 // encodeCounts stores a cube's counts sparsely: the number of non-zero cells,
 // then for each the gap from the previous one and the count, as varints.
@@ -480,7 +569,11 @@ func (s *store) insertDataset(ctx context.Context, d *dataset) error {
 	return err
 }
 
-// loadDataset reads a dataset back from the store.
+// loadDataset reads a dataset back from the store. A dataset whose stored
+// form cannot be used (its schema, policy or counts fail the checks of
+// registration) is returned marked unavailable, with the reason, instead of
+// an error: one dataset must not keep the server from starting. Errors are
+// the store's.
 func (s *store) loadDataset(ctx context.Context, id string) (*dataset, error) {
 	var (
 		schemaJSON, policyJSON, sourceJSON string
@@ -493,28 +586,38 @@ func (s *store) loadDataset(ctx context.Context, id string) (*dataset, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.source = json.RawMessage(sourceJSON)
+	d.created = time.Unix(0, created).UTC()
+	if err := d.restore(schemaJSON, policyJSON, counts); err != nil {
+		stub := &dataset{id: id, name: d.name, source: d.source, created: d.created, policy: d.policy, unavailable: err.Error()}
+		if d.schema != nil {
+			stub.zcdp = d.zcdp
+		}
+		return stub, nil
+	}
+	return d, nil
+}
+
+// restore rebuilds a stored dataset with the checks of registration.
+func (d *dataset) restore(schemaJSON, policyJSON string, counts []byte) error {
+	var err error
 	if d.schema, err = cube.ParseSchema([]byte(schemaJSON)); err != nil {
-		return nil, fmt.Errorf("dataset %s: stored schema: %w", id, err)
+		return fmt.Errorf("stored schema: %w", err)
 	}
 	if err := json.Unmarshal([]byte(policyJSON), &d.policy); err != nil {
-		return nil, fmt.Errorf("dataset %s: stored policy: %w", id, err)
+		return fmt.Errorf("stored policy: %w", err)
 	}
 	if err := d.applyPolicy(); err != nil {
-		return nil, fmt.Errorf("dataset %s: stored policy: %w", id, err)
+		return fmt.Errorf("stored policy: %w", err)
 	}
 	c, err := cube.New(d.schema, math.MaxInt)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("stored schema: %w", err)
 	}
 	if err := decodeCounts(counts, c.Counts); err != nil {
-		return nil, fmt.Errorf("dataset %s: %w", id, err)
+		return err
 	}
-	if err := d.setCube(c); err != nil {
-		return nil, err
-	}
-	d.source = json.RawMessage(sourceJSON)
-	d.created = time.Unix(0, created).UTC()
-	return d, nil
+	return d.setCube(c)
 }
 
 // datasetIDs lists the registered datasets in id order.

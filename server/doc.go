@@ -82,13 +82,30 @@
 // queries charge nothing and are not stored. SQLite runs in WAL mode with
 // synchronous=FULL: a commit is on disk before the answer leaves.
 //
+// # Admission
+//
+// A query is priced from the request alone before it is planned (a lower
+// bound of its cost from the request, the public schema and policy and the
+// analyst's own budget), so an unaffordable query is refused without the
+// work of planning it, unless it may be a cheap repeat; the planning work
+// of a refused query counts against its key's rate limit. Once planned,
+// affordable and within the analyst's quotas, a query is admitted: it is
+// computed under a context that ignores the client and ends at a timeout
+// that does not depend on the data, and charged and stored whatever the
+// client does, so that disconnecting at a chosen moment teaches nothing for
+// free. A computation that fails or times out is charged like an answer;
+// a storage failure is a 503 that charged nothing (a retry with the same
+// Idempotency-Key returns an answer whose commit the failure hid).
+//
 // # Security
 //
 // API keys are kdp_<id>_<secret> with 256 random bits of secret, shown once;
 // the store keeps SHA-256 of the secret, looked up by the non-secret id and
 // compared in constant time. Curator and analyst routes need their own
 // role; analysts see only their own answers. Requests have body size limits,
-// deadlines and a per-key token bucket; logs carry key ids, never keys.
+// deadlines and a per-key token bucket; bodies are decoded with exact field
+// names (case variants, unknown fields, duplicate keys and values of the
+// wrong JSON type are refused); logs carry key ids, never keys.
 // Analyst-facing errors are computed from the request, the public schema and
 // policy, and the analyst's own budget; anything else (which could depend on
 // the data) is logged and reported as "internal error".

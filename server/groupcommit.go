@@ -70,6 +70,12 @@ func (g *groupCommitter) close() {
 
 var errClosed = errors.New("server: closed")
 
+// errCommitFailed marks the error of a batch whose transaction failed:
+// nothing of it was stored (or, when the commit itself failed, the
+// database may have stored it; a retry with the same idempotency key
+// tells).
+var errCommitFailed = errors.New("the charge could not be committed")
+
 // charge queues a charge and waits until its transaction has committed (or
 // failed). The wait ignores the request's cancellation: once queued, the
 // charge is committed or not as a whole, and a client that went away finds
@@ -272,13 +278,15 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 		// The committed losses are the cache's now; acc is not used again.
 		for k, acc := range accs {
 			if acc.dirty && acc.loss != nil {
-				st.losses.put(k, &cachedLoss{ledgerBytes: acc.b.LedgerBytes, loss: acc.loss, max: acc.maxLoss})
+				c := &cachedLoss{ledgerBytes: acc.b.LedgerBytes, loss: acc.loss, max: acc.maxLoss}
+				c.min.Store(-1)
+				st.losses.put(k, c)
 			}
 		}
 	}
 	for i, r := range batch {
 		if err != nil {
-			res[i] = chargeRes{err: fmt.Errorf("group commit of %d charges: %w", len(batch), err)}
+			res[i] = chargeRes{err: fmt.Errorf("group commit of %d charges: %w: %w", len(batch), errCommitFailed, err)}
 		}
 		r.done <- res[i]
 	}

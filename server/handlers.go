@@ -28,9 +28,19 @@ type datasetView struct {
 	RhoPerAnalyst     float64   `json:"rho_per_analyst,omitempty"`
 	QueryKinds        []string  `json:"query_kinds"`
 	Created           time.Time `json:"created_at"`
+	// Unavailable is set when the server could not load the dataset: it
+	// answers no query (the curator's view says why).
+	Unavailable string `json:"unavailable,omitempty"`
 }
 
+// unavailableText is what analysts see of an unavailable dataset.
+const unavailableText = "the server could not load this dataset and answers no query on it; its curator can see why on the admin API"
+
 func viewDataset(d *dataset) datasetView {
+	if d.unavailable != "" {
+		return datasetView{ID: d.id, Name: d.name, Dimensions: []cube.Dimension{}, Invariants: [][]string{}, QueryKinds: []string{},
+			Created: d.created, Unavailable: unavailableText}
+	}
 	v := datasetView{
 		ID: d.id, Name: d.name, Cells: d.schema.Cells(), Invariants: [][]string{},
 		Neighbours: d.neighbourText(), GenericSensitivity: d.sens.Value, SensitivityRule: d.sens.Rule, Guarantee: d.guarantee,
@@ -148,8 +158,18 @@ func (s *Server) pathDataset(r *http.Request) (*dataset, error) {
 	return s.dataset(r.Context(), id)
 }
 
-func (s *Server) getDataset(w http.ResponseWriter, r *http.Request, _ principal) error {
+// analystDataset is pathDataset for analysts' routes: a dataset the server
+// could not load is unavailable to them.
+func (s *Server) analystDataset(r *http.Request) (*dataset, error) {
 	d, err := s.pathDataset(r)
+	if err != nil {
+		return nil, err
+	}
+	return d, d.usable()
+}
+
+func (s *Server) getDataset(w http.ResponseWriter, r *http.Request, _ principal) error {
+	d, err := s.analystDataset(r)
 	if err != nil {
 		return err
 	}
@@ -163,7 +183,7 @@ type invariantView struct {
 }
 
 func (s *Server) getInvariants(w http.ResponseWriter, r *http.Request, _ principal) error {
-	d, err := s.pathDataset(r)
+	d, err := s.analystDataset(r)
 	if err != nil {
 		return err
 	}
@@ -185,7 +205,7 @@ func (s *Server) getInvariants(w http.ResponseWriter, r *http.Request, _ princip
 }
 
 func (s *Server) getBudget(w http.ResponseWriter, r *http.Request, p principal) error {
-	d, err := s.pathDataset(r)
+	d, err := s.analystDataset(r)
 	if err != nil {
 		return err
 	}
@@ -199,7 +219,7 @@ func (s *Server) getBudget(w http.ResponseWriter, r *http.Request, p principal) 
 }
 
 func (s *Server) listQueries(w http.ResponseWriter, r *http.Request, p principal) error {
-	d, err := s.pathDataset(r)
+	d, err := s.analystDataset(r)
 	if err != nil {
 		return err
 	}
@@ -253,14 +273,19 @@ func idempotencyKey(r *http.Request) (string, error) {
 
 // ask answers a query. The order is what makes the ledger's guarantees
 // hold and keeps an analyst from spending the server's CPU for free:
-// validate and plan from the request alone (refusals charge nothing); return
-// the stored answer if this query or idempotency key was answered before
-// (free, and the same answer); refuse if the analyst's budget or ledger
-// quota cannot take it, before touching the data; compute the answer in
-// memory, within the analyst's compute quota; commit charge and answer in
-// one transaction, and only then write the response.
-func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error {
-	d, err := s.pathDataset(r)
+// validate the request; within the analyst's compute quota, price it from
+// the request alone (floorCharge), refusing before any planning a query
+// that the analyst's budget cannot pay and that cannot be a cheap repeat;
+// plan it from the request and public data (refusals charge nothing, but
+// refused planning work is charged to the key's rate limit); return the
+// stored answer if this query or idempotency key was answered before (free,
+// and the same answer); refuse if the analyst's budget or ledger quota
+// cannot take it, before touching the data. Once past these checks the
+// query is admitted: it is computed whatever the client does (under
+// computeContext), its charge and answer are committed in one transaction,
+// and only then is the response written.
+func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err error) {
+	d, err := s.analystDataset(r)
 	if err != nil {
 		return err
 	}
@@ -282,7 +307,61 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error 
 	}
 	defer leave()
 	ctx := r.Context()
+	work := planWork(d, q)
+	if err := s.affordWork(p.keyID, work); err != nil {
+		return err
+	}
+	if err := slots.acquire(ctx); err != nil {
+		return err
+	}
+	computing := true
+	defer func() {
+		if computing {
+			slots.release()
+		}
+	}()
+	b, err := s.st.budget(ctx, p.analystID, d.id, d.budget)
+	if err != nil {
+		return err
+	}
+	floor, linearEps := floorCharge(d, q)
+	if linearEps > b.Total-b.Spent {
+		lo, hi, err := s.st.lossRange(ctx, p.analystID, d.id, b.LedgerBytes, d.schema.Cells())
+		if err != nil {
+			return err
+		}
+		floor = linearFloor(linearEps, lo, hi)
+	}
+	if floor > b.Total-b.Spent && work > maxProbeWork {
+		// Only a stored answer could be returned; look for it by its
+		// idempotency key, not by planning.
+		var found *entry
+		if idem != "" {
+			if found, err = s.st.entryByIdem(ctx, p.analystID, idem); err != nil {
+				return err
+			}
+		}
+		if found == nil {
+			return &budgetError{need: floor, remaining: b.Total - b.Spent, unit: d.unit(), atLeast: linearEps > 0}
+		}
+	}
+	defer func() {
+		if refusal(err) {
+			s.chargeRefusedWork(p.keyID, work)
+		}
+	}()
+	s.planned.Add(1)
+	if work > maxProbeWork {
+		select {
+		case s.heavy <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	pl, err := planQuery(ctx, d, q)
+	if work > maxProbeWork {
+		<-s.heavy
+	}
 	if err != nil {
 		return err
 	}
@@ -291,16 +370,12 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error 
 		return err
 	}
 	if found != nil {
-		b, err := s.st.budget(ctx, p.analystID, d.id, d.budget)
-		if err != nil {
-			return err
-		}
 		if found.failed() {
 			return failedError(found)
 		}
 		return writeJSON(w, http.StatusOK, viewEntry(found, true, &b, d.unit()))
 	}
-	b, charge, err := s.st.budgetNow(ctx, p.analystID, d.id, d.budget, pl, d.schema.Cells())
+	charge, err := s.st.costNow(ctx, p.analystID, d.id, b, pl, d.schema.Cells())
 	if err != nil {
 		return err
 	}
@@ -310,17 +385,21 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error 
 	if b.LedgerBytes >= s.cfg.LedgerQuota {
 		return &apiError{http.StatusTooManyRequests, "ledger_quota", fmt.Sprintf("your stored answers on this dataset reached the ledger quota of %d bytes; ask the curator", s.cfg.LedgerQuota)}
 	}
-	if err := slots.acquire(ctx); err != nil {
-		return err
+	// Admitted. From here the query is computed and its charge committed
+	// even if the client goes away: the answer exists, and a retry with the
+	// same Idempotency-Key returns it.
+	cctx, cancel := s.computeContext(ctx)
+	defer cancel()
+	if s.afterAdmit != nil {
+		s.afterAdmit(ctx, cctx)
 	}
-	ans, err := s.computeAnswer(ctx, pl)
+	ans, err := s.computeAnswer(cctx, pl)
+	computing = false
 	slots.release()
 	if err != nil {
 		return err
 	}
 	e := &entry{AnalystID: p.analystID, DatasetID: d.id, Hash: pl.hash, IdemKey: idem, Kind: pl.kind, Request: pl.request, Answer: ans}
-	// From here the charge is committed even if the client goes away: the
-	// answer exists, and its retry with the same Idempotency-Key returns it.
 	stored, b, repeat, err := s.gc.charge(e, pl, d.schema.Cells(), d.budget)
 	if err != nil {
 		return err
@@ -335,14 +414,29 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) error 
 	return writeJSON(w, status, viewEntry(stored, repeat, &b, d.unit()))
 }
 
-// computeAnswer draws the plan's answer and encodes it. An error other than
-// the request's own cancellation becomes a stored failure: whether the
-// computation fails might depend on the data, so a failure is charged like
-// an answer and reported the same way whatever the cause.
+// refusal reports whether err refuses a request for what it asked (as
+// opposed to a failure of the server).
+func refusal(err error) bool {
+	var (
+		ie *inputError
+		be *budgetError
+		ae *apiError
+	)
+	return errors.As(err, &ie) || errors.As(err, &be) || errors.Is(err, errIdemConflict) ||
+		(errors.As(err, &ae) && ae.status >= 400 && ae.status < 500)
+}
+
+// computeAnswer draws the plan's answer and encodes it, under ctx (see
+// Server.computeContext). The preparation depends on the request and public
+// data only: its errors, a timeout included, are returned and nothing is
+// charged. Any failure of the computation itself, its timeout included,
+// becomes a stored failure: whether and when the computation fails might
+// depend on the data, so a failure is charged like an answer and reported
+// the same way whatever the cause. Only the server's closing is not
+// charged (errClosed).
 func (s *Server) computeAnswer(ctx context.Context, pl *plan) ([]byte, error) {
 	s.computed.Add(1)
 	if pl.prepare != nil {
-		// Its errors depend on the request and public data only.
 		if err := pl.prepare(ctx); err != nil {
 			return nil, err
 		}
@@ -355,8 +449,8 @@ func (s *Server) computeAnswer(ctx context.Context, pl *plan) ([]byte, error) {
 		}
 		err = merr
 	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
+	if s.life != nil && s.life.Err() != nil {
+		return nil, errClosed
 	}
 	s.log.Error("query computation failed; charged as an answer", "kind", pl.kind, "err", err)
 	return []byte(failedAnswer), nil
@@ -418,6 +512,9 @@ func (s *Server) enter(analyst string) (*analystSlots, func(), error) {
 
 func (s *Server) adminView(d *dataset, budgets []budgetView) adminDatasetView {
 	v := adminDatasetView{datasetView: viewDataset(d), Source: d.source, Rows: d.total, Policy: d.policy}
+	if d.unavailable != "" {
+		v.Unavailable = "the server could not load this dataset and answers no query on it: " + d.unavailable
+	}
 	if v.Policy.Invariants == nil {
 		v.Policy.Invariants = [][]string{}
 	}
@@ -476,6 +573,11 @@ func (s *Server) adminRegister(w http.ResponseWriter, r *http.Request, _ princip
 	}
 	d, err := buildDataset(r.Context(), req, s.cfg.CellLimit, s.cfg.SourceDirs)
 	if err != nil {
+		var se *sourceError
+		if errors.As(err, &se) {
+			s.log.Warn("registering a dataset: its source failed", "dataset", req.ID, "err", se.detail)
+			return &inputError{msg: "source: " + se.msg}
+		}
 		// Curator-facing: the message may name the file and data values.
 		return &inputError{msg: err.Error()}
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,10 +44,17 @@ type budgetState struct {
 type budgetError struct {
 	need, remaining int64
 	unit            string // "epsilon" or "rho"
+	// atLeast is set when need is a lower bound of the cost (a linear
+	// query refused before it was planned).
+	atLeast bool
 }
 
 func (e *budgetError) Error() string {
-	return fmt.Sprintf("insufficient budget: this query needs %s %.6g, remaining %.6g", e.unit, stepsEpsilon(e.need), stepsEpsilon(e.remaining))
+	need := e.unit
+	if e.atLeast {
+		need += " at least"
+	}
+	return fmt.Sprintf("insufficient budget: this query needs %s %.6g, remaining %.6g", need, stepsEpsilon(e.need), stepsEpsilon(e.remaining))
 }
 
 // errIdemConflict is returned when an idempotency key is reused for a
@@ -109,6 +117,16 @@ func (s *store) findEntry(ctx context.Context, q querier, analyst, dataset, hash
 	return e, err
 }
 
+// entryByIdem returns the analyst's ledger entry of this idempotency key, or
+// nil.
+func (s *store) entryByIdem(ctx context.Context, analyst, idem string) (*entry, error) {
+	e, err := scanEntry(s.readRow(ctx, `SELECT `+entryColumns+` FROM ledger WHERE analyst_id = ? AND idempotency_key = ?`, analyst, idem))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return e, err
+}
+
 // entrySize is what an entry counts against the analyst's ledger quota.
 func entrySize(e *entry) int64 { return int64(len(e.Request) + len(e.Answer)) }
 
@@ -123,20 +141,12 @@ func costOf(p *plan, loss []int64, maxLoss int64) int64 {
 	return p.uniform + after - maxLoss
 }
 
-// budgetNow returns the analyst's budget on a dataset and what plan p would
-// cost on it now, read outside any transaction: to refuse an unaffordable
-// query before computing anything. The charge transaction checks again.
-func (s *store) budgetNow(ctx context.Context, analyst, dataset string, defaultTotal int64, p *plan, cells int) (budgetState, int64, error) {
-	b := budgetState{Total: defaultTotal}
-	err := s.readRow(ctx, `SELECT total_steps, spent_steps, ledger_bytes FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, analyst, dataset).
-		Scan(&b.Total, &b.Spent, &b.LedgerBytes)
-	if errors.Is(err, sql.ErrNoRows) {
-		b = budgetState{Total: defaultTotal}
-	} else if err != nil {
-		return b, 0, err
-	}
+// costNow returns what plan p would cost now on the analyst's budget b (read
+// outside any transaction): to refuse an unaffordable query before
+// computing anything. The charge transaction checks again.
+func (s *store) costNow(ctx context.Context, analyst, dataset string, b budgetState, p *plan, cells int) (int64, error) {
 	if len(p.cells) == 0 {
-		return b, p.uniform, nil
+		return p.uniform, nil
 	}
 	c, err := s.losses.get(analyst, dataset, b.LedgerBytes, cells, func() (int64, []byte, []byte, error) {
 		var lb int64
@@ -148,9 +158,9 @@ func (s *store) budgetNow(ctx context.Context, analyst, dataset string, defaultT
 		return lb, cols, runs, err
 	})
 	if err != nil {
-		return b, 0, err
+		return 0, err
 	}
-	return b, costOf(p, c.loss, c.max), nil
+	return costOf(p, c.loss, c.max), nil
 }
 
 // lossCache keeps the decoded per-cell Protocol 1 losses of recently
@@ -170,6 +180,70 @@ type cachedLoss struct {
 	ledgerBytes int64
 	loss        []int64
 	max         int64
+	// min is the smallest loss, or -1 when not computed yet.
+	min atomic.Int64
+}
+
+// lossMin returns the smallest per-cell loss of c.
+func (c *cachedLoss) lossMin() int64 {
+	if m := c.min.Load(); m >= 0 {
+		return m
+	}
+	m := minOf(c.loss)
+	c.min.Store(m)
+	return m
+}
+
+// lossRange returns the smallest and largest per-cell Protocol 1 losses of
+// the analyst's budget on a dataset with cells base cells, at ledgerBytes:
+// from the loss cache, or read from the run-length encoding without
+// expanding it.
+func (s *store) lossRange(ctx context.Context, analyst, dataset string, ledgerBytes int64, cells int) (lo, hi int64, err error) {
+	s.losses.mu.Lock()
+	e := s.losses.m[budgetKey{analyst, dataset}]
+	s.losses.mu.Unlock()
+	if e != nil && e.ledgerBytes == ledgerBytes && len(e.loss) == cells {
+		return e.lossMin(), e.max, nil
+	}
+	var cols, runs []byte
+	err = s.readRow(ctx, `SELECT columns, loss_runs FROM budgets WHERE analyst_id = ? AND dataset_id = ?`, analyst, dataset).Scan(&cols, &runs)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, 0, nil
+	case err != nil:
+		return 0, 0, err
+	case runs != nil:
+		return rangeRuns(runs, cells)
+	}
+	loss, err := decodeColumns(cols, cells)
+	if err != nil {
+		return 0, 0, err
+	}
+	return minOf(loss), maxOf(loss), nil
+}
+
+// rangeRuns returns the smallest and largest value of run-length encoded
+// losses (see encodeRuns) without expanding them.
+func rangeRuns(b []byte, cells int) (lo, hi int64, err error) {
+	lo = math.MaxInt64
+	for i := 0; i < cells; {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n == 0 || n > uint64(cells-i) {
+			return 0, 0, errors.New("budget loss runs: corrupt")
+		}
+		b = b[k:]
+		v, k := binary.Uvarint(b)
+		if k <= 0 || v > math.MaxInt64 {
+			return 0, 0, errors.New("budget loss runs: corrupt")
+		}
+		b = b[k:]
+		lo, hi = min(lo, int64(v)), max(hi, int64(v))
+		i += int(n)
+	}
+	if cells == 0 {
+		lo = 0
+	}
+	return lo, hi, nil
 }
 
 // Bounds of the loss cache: budgets of datasets with at most
@@ -204,6 +278,7 @@ func (c *lossCache) get(analyst, dataset string, ledgerBytes int64, cells int, r
 		return nil, err
 	}
 	e = &cachedLoss{ledgerBytes: lb, loss: loss, max: maxOf(loss)}
+	e.min.Store(-1)
 	c.put(k, e)
 	return e, nil
 }
@@ -314,6 +389,17 @@ func encodeColumns(loss []int64) []byte {
 		b = binary.AppendUvarint(b, uint64(v))
 	}
 	return b
+}
+
+func minOf(v []int64) int64 {
+	if len(v) == 0 {
+		return 0
+	}
+	m := v[0]
+	for _, x := range v {
+		m = min(m, x)
+	}
+	return m
 }
 
 func maxOf(v []int64) int64 {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -130,23 +129,12 @@ type cellCharge struct {
 	steps int64
 }
 
-// decodeQuery reads a QueryRequest, rejecting unknown fields and trailing
-// data.
+// decodeQuery reads a QueryRequest strictly (see decodeStrict): exact
+// field names, no duplicate keys, no trailing data.
 func decodeQuery(body []byte) (QueryRequest, error) {
 	var q QueryRequest
-	if err := checkDuplicateKeys(body); err != nil {
-		return q, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(&q); err != nil {
-		return q, badInput("request body: %v", err)
-	}
-	if dec.More() {
-		return q, badInput("request body: trailing data after the JSON object")
-	}
-	return q, nil
+	err := decodeStrict(body, &q)
+	return q, err
 }
 
 // planQuery validates q against the dataset and returns its plan.
@@ -497,7 +485,7 @@ func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (spars
 			}
 		}
 	}
-	slices.SortFunc(pairs, func(a, b cellCoef) int { return a.cell - b.cell })
+	sortCells(pairs)
 	row := sparseRow{cells: make([]int, 0, len(pairs)), coefs: make([]int64, 0, len(pairs))}
 	for i := 0; i < len(pairs); {
 		j, sum := i, int64(0)
@@ -549,18 +537,65 @@ func columnL1(rows []sparseRow) []cellCoef {
 		}
 		return out
 	}
-	m := map[int]int64{}
+	n := 0
+	for _, r := range rows {
+		n += len(r.cells)
+	}
+	all := make([]cellCoef, 0, n)
 	for _, r := range rows {
 		for i, c := range r.cells {
-			m[c] += abs64(r.coefs[i])
+			all = append(all, cellCoef{c, abs64(r.coefs[i])})
 		}
 	}
-	out := make([]cellCoef, 0, len(m))
-	for c, v := range m {
-		out = append(out, cellCoef{c, v})
+	sortCells(all)
+	out := all[:0]
+	for _, p := range all {
+		if k := len(out) - 1; k >= 0 && out[k].cell == p.cell {
+			out[k].coef += p.coef
+		} else {
+			out = append(out, p)
+		}
 	}
-	slices.SortFunc(out, func(a, b cellCoef) int { return a.cell - b.cell })
 	return out
+}
+
+// sortCells sorts pairs by cell, stably, in time linear in their number
+// (least-significant-digit radix sort, 11 bits a pass): planning a request
+// of 2^20 base cells must stay cheap, as it is done before anything is
+// charged.
+func sortCells(pairs []cellCoef) {
+	if slices.IsSortedFunc(pairs, func(a, b cellCoef) int { return a.cell - b.cell }) {
+		return
+	}
+	if len(pairs) < 256 {
+		slices.SortStableFunc(pairs, func(a, b cellCoef) int { return a.cell - b.cell })
+		return
+	}
+	top := 0
+	for _, p := range pairs {
+		top = max(top, p.cell)
+	}
+	const bits = 11
+	buf := make([]cellCoef, len(pairs))
+	src, dst := pairs, buf
+	for shift := 0; top>>shift > 0; shift += bits {
+		var count [1<<bits + 1]int
+		for _, p := range src {
+			count[(p.cell>>shift)&(1<<bits-1)+1]++
+		}
+		for i := 1; i < len(count); i++ {
+			count[i] += count[i-1]
+		}
+		for _, p := range src {
+			d := (p.cell >> shift) & (1<<bits - 1)
+			dst[count[d]] = p
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &pairs[0] {
+		copy(pairs, src)
+	}
 }
 
 func abs64(v int64) int64 {

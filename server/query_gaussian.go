@@ -28,8 +28,10 @@ func planGaussianCuboid(d *dataset, q QueryRequest) (*plan, error) {
 		return nil, badInput("delta: must be in (0, 1), got %v", q.Delta)
 	}
 	switch {
-	case q.Cuboids != nil || q.Weights != nil || q.Split != "":
-		return nil, badInput("cuboids: workloads use the Laplace mechanism; ask for one cuboid")
+	case q.Cuboids != nil:
+		return planGaussianWorkload(d, q, rho, delta)
+	case q.Weights != nil || q.Split != "":
+		return nil, badInput("weights and split apply to a workload: give cuboids, a list of cuboids")
 	case q.Cuboid == nil:
 		return nil, badInput("cuboid: required: the dimensions of the cuboid to release ([] is the grand total)")
 	case q.NonNeg && q.Integer:
@@ -65,4 +67,45 @@ func planGaussianCuboid(d *dataset, q QueryRequest) (*plan, error) {
 	h.postProcessing(q)
 	spec := cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rho, Delta: delta, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg, Integer: q.Integer}
 	return &plan{hash: h.sum(), uniform: charge, compute: releaseCuboid(d, spec, "")}, nil
+}
+
+// planGaussianWorkload plans a workload ("cuboids") with Gaussian noise, as
+// knowdp release --workload --mechanism gaussian releases it: the measured
+// cuboids share rho (optimal or equal split), each calibrated to its L2
+// generic sensitivity; every table is estimated once and consistent with
+// the invariants; nonneg and integer post-process it. It is charged rho (0
+// when every cuboid is public). Everything is decided from the request, the
+// schema and the policy.
+func planGaussianWorkload(d *dataset, q QueryRequest, rho privacy.Rho, delta float64) (*plan, error) {
+	s := d.schema
+	spec, public, err := workloadCuboids(d, q)
+	if err != nil {
+		return nil, err
+	}
+	spec.Mechanism, spec.Rho, spec.Delta = cube.MechanismGaussian, rho, delta
+	// Refuse what the release would refuse (duplicates, weights <= 0, a
+	// cuboid without an L2 sensitivity, a rho too small for the noise),
+	// from the request alone.
+	if _, err := spec.Needs(s); err != nil {
+		return nil, badInput("cuboids: %v", err)
+	}
+	charge := rho.Steps()
+	h := newHasher("cuboid/gaussian", privacy.Epsilon{})
+	if public {
+		charge = 0 // released exactly, the same whatever rho
+	} else {
+		h.int(rho.Steps())
+		h.float(delta)
+	}
+	h.int(-1) // a workload, not one cuboid
+	h.int(int64(len(spec.Cuboids)))
+	for i, cb := range spec.Cuboids {
+		h.int(int64(cb))
+		if q.Weights != nil {
+			h.float(q.Weights[i])
+		}
+	}
+	h.int(int64(spec.Split))
+	h.postProcessing(q)
+	return &plan{hash: h.sum(), uniform: charge, compute: releaseWorkload(d, spec, q, "")}, nil
 }

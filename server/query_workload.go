@@ -33,46 +33,14 @@ type workloadTable struct {
 // nothing when every cuboid is public.
 func planWorkload(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) {
 	s := d.schema
-	if q.Cuboid != nil {
-		return nil, badInput("cuboid and cuboids exclude each other")
-	}
-	if len(q.Cuboids) == 0 || len(q.Cuboids) > maxWorkloadCuboids {
-		return nil, badInput("cuboids: give 1 to %d cuboids, got %d", maxWorkloadCuboids, len(q.Cuboids))
-	}
-	if q.Weights != nil && len(q.Weights) != len(q.Cuboids) {
-		return nil, badInput("weights: %d weights for %d cuboids", len(q.Weights), len(q.Cuboids))
-	}
-	if q.NonNeg && q.Integer {
-		return nil, badInput("nonneg and integer exclude each other (integer counts are non-negative)")
-	}
-	split, err := cube.ParseSplit(q.Split)
-	if q.Split == "" {
-		split, err = cube.SplitOptimal, nil
-	}
+	spec, public, err := workloadCuboids(d, q)
 	if err != nil {
-		return nil, badInput("split: %v", err)
+		return nil, err
 	}
-	spec := cube.WorkloadSpec{Epsilon: eps, Exact: d.exact, Weights: q.Weights, Split: split}
-	cells, public := 0, true
+	spec.Epsilon = eps
 	guarantee := ""
-	for i, names := range q.Cuboids {
-		cb, err := s.CuboidOf(names...)
-		if err != nil {
-			return nil, badInput("cuboids[%d]: %v", i, err)
-		}
-		if cells += s.CuboidSize(cb); cells > maxAnswerCells {
-			return nil, badInput("cuboids: more than %d cells in all", maxAnswerCells)
-		}
-		spec.Cuboids = append(spec.Cuboids, cb)
-		sens, err := cube.GenericSensitivity(s, d.exact, cb)
-		switch {
-		case err == nil:
-			public = public && sens.Value == 0
-		case errors.Is(err, cube.ErrNoClosedForm) && d.policy.Sensitivity > 0:
-			public, spec.Sensitivity, guarantee = false, d.policy.Sensitivity, conditionalGuarantee
-		default:
-			return nil, badInput("cuboids[%d]: %v", i, err)
-		}
+	if spec.Sensitivity > 0 {
+		guarantee = conditionalGuarantee
 	}
 	// Refuse what the release would refuse (duplicates, weights <= 0, an
 	// epsilon too small for the noise), from the request alone.
@@ -93,34 +61,88 @@ func planWorkload(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error
 			h.float(q.Weights[i])
 		}
 	}
-	h.int(int64(split))
+	h.int(int64(spec.Split))
 	h.postProcessing(q)
-	return &plan{
-		hash:    h.sum(),
-		uniform: charge,
-		compute: func(ctx context.Context, r *noise.Rand) (any, error) {
-			w, err := d.cube.ReleaseWorkload(ctx, spec, r)
-			if err != nil {
-				return nil, err
+	return &plan{hash: h.sum(), uniform: charge, compute: releaseWorkload(d, spec, q, guarantee)}, nil
+}
+
+// workloadCuboids validates the cuboids, weights, split and post-processing
+// of a workload query and returns its spec without a budget, and whether
+// every cuboid is public. A cuboid without a generic sensitivity takes the
+// curator's claim (spec.Sensitivity; the guarantee is then conditional).
+func workloadCuboids(d *dataset, q QueryRequest) (cube.WorkloadSpec, bool, error) {
+	s := d.schema
+	var spec cube.WorkloadSpec
+	if q.Cuboid != nil {
+		return spec, false, badInput("cuboid and cuboids exclude each other")
+	}
+	if len(q.Cuboids) == 0 || len(q.Cuboids) > maxWorkloadCuboids {
+		return spec, false, badInput("cuboids: give 1 to %d cuboids, got %d", maxWorkloadCuboids, len(q.Cuboids))
+	}
+	if q.Weights != nil && len(q.Weights) != len(q.Cuboids) {
+		return spec, false, badInput("weights: %d weights for %d cuboids", len(q.Weights), len(q.Cuboids))
+	}
+	if q.NonNeg && q.Integer {
+		return spec, false, badInput("nonneg and integer exclude each other (integer counts are non-negative)")
+	}
+	split, err := cube.ParseSplit(q.Split)
+	if q.Split == "" {
+		split, err = cube.SplitOptimal, nil
+	}
+	if err != nil {
+		return spec, false, badInput("split: %v", err)
+	}
+	spec = cube.WorkloadSpec{Exact: d.exact, Weights: q.Weights, Split: split}
+	gaussian := q.Mechanism == "gaussian"
+	cells, public := 0, true
+	for i, names := range q.Cuboids {
+		cb, err := s.CuboidOf(names...)
+		if err != nil {
+			return spec, false, badInput("cuboids[%d]: %v", i, err)
+		}
+		if cells += s.CuboidSize(cb); cells > maxAnswerCells {
+			return spec, false, badInput("cuboids: more than %d cells in all", maxAnswerCells)
+		}
+		spec.Cuboids = append(spec.Cuboids, cb)
+		sens, err := cube.GenericSensitivity(s, d.exact, cb)
+		switch {
+		case err == nil:
+			public = public && sens.Value == 0
+		case errors.Is(err, cube.ErrNoClosedForm) && d.policy.Sensitivity > 0 && !gaussian:
+			public, spec.Sensitivity = false, d.policy.Sensitivity
+		default:
+			return spec, false, badInput("cuboids[%d]: %v", i, err)
+		}
+	}
+	return spec, public, nil
+}
+
+// releaseWorkload returns the computation of a workload answer: the
+// release, then the post-processing the query asks for.
+func releaseWorkload(d *dataset, spec cube.WorkloadSpec, q QueryRequest, guarantee string) func(context.Context, *noise.Rand) (any, error) {
+	s := d.schema
+	return func(ctx context.Context, r *noise.Rand) (any, error) {
+		w, err := d.cube.ReleaseWorkload(ctx, spec, r)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case q.Integer:
+			err = w.RoundIntegers(ctx, r.Split())
+		case q.NonNeg:
+			err = w.MakeNonNegative(ctx, 0)
+		}
+		if err != nil {
+			return nil, err
+		}
+		ans := workloadAnswer{Privacy: w.Metadata(), Guarantee: guarantee}
+		for _, t := range w.Tables {
+			names := s.Names(t.Cuboid)
+			if names == nil {
+				names = []string{}
 			}
-			switch {
-			case q.Integer:
-				err = w.RoundIntegers(ctx, r.Split())
-			case q.NonNeg:
-				err = w.MakeNonNegative(ctx, 0)
-			}
-			if err != nil {
-				return nil, err
-			}
-			ans := workloadAnswer{Privacy: w.Metadata(), Guarantee: guarantee}
-			for _, t := range w.Tables {
-				names := s.Names(t.Cuboid)
-				if names == nil {
-					names = []string{}
-				}
-				ans.Tables = append(ans.Tables, workloadTable{Dimensions: names, Counts: t.Counts, MOE90: t.CellMOE90()})
-			}
-			return ans, nil
-		},
-	}, nil
+			ans.Tables = append(ans.Tables, workloadTable{Dimensions: names, Counts: t.Counts, MOE90: t.CellMOE90()})
+		}
+		return ans, nil
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,10 +49,17 @@ type Config struct {
 	// CellLimit bounds the base cuboid of a registered dataset; 0 means
 	// DefaultCellLimit.
 	CellLimit int
-	// QueryTimeout bounds an analyst request and AdminTimeout a curator
-	// request (registering a dataset counts its source); 0 means the
+	// QueryTimeout bounds an analyst request until its query is admitted
+	// (its computation, which the client's going away does not stop, has
+	// ComputeTimeout; see docs/server.md); AdminTimeout bounds a curator
+	// request (registering a dataset counts its source). 0 means the
 	// defaults, 1 minute and 10 minutes.
 	QueryTimeout, AdminTimeout time.Duration
+	// ComputeTimeout bounds the computation of an admitted query, from
+	// its admission; 0 means QueryTimeout. It is a constant, so whether a
+	// computation times out may depend on the data: a timed-out
+	// computation is charged like a failed answer.
+	ComputeTimeout time.Duration
 	// Log receives one line per request (never a key or a secret); nil
 	// discards.
 	Log *slog.Logger
@@ -114,6 +122,21 @@ type Server struct {
 	// computed counts the answers computed (prepared and drawn): what an
 	// analyst made the server work on.
 	computed atomic.Int64
+	// planned counts the queries planned (expanded and hashed): planning
+	// costs CPU before any budget is charged.
+	planned atomic.Int64
+	// afterAdmit, if set (tests only), is called with the request's
+	// context and the computation's once a query has been admitted, before
+	// it is computed.
+	afterAdmit func(req, compute context.Context)
+	// heavy bounds the costly plannings (over maxProbeWork base cells) in
+	// progress at once, whoever asks: at most half the processors, so that
+	// planning never takes every core from the other requests.
+	heavy chan struct{}
+	// life ends when the server closes: admitted computations stop then
+	// (and nothing is charged for them).
+	life     context.Context
+	stopLife context.CancelFunc
 }
 
 //go:embed openapi.json
@@ -131,6 +154,9 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 	}
 	if cfg.QueryTimeout == 0 {
 		cfg.QueryTimeout = time.Minute
+	}
+	if cfg.ComputeTimeout == 0 {
+		cfg.ComputeTimeout = cfg.QueryTimeout
 	}
 	if cfg.AdminTimeout == 0 {
 		cfg.AdminTimeout = 10 * time.Minute
@@ -194,6 +220,8 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 		}
 	}
 	s = &Server{cfg: cfg, st: st, log: log, sets: map[string]*dataset{}, limit: map[string]*rate.Limiter{}, slots: map[string]*analystSlots{}}
+	s.life, s.stopLife = context.WithCancel(context.Background())
+	s.heavy = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 	s.gc = newGroupCommitter(st)
 	ids, err := st.datasetIDs(ctx)
 	if err != nil {
@@ -201,9 +229,13 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 		return nil, "", err
 	}
 	for _, id := range ids {
-		if _, err := s.dataset(ctx, id); err != nil {
+		d, err := s.dataset(ctx, id)
+		if err != nil {
 			st.Close()
 			return nil, "", err
+		}
+		if d.unavailable != "" {
+			log.Error("dataset unavailable: the server runs without it (GET /admin/v1/datasets/"+id+" says why)", "dataset", id, "reason", d.unavailable)
 		}
 	}
 	s.routes()
@@ -212,6 +244,7 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 
 // Close stops the group committer and closes the store.
 func (s *Server) Close() error {
+	s.stopLife()
 	s.gc.close()
 	return s.st.Close()
 }
@@ -403,14 +436,19 @@ func (s *Server) allow(keyID string) bool {
 	if s.cfg.RateLimit == 0 {
 		return true
 	}
+	return s.limiter(keyID).Allow()
+}
+
+// limiter returns the key's token bucket.
+func (s *Server) limiter(keyID string) *rate.Limiter {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	l := s.limit[keyID]
 	if l == nil {
 		l = rate.NewLimiter(rate.Limit(s.cfg.RateLimit), s.cfg.RateBurst)
 		s.limit[keyID] = l
 	}
-	s.mu.Unlock()
-	return l.Allow()
+	return l
 }
 
 // fail writes err as a JSON error. Internal errors are logged and shown only
@@ -434,14 +472,24 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		ae = &apiError{http.StatusConflict, "idempotency_conflict", err.Error()}
 	case errors.Is(err, errNotFound):
 		ae = &apiError{http.StatusNotFound, "not_found", "not found"}
+	case errors.Is(err, errUnavailable):
+		ae = &apiError{http.StatusServiceUnavailable, "dataset_unavailable", "this dataset is unavailable: the server could not load it; its curator can see why on the admin API"}
+	case errors.Is(err, errCommitFailed):
+		s.log.Error("store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "5")
+		ae = &apiError{http.StatusServiceUnavailable, "unavailable", unavailableMsg}
 	case errors.Is(err, context.DeadlineExceeded):
-		ae = &apiError{http.StatusServiceUnavailable, "timeout", "the request took too long and was abandoned; nothing was charged unless a retry with the same idempotency key says so"}
+		w.Header().Set("Retry-After", "5")
+		ae = &apiError{http.StatusServiceUnavailable, "timeout", "the request took too long and was abandoned before its query was computed; nothing was charged"}
 	case errors.Is(err, context.Canceled):
 		ae = &apiError{499, "canceled", "request canceled"}
+	case errors.Is(err, errClosed):
+		w.Header().Set("Retry-After", "5")
+		ae = &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; nothing was charged; retry later (with the same Idempotency-Key for a query)"}
 	case storeUnavailable(err):
 		s.log.Error("store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "5")
-		ae = &apiError{http.StatusServiceUnavailable, "unavailable", "the database is unreachable; nothing was charged; retry later (with the same Idempotency-Key for a query)"}
+		ae = &apiError{http.StatusServiceUnavailable, "unavailable", unavailableMsg}
 	default:
 		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		ae = &apiError{http.StatusInternalServerError, "internal", "internal error"}
@@ -490,70 +538,13 @@ func readBody(r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// decodeStrict decodes JSON into v, rejecting duplicate keys, unknown fields
-// and trailing data.
-func decodeStrict(b []byte, v any) error {
-	if err := checkDuplicateKeys(b); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badInput("request body: %v", err)
-	}
-	if dec.More() {
-		return badInput("request body: trailing data after the JSON object")
-	}
-	return nil
-}
+// unavailableMsg is the text of a storage failure's 503.
+const unavailableMsg = "the database is unavailable; nothing was charged (if the failure hid a committed charge, a retry with the same Idempotency-Key returns its answer free); retry later"
 
 // checkDuplicateKeys refuses a JSON text in which an object, at any depth,
 // has the same key twice: encoding/json would keep the last silently, so
-// what the client meant and what the server did could differ. Syntax errors
-// are left to the decoder, which reports them better. It walks the tokens
-// with an explicit stack, so deep nesting costs no recursion.
-func checkDuplicateKeys(b []byte) error {
-	type frame struct {
-		obj, wantKey bool
-		seen         map[string]bool
-	}
-	var stack []*frame
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	valueDone := func() {
-		if n := len(stack); n > 0 && stack[n-1].obj {
-			stack[n-1].wantKey = true
-		}
-	}
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil // io.EOF, or a syntax error the decoder will report
-		}
-		if n := len(stack); n > 0 && stack[n-1].wantKey {
-			if key, ok := tok.(string); ok {
-				f := stack[n-1]
-				if f.seen[key] {
-					return badInput("request body: duplicate key %q in one JSON object", clip(key))
-				}
-				f.seen[key] = true
-				f.wantKey = false
-				continue
-			}
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{obj: true, wantKey: true, seen: map[string]bool{}})
-		case json.Delim('['):
-			stack = append(stack, &frame{})
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-			valueDone()
-		default:
-			valueDone()
-		}
-	}
-}
+// what the client meant and what the server did could differ.
+func checkDuplicateKeys(b []byte) error { return strictCheck(b, nil) }
 
 // clip shortens a client-supplied string for an error message.
 func clip(s string) string {
@@ -568,12 +559,49 @@ func clip(s string) string {
 	return s[:cut] + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
-// storeUnavailable reports whether err means the database cannot be
-// reached (PostgreSQL down or unreachable), as opposed to a failed query.
+// storeUnavailable reports whether err is a storage failure: the database
+// cannot be reached, went away mid-request (a closed connection, an
+// unexpected end of its stream, an administrator's or a crash's shutdown),
+// refused the work for the time being (too many connections, a
+// serialization failure, a read-only standby, SQLite busy or locked), or
+// could not write (I/O error, disk full). Such a failure is answered 503
+// with Retry-After: nothing was charged that a retry with the same
+// Idempotency-Key does not return.
 func storeUnavailable(err error) bool {
-	var ne net.Error
-	var ce *pgconn.ConnectError
-	return errors.As(err, &ne) || errors.As(err, &ce) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+	var (
+		ne   net.Error
+		ce   *pgconn.ConnectError
+		pe   *pgconn.PgError
+		code interface{ Code() int }
+	)
+	switch {
+	case errors.As(err, &ne), errors.As(err, &ce),
+		errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone), errors.Is(err, pgconn.ErrConnClosed),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, syscall.ETIMEDOUT), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
+		pgconn.SafeToRetry(err), pgconn.Timeout(err):
+		return true
+	case errors.As(err, &pe):
+		switch c := pe.Code; {
+		case strings.HasPrefix(c, "08"), // connection exception
+			strings.HasPrefix(c, "53"),  // insufficient resources
+			strings.HasPrefix(c, "57P"), // admin, crash or other shutdown; cannot connect now
+			strings.HasPrefix(c, "58"),  // system error (I/O)
+			c == "40001", c == "40P01",  // serialization failure, deadlock
+			c == "25006", // read-only transaction (a standby)
+			c == "57014": // query canceled (statement timeout)
+			return true
+		}
+		return false
+	case errors.As(err, &code):
+		// SQLite result codes (the primary code is the low byte).
+		switch code.Code() & 0xff {
+		case 5, 6, 8, 10, 13, 14, 15: // BUSY, LOCKED, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL
+			return true
+		}
+	}
+	return false
 }
 
 // intParam parses an optional integer query parameter within [lo, hi].

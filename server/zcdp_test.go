@@ -76,7 +76,7 @@ func TestZCDPDataset(t *testing.T) {
 		{"z", `{"kind":"linear","epsilon":0.1,"queries":[{"terms":[{}]}]}`, "zCDP (rho): only cuboid queries"},
 		{"e", `{"kind":"cuboid","mechanism":"gaussian","rho":0.1,"cuboid":["sex"]}`, "budgets are in epsilon"},
 		{"z", `{"kind":"cuboid","mechanism":"gaussian","rho":0.1,"epsilon":1,"cuboid":["sex"]}`, "leave epsilon out"},
-		{"z", `{"kind":"cuboid","mechanism":"gaussian","rho":0.1,"cuboids":[["sex"]]}`, "workloads use the Laplace mechanism"},
+		{"z", `{"kind":"cuboid","mechanism":"gaussian","rho":0.1,"cuboid":["sex"],"split":"equal"}`, "apply to a workload"},
 		{"z", `{"kind":"cuboid","epsilon":0.1,"rho":0.1,"cuboid":["sex"]}`, "only for mechanism gaussian"},
 		{"z", `{"kind":"cuboid","mechanism":"poisson","rho":0.1,"cuboid":["sex"]}`, "mechanism"},
 		{"z", `{"kind":"cuboid","mechanism":"gaussian","rho":0.3,"cuboid":["agegroup"]}`, "needs rho"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -29,7 +30,8 @@ the ledger of every answer) in an embedded SQLite database in --data-dir, or
 in PostgreSQL with --db. It prints the address it listens on to stdout.
 
 The curator's admin key comes from --admin-key-file (created with a new key
-if the file does not exist) or, without that flag, is generated at the first
+if the file does not exist; refused unless only its owner may read and write
+it) or, without that flag, is generated at the first
 start and shown once: written to --admin-key-out F (created, mode 0600) if
 given, else to the controlling terminal (/dev/tty), never to the log on
 stderr; with neither, the server refuses to start rather than keep a key
@@ -164,9 +166,10 @@ func showAdminKey(out, key string) error {
 }
 
 // adminKeyFromFile reads the admin key from path, or writes a new one there
-// (mode 0600) if the file does not exist.
+// (mode 0600) if the file does not exist. A file that users other than its
+// owner may read or write is refused: the key would not be secret.
 func adminKeyFromFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		key := server.GenerateKey()
 		if err := writeSecret(path, key+"\n"); err != nil {
@@ -174,6 +177,19 @@ func adminKeyFromFile(path string) (string, error) {
 		}
 		return key, nil
 	}
+	if err != nil {
+		return "", fmt.Errorf("--admin-key-file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("--admin-key-file: %w", err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("--admin-key-file: %s has mode %04o: users other than its owner may read or change the admin key; "+
+			"restrict it (chmod 600 %s) and, if others may have read it, revoke the key (DELETE /admin/v1/keys/ID) and delete the file to have a new one generated", path, perm, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 1<<10))
 	if err != nil {
 		return "", fmt.Errorf("--admin-key-file: %w", err)
 	}

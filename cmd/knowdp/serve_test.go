@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/knowdp/knowdp/internal/pgtest"
+	"github.com/knowdp/knowdp/server"
 )
 
 func TestServeHelp(t *testing.T) {
@@ -398,6 +399,39 @@ func TestServeAdminKeyOut(t *testing.T) {
 	for _, name := range []string{"knowdp.db", "knowdp.db-wal", "knowdp.db-shm"} {
 		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v %v, want mode 0600", name, err, fi)
+		}
+	}
+}
+
+// TestAdminKeyFileMode: an admin key file that other users may read (or
+// write) is refused with an error naming its mode and the fix; a file of
+// its owner's alone is read.
+func TestAdminKeyFileMode(t *testing.T) {
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{
+		{0o600, true},
+		{0o400, true},
+		{0o644, false},
+		{0o640, false},
+		{0o604, false},
+		{0o620, false},
+	} {
+		path := filepath.Join(t.TempDir(), "admin.key")
+		key := server.GenerateKey()
+		if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		got, err := adminKeyFromFile(path)
+		switch {
+		case tc.ok && (err != nil || got != key):
+			t.Errorf("mode %04o: %q, %v", tc.mode, got, err)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%04o", tc.mode)) || !strings.Contains(err.Error(), "chmod 600")):
+			t.Errorf("mode %04o: accepted or unclear: %v", tc.mode, err)
 		}
 	}
 }

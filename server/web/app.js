@@ -84,7 +84,7 @@ async function load() {
     });
     fill("datasets", ds.datasets, (tr, d) => {
       cell(tr, d.id);
-      cell(tr, d.name);
+      cell(tr, d.unavailable ? d.name + " (" + d.unavailable + ")" : d.name);
       cell(tr, fmt(d.rows), "num");
       cell(tr, fmt(d.cells), "num");
       cell(tr, d.invariants.map((c) => "{" + c.join(",") + "}").join(" ") || "none");

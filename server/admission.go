@@ -1,0 +1,187 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/privacy"
+)
+
+// Admission. Planning a query (expanding a linear query to its base cells,
+// hashing it, choosing a workload's shares) costs CPU before anything is
+// charged, so a query is first priced from the request alone: floorCharge
+// is a lower bound of its cost from the request, the public schema and
+// policy and the analyst's own budget. When even that exceeds the remaining
+// budget the query can only be answered from the ledger (a repeat), and it
+// is planned to look for its stored answer only when that is cheap (at most
+// maxProbeWork base cells) or when its Idempotency-Key names a stored
+// answer; otherwise it is refused before any planning. The work of a
+// refused query that was planned is charged to the key's rate limit (one
+// request per workPerToken base cells).
+
+// maxProbeWork bounds the planning work spent on an unaffordable query to
+// look for its stored answer.
+const maxProbeWork = 1 << 12
+
+// workPerToken is the planning work, in base cells, that costs a refused
+// request one more token of its key's rate limit.
+const workPerToken = 1 << 16
+
+// floorCharge returns a lower bound, in steps, of what q costs on d, from
+// the request and the dataset's public schema and policy alone. For a
+// linear query, which Protocol 1 may charge less than its epsilon, it
+// returns 0 and the query's epsilon in steps, linearEps: the caller lowers
+// that by the spread of the analyst's per-cell losses. An invalid request
+// gives 0: planning refuses it with its reason.
+func floorCharge(d *dataset, q QueryRequest) (floor, linearEps int64) {
+	if q.Mechanism == "gaussian" {
+		rho, err := privacy.NewRho(q.Rho)
+		if err != nil || !d.zcdp || q.Kind != "cuboid" || d.publicCuboids(q) {
+			return 0, 0
+		}
+		return rho.Steps(), 0
+	}
+	eps, err := privacy.NewEpsilon(q.Epsilon)
+	if err != nil {
+		return 0, 0
+	}
+	switch {
+	case q.Kind == "cuboid" && d.publicCuboids(q):
+		return 0, 0
+	case q.Kind == "cuboid" && d.zcdp:
+		return privacy.PureAsRho(eps).RhoSteps(), 0
+	case d.zcdp:
+		return 0, 0 // refused by planning
+	case q.Kind == "cuboid", q.Kind == "prior", q.Kind == "dx" && d.hasMetric():
+		return epsSteps(eps), 0
+	case q.Kind == "linear" && d.sens.Value > 0:
+		return 0, epsSteps(eps)
+	}
+	return 0, 0
+}
+
+// linearFloor is the least a linear query at linearEps steps costs on a
+// budget whose per-cell losses range over [lo, hi]: the cell with the
+// largest coefficient sum gains linearEps (up to rounding, 2 steps), and its
+// loss was at least lo.
+func linearFloor(linearEps, lo, hi int64) int64 {
+	return max(0, linearEps-2-(hi-lo))
+}
+
+// publicCuboids reports whether a cuboid query asks only for cuboids the
+// invariants determine (released exactly, free). Invalid cuboids give
+// false.
+func (d *dataset) publicCuboids(q QueryRequest) bool {
+	names := q.Cuboids
+	if q.Cuboids == nil {
+		if q.Cuboid == nil {
+			return false
+		}
+		names = [][]string{q.Cuboid}
+	}
+	if len(names) == 0 || len(names) > maxWorkloadCuboids {
+		return false
+	}
+	for _, n := range names {
+		cb, err := d.schema.CuboidOf(n...)
+		if err != nil {
+			return false
+		}
+		if sens, err := cube.GenericSensitivity(d.schema, d.exact, cb); err != nil || sens.Value != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// planWork estimates, from the request alone, the planning work of q in
+// base cells: the cells its linear queries select (counted, not
+// enumerated), or the cells of the cuboids it asks for. The sum stops
+// growing past maxNonZeros.
+func planWork(d *dataset, q QueryRequest) int {
+	s := d.schema
+	work := 0
+	var queries []LinearQuery
+	switch {
+	case q.Query != nil:
+		queries = []LinearQuery{*q.Query}
+	case q.Queries != nil:
+		queries = q.Queries
+	}
+	for _, lq := range queries {
+		for _, t := range lq.Terms {
+			size := 1
+			for i := range s.NumDims() {
+				n := s.Size(i)
+				if vals, ok := t.Where[s.Dim(i).Name]; ok {
+					n = len(vals)
+				}
+				size *= n
+				if size > maxNonZeros {
+					return maxNonZeros + 1
+				}
+			}
+			if work += size; work > maxNonZeros {
+				return maxNonZeros + 1
+			}
+		}
+	}
+	names := slices.Clip(q.Cuboids)
+	if q.Cuboid != nil {
+		names = append(names, q.Cuboid)
+	}
+	for _, n := range names {
+		if cb, err := s.CuboidOf(n...); err == nil {
+			if work += s.CuboidSize(cb); work > maxNonZeros {
+				return maxNonZeros + 1
+			}
+		}
+	}
+	return work
+}
+
+// affordWork refuses, before planning, a request whose planning work its
+// key's rate limit could not pay if it were refused: one token per
+// workPerToken base cells (at most a burst) must be in the bucket.
+func (s *Server) affordWork(keyID string, work int) error {
+	n := work / workPerToken
+	if s.cfg.RateLimit == 0 || n == 0 {
+		return nil
+	}
+	n = min(n, s.cfg.RateBurst)
+	if s.limiter(keyID).TokensAt(time.Now()) < float64(n) {
+		return &apiError{http.StatusTooManyRequests, "rate_limited", fmt.Sprintf(
+			"rate limit: this request selects about %d base cells, whose planning costs %d requests of your key's rate limit (%g per second) if the query is refused; retry later", work, n, s.cfg.RateLimit)}
+	}
+	return nil
+}
+
+// chargeRefusedWork counts the planning work of a refused request against
+// its key's rate limit: one token per workPerToken base cells, at most a
+// burst. The bucket may go below zero; the key's next requests then wait
+// for it to refill.
+func (s *Server) chargeRefusedWork(keyID string, work int) {
+	n := work / workPerToken
+	if s.cfg.RateLimit == 0 || n == 0 {
+		return
+	}
+	s.limiter(keyID).ReserveN(time.Now(), min(n, s.cfg.RateBurst))
+}
+
+// computeContext returns the context a query is computed under once it has
+// been admitted: it ignores the client (a client that goes away is charged
+// all the same, so disconnecting at a chosen moment teaches nothing for
+// free) and ends when the server closes or Config.ComputeTimeout after
+// admission, a bound that does not depend on the data.
+func (s *Server) computeContext(req context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req), s.cfg.ComputeTimeout)
+	stop := context.AfterFunc(s.life, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
