@@ -75,6 +75,9 @@ func (w *WorkloadRelease) MakeNonNegative(ctx context.Context, tol float64) erro
 // exactly where an integer table can; see the file comment for the rest.
 // Randomness for the rounding comes from r.
 func (w *WorkloadRelease) RoundIntegers(ctx context.Context, r *noise.Rand) error {
+	if w.Hierarchy != "" {
+		return w.roundViews(ctx, r)
+	}
 	constraints := slices.Clone(w.Invariants)
 	for _, i := range w.processingOrder() {
 		t := &w.Tables[i]
