@@ -246,7 +246,7 @@ func TestReleaseViewsCoverage(t *testing.T) {
 	}
 	for _, gaussian := range []bool{false, true} {
 		spec := ViewSpec{Split: SplitSpine,
-			Views: []View{mustView(t, s, "geo:region,sex,age"), mustView(t, s, "geo:state,sex"), mustView(t, s, "geo,sex,age"), mustView(t, s, "age")},
+			Views: []View{mustView(t, s, "geo:region,sex,age"), mustView(t, s, "geo:state,sex"), mustView(t, s, "geo,sex,age"), mustView(t, s, "sex,age")},
 			Exact: []View{mustView(t, s, "geo:state")}}
 		if gaussian {
 			spec.Mechanism, spec.Rho, spec.Delta = MechanismGaussian, mustRho(t, 0.5), 1e-6
@@ -284,9 +284,12 @@ func TestReleaseViewsCoverage(t *testing.T) {
 		}
 		for name, n := range all {
 			cov := float64(in[name]) / float64(n)
+			// The band, 1.5%, is at least three standard errors of
+			// every table's coverage at 600 runs; -short runs fewer and
+			// allows four standard errors.
 			tol := 1.5
 			if testing.Short() {
-				tol = 3
+				tol = max(tol, 400*math.Sqrt(0.09/float64(n)))
 			}
 			if math.Abs(cov-0.9) > tol/100 {
 				t.Errorf("gaussian=%v %s: coverage %.4f over %d cells, want 0.90 ± %.1f%%", gaussian, name, cov, n, tol)
