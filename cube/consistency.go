@@ -16,6 +16,9 @@ import (
 // must reproduce exactly. Counts are in the cuboid's row-major order.
 type Invariant struct {
 	Cuboid Cuboid
+	// View is the invariant's view when it stands at a coarser level of a
+	// hierarchy (ReleaseViews); zero otherwise.
+	View   View
 	Counts []float64
 }
 

@@ -58,18 +58,18 @@ func ExampleReleaseWorkload() {
 	// needs {age}
 	// needs {sex,age}
 	// needs {age,region}
-	// sex-age.csv: measured true, epsilon 0.586, moe90 5.59
-	// age-region.csv: measured true, epsilon 0.414, moe90 7.90
-	// sex.csv: measured false, epsilon 0.000, moe90 9.70
+	// sex-age.csv: measured true, epsilon 0.558, moe90 5.87
+	// age-region.csv: measured true, epsilon 0.442, moe90 7.39
+	// sex.csv: measured false, epsilon 0.000, moe90 10.18
 	// total epsilon 1.000
 	// 0 0
 	// age,region,count,moe90
-	// 0-17,N,14.389902,7.895979
-	// 0-17,S,7.610098,7.895979
-	// 18-64,N,39.979626,7.895979
-	// 18-64,S,35.020374,7.895979
-	// 65+,N,1.435975,7.895979
-	// 65+,S,10.564025,7.895979
+	// 0-17,N,14.202402,7.393991
+	// 0-17,S,7.797598,7.393991
+	// 18-64,N,39.354626,7.393991
+	// 18-64,S,35.645374,7.393991
+	// 65+,N,1.810975,7.393991
+	// 65+,S,10.189025,7.393991
 }
 
 // The margin of error of a single-cuboid release: with the age totals

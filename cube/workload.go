@@ -52,6 +52,11 @@ const (
 	SplitOptimal Split = iota
 	// SplitEqual gives every measured cuboid the same share.
 	SplitEqual
+	// SplitSpine, for views at several levels of a hierarchy
+	// (ReleaseViews), gives every measured level of the hierarchy the same
+	// share, shared equally by the views measured at that level: the
+	// Census TopDown's per-level budget.
+	SplitSpine
 )
 
 // String returns "optimal" or "equal".
@@ -61,6 +66,8 @@ func (sp Split) String() string {
 		return "optimal"
 	case SplitEqual:
 		return "equal"
+	case SplitSpine:
+		return "spine"
 	}
 	return fmt.Sprintf("Split(%d)", int(sp))
 }
@@ -72,8 +79,10 @@ func ParseSplit(name string) (Split, error) {
 		return SplitOptimal, nil
 	case "equal":
 		return SplitEqual, nil
+	case "spine":
+		return SplitSpine, nil
 	}
-	return 0, fmt.Errorf("split %q: want optimal or equal", name)
+	return 0, fmt.Errorf("split %q: want optimal, equal or spine", name)
 }
 
 // WorkloadSpec says which cuboids to release together and how.
@@ -112,11 +121,30 @@ type WorkloadSpec struct {
 	Mechanism Mechanism
 	Rho       privacy.Rho
 	Delta     float64
+	// Strategy chooses what to measure when Measure is not set: the
+	// requested cuboids (the default), the marginals under them
+	// (MeasureMarginals, which needs SplitOptimal) or the better of the two
+	// (MeasureBest; with another split than SplitOptimal, the requested
+	// cuboids).
+	Strategy MeasureStrategy
+	// KeepMeasurements keeps a copy of the noisy measurements in the
+	// release, for SaveMeasurements.
+	KeepMeasurements bool
 }
 
 // Table is one released cuboid of a workload.
 type Table struct {
 	Cuboid Cuboid
+	// View is the table's view in a release of views at coarser levels of
+	// a hierarchy (ReleaseViews); it is zero in a flat workload's tables,
+	// whose view is the cuboid itself: TableView gives it in both cases.
+	View View
+	// MOE90s, when set, is the margin of error of each cell, in the order
+	// of Counts: across a hierarchy the law of the error differs from node
+	// to node. MOE90 is then the largest of them.
+	MOE90s []float64
+	// absErr is each cell's expected absolute error, for the level summary.
+	absErr []float64
 	// Counts are the released counts, row-major over Cuboid's dimensions.
 	Counts []float64
 	// MOE90 is the margin of error of every cell: the true count lies
@@ -156,6 +184,14 @@ type Table struct {
 	IntegerMaxDeviation float64
 }
 
+// TableView returns the view the table is released at.
+func (t Table) TableView() View {
+	if t.View.Dims != t.Cuboid {
+		return ViewOf(t.Cuboid)
+	}
+	return t.View
+}
+
 // CellMOE90 is the moe90 column of the table: MOE90, plus 1 for an integer
 // table (rounding moves a cell by less than 1).
 func (t Table) CellMOE90() float64 {
@@ -168,6 +204,8 @@ func (t Table) CellMOE90() float64 {
 // Measurement is one noisy cuboid of a workload release.
 type Measurement struct {
 	Cuboid Cuboid
+	// View is the measured view in a release of views (zero otherwise).
+	View View
 	// Share is its part of the budget; Sensitivity (from SensitivityRule)
 	// and Share give the Laplace scale Scale, on grid Grid.
 	Share           float64
@@ -198,6 +236,17 @@ type WorkloadRelease struct {
 	Mechanism             Mechanism
 	Rho, RhoBudget, Delta float64
 	Split                 Split
+	// Strategy is what was measured: MeasureRequested, MeasureMarginals,
+	// or -1 when the caller listed the measurements (WorkloadSpec.Measure).
+	Strategy MeasureStrategy
+	// Objective is the weighted total variance of the tables,
+	// Σ_C w_C |C| Var ŷ_C, at the shares given; with the optimal split,
+	// Certificate bounds how far it can be from the minimum.
+	Objective   float64
+	Certificate *SplitCertificate
+	// noisy holds the noisy measurements, in the order of Measurements,
+	// when the spec asked to keep them.
+	noisy [][]float64
 	// Neighbours describes the neighbour relation the guarantee is about.
 	Neighbours string
 	// Conditional is true when a caller-given sensitivity replaced one the
@@ -207,6 +256,11 @@ type WorkloadRelease struct {
 	// DomainsFromData when the schema came from the data. Either makes the
 	// release NOT private.
 	Seeded, DomainsFromData bool
+	// Hierarchy names the dimension whose levels a release of views
+	// crosses (empty for a flat workload), and Levels summarises the
+	// error of its tables level by level.
+	Hierarchy string
+	Levels    []LevelError
 }
 
 // residual is one residual A of the workload and what the plan knows about it.
@@ -263,6 +317,14 @@ type workloadPlan struct {
 	rho         privacy.Rho
 	split       Split
 	conditional bool
+	// strategy is what was measured (-1: the caller's list); start, if
+	// set, is a split to start the optimal split's search from; cert is
+	// the optimal split's certificate and objValue the objective at the
+	// shares given.
+	strategy MeasureStrategy
+	start    []float64
+	cert     *SplitCertificate
+	objValue float64
 }
 
 // Needs returns the cuboids whose exact counts ReleaseWorkload needs: the
@@ -286,10 +348,34 @@ func (p *workloadPlan) needs() []Cuboid {
 	return out
 }
 
-// planWorkload validates the spec, classifies the requested cuboids and
-// residuals, and chooses the shares. Every error it returns is decided by
-// the schema and the spec alone.
+// planWorkload validates the spec, chooses what to measure, classifies the
+// requested cuboids and residuals, and chooses the shares. Every error it
+// returns is decided by the schema and the spec alone.
 func planWorkload(s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
+	switch {
+	case spec.Strategy < MeasureRequested || spec.Strategy > MeasureBest:
+		return nil, fmt.Errorf("workload: unknown strategy %v", spec.Strategy)
+	case spec.Strategy != MeasureRequested && spec.Measure != nil:
+		return nil, fmt.Errorf("workload: strategy %v chooses the measurements; leave Measure unset", spec.Strategy)
+	case spec.Strategy == MeasureMarginals && spec.Split != SplitOptimal:
+		return nil, errors.New("workload: strategy marginals needs the optimal split (an equal split among every marginal under the workload wastes the budget)")
+	case spec.Strategy == MeasureBest && spec.Split != SplitOptimal:
+		spec.Strategy = MeasureRequested
+	}
+	if spec.Strategy != MeasureRequested {
+		return planStrategy(s, spec)
+	}
+	p, err := planMeasured(s, spec, nil)
+	if err == nil && spec.Measure != nil {
+		p.strategy = -1
+	}
+	return p, err
+}
+
+// planMeasured plans a release that measures spec.Measure, or else the
+// requested cuboids; start, if not nil, is a split to start the optimal
+// split's search from (one fraction per measurement).
+func planMeasured(s *Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
 	if s == nil {
 		return nil, errors.New("workload: nil schema")
 	}
@@ -321,7 +407,7 @@ func planWorkload(s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
 			return nil, err
 		}
 	}
-	p := &workloadPlan{s: s, sizes: s.Sizes(), exact: dedupe(spec.Exact), budget: spec.Epsilon, mech: spec.Mechanism, rho: spec.Rho, split: spec.Split}
+	p := &workloadPlan{s: s, sizes: s.Sizes(), exact: dedupe(spec.Exact), budget: spec.Epsilon, mech: spec.Mechanism, rho: spec.Rho, split: spec.Split, start: start}
 	for i, c := range spec.Cuboids {
 		if err := checkCuboid(s, c, fmt.Sprintf("workload: cuboid %d", i+1)); err != nil {
 			return nil, err
@@ -398,10 +484,14 @@ func planWorkload(s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
 			}
 		}
 	}
+	if p.start != nil && len(p.start) != len(p.meas) {
+		p.start = nil
+	}
 	if err := p.chooseShares(); err != nil {
 		return nil, err
 	}
 	p.finishErrors()
+	p.finishObjective()
 	return p, nil
 }
 
@@ -742,82 +832,6 @@ func (o objective) closedForm() []float64 {
 	return x
 }
 
-// optimalFractions minimises the objective on the simplex: exponentiated
-// gradient from the closed form, with step halving on failure; the best of
-// the closed form, the equal split and the improved point is kept. The
-// problem is not convex in general, so this is a local optimum that is
-// never worse than either starting point.
-func (p *workloadPlan) optimalFractions() []float64 {
-	o := p.objective()
-	k := len(o.c)
-	equal := make([]float64, k)
-	for i := range equal {
-		equal[i] = 1 / float64(k)
-	}
-	if len(o.a) == 0 {
-		return equal // every table is public: nothing to optimise
-	}
-	x := o.closedForm()
-	best, fbest := x, o.value(x)
-	if f := o.value(equal); f < fbest {
-		best, fbest = equal, f
-	}
-	x, f := slices.Clone(best), fbest
-	g := make([]float64, k)
-	next := make([]float64, k)
-	eta := 1.0
-	for it := 0; it < 2000 && eta > 1e-12; it++ {
-		o.gradient(x, g)
-		// Scale the step by the objective so that eta is unit-free.
-		var sum float64
-		for i := range next {
-			next[i] = x[i] * math.Exp(-eta*g[i]*x[i]/f)
-			sum += next[i]
-		}
-		for i := range next {
-			next[i] /= sum
-		}
-		fn := o.value(next)
-		if !(fn < f) {
-			eta /= 2
-			continue
-		}
-		done := f-fn <= 1e-13*f
-		copy(x, next)
-		f = fn
-		eta = min(eta*1.5, 1e3)
-		if done {
-			break
-		}
-	}
-	if f < fbest {
-		best = x
-	}
-	// The optimum may lie on the boundary, which exponentiated gradient
-	// only approaches: try dropping each measurement whose residuals others
-	// cover, smallest share first, and keep the drop if it does not raise
-	// the objective.
-	out := slices.Clone(best)
-	f = o.value(out)
-	order := make([]int, k)
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(i, j int) int { return cmpFloat(out[i], out[j]) })
-	for _, i := range order {
-		if out[i] == 0 || !p.coveredWithout(i, out) {
-			continue
-		}
-		try := slices.Clone(out)
-		try[i] = 0
-		normalise(try)
-		if ft := o.value(try); ft <= f {
-			out, f = try, ft
-		}
-	}
-	return out
-}
-
 func normalise(x []float64) {
 	var sum float64
 	for _, v := range x {
@@ -883,10 +897,16 @@ func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64,
 		Budget:          p.budget.Float64(),
 		Mechanism:       p.mech,
 		Split:           p.split,
+		Strategy:        p.strategy,
+		Objective:       p.objValue,
 		Neighbours:      neighbours(s, p.exact),
 		Conditional:     p.conditional,
 		Seeded:          r.Seeded(),
 		DomainsFromData: spec.DomainsFromData,
+	}
+	if p.cert != nil {
+		c := *p.cert
+		rel.Certificate = &c
 	}
 	var spent privacy.Budget
 	noisy := make([][]float64, len(p.meas))
@@ -915,6 +935,12 @@ func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64,
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if spec.KeepMeasurements {
+		rel.noisy = make([][]float64, len(noisy))
+		for k := range noisy {
+			rel.noisy[k] = slices.Clone(noisy[k])
+		}
 	}
 	p.estimate(rel.Tables, inv, noisy)
 	return rel, nil
@@ -1033,7 +1059,26 @@ func TableFileName(s *Schema, c Cuboid) string {
 // WriteCSV writes the table with one column per dimension of its cuboid,
 // then "count" and "moe90" (the same margin of error on every row).
 func (t Table) WriteCSV(w io.Writer, s *Schema) error {
+	if t.MOE90s != nil || !t.TableView().Flat() {
+		return writeViewCSV(w, s, t.TableView(), t.Counts, t.cellMOEs())
+	}
 	return writeTableCSV(w, s, t.Cuboid, t.Counts, t.CellMOE90())
+}
+
+// cellMOEs returns the moe90 column cell by cell.
+func (t Table) cellMOEs() []float64 {
+	out := make([]float64, len(t.Counts))
+	for i := range out {
+		m := t.MOE90
+		if t.MOE90s != nil {
+			m = t.MOE90s[i]
+		}
+		if t.Integer {
+			m++
+		}
+		out[i] = m
+	}
+	return out
 }
 
 // WorkloadMetadata is the privacy story of a workload release, as written
@@ -1050,7 +1095,20 @@ type WorkloadMetadata struct {
 	Delta      float64 `json:"delta,omitempty"`
 	Neighbours string  `json:"neighbours"`
 	Split      string  `json:"split"`
-	Guarantee  string  `json:"guarantee"`
+	// Strategy is what was measured: "requested", "marginals" (cuboids
+	// under the requested ones, chosen by the split) or "given".
+	Strategy string `json:"strategy"`
+	// Objective is the weighted total variance Σ_C w_C |C| Var ŷ_C that the
+	// split minimises, at the shares given. With the optimal split,
+	// ObjectiveBound is a proved lower bound of its minimum over every split
+	// among the candidate measurements, OptimalityGap is
+	// (Objective - ObjectiveBound) / Objective, and SplitMethod says how
+	// both were found.
+	Objective      float64  `json:"objective"`
+	ObjectiveBound *float64 `json:"objective_lower_bound,omitempty"`
+	OptimalityGap  *float64 `json:"optimality_gap,omitempty"`
+	SplitMethod    string   `json:"split_method,omitempty"`
+	Guarantee      string   `json:"guarantee"`
 	// GuaranteeNote says on what a conditional guarantee rests.
 	GuaranteeNote string            `json:"guarantee_note,omitempty"`
 	Estimate      string            `json:"estimate"`
@@ -1061,6 +1119,10 @@ type WorkloadMetadata struct {
 	Seeded        bool              `json:"seeded"`
 	FromData      bool              `json:"domains_from_data"`
 	Private       bool              `json:"private"`
+	// A release of views across a hierarchy: its dimension and the
+	// error of its tables level by level.
+	Hierarchy string       `json:"hierarchy,omitempty"`
+	Levels    []LevelError `json:"levels,omitempty"`
 }
 
 // MeasurementInfo describes one noisy measurement of a workload release.
@@ -1093,7 +1155,7 @@ type TableMetadata struct {
 	NonNegative         bool    `json:"nonneg,omitempty"`
 	NonNegativeResidual float64 `json:"nonneg_residual,omitempty"`
 	Integer             bool    `json:"integer,omitempty"`
-	IntegerExact        bool    `json:"integer_exact,omitempty"`
+	IntegerExact        *bool   `json:"integer_exact,omitempty"` // set (true or false) for integer tables only
 	IntegerMethod       string  `json:"integer_method,omitempty"`
 	IntegerMaxDeviation float64 `json:"integer_max_deviation,omitempty"`
 }
@@ -1109,6 +1171,8 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 		Budget:      w.Budget,
 		Neighbours:  w.Neighbours,
 		Split:       w.Split.String(),
+		Strategy:    w.Strategy.String(),
+		Objective:   w.Objective,
 		Guarantee:   GuaranteeUnconditional,
 		Estimate: "one weighted least-squares estimate of the base table (weights 1/variance) subject to the exact cuboids, " +
 			"computed in the residual basis of the marginals; every table is derived from it, so all agree with each other and with the exact cuboids",
@@ -1128,6 +1192,13 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 		m.MOE = "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
 			"the error of a cell is a fixed linear combination of independent discrete Gaussians, normal to within their grids: 1.645 standard deviations"
 	}
+	if w.Strategy < 0 {
+		m.Strategy = "given"
+	}
+	if c := w.Certificate; c != nil {
+		bound, gap := c.Bound, c.Gap
+		m.ObjectiveBound, m.OptimalityGap, m.SplitMethod = &bound, &gap, c.Method
+	}
 	switch {
 	case !m.Private:
 		m.Guarantee = GuaranteeNone
@@ -1139,12 +1210,17 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 		m.Estimate += "; then post-processed table by table, smallest first, each kept consistent with the exact cuboids and with the tables processed before it (see each table's nonneg and integer fields)"
 		m.MOE += "; for non-negative and integer tables it is the margin of the least-squares estimate (plus 1 for integer rounding): non-negativity moves cells near zero by data-dependent amounts it does not cover"
 	}
+	m.Hierarchy, m.Levels = w.Hierarchy, w.Levels
 	for _, t := range w.Tables {
 		tm := TableMetadata{
-			Cuboid: nonNil(s.Names(t.Cuboid)), File: TableFileName(s, t.Cuboid), Weight: t.Weight,
+			Cuboid: nonNil(s.ViewNames(t.TableView())), File: s.ViewFileName(t.TableView()), Weight: t.Weight,
 			Public: t.Public, Measured: t.Measured, MOE90: t.CellMOE90(), Variance: t.Variance,
 			NonNegative: t.NonNegative, NonNegativeResidual: t.NonNegativeResidual,
-			Integer: t.Integer, IntegerExact: t.IntegerExact, IntegerMethod: t.IntegerMethod, IntegerMaxDeviation: t.IntegerMaxDeviation,
+			Integer: t.Integer, IntegerMethod: t.IntegerMethod, IntegerMaxDeviation: t.IntegerMaxDeviation,
+		}
+		if t.Integer {
+			exact := t.IntegerExact
+			tm.IntegerExact = &exact
 		}
 		switch {
 		case t.Public:
@@ -1156,13 +1232,13 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 	}
 	for _, x := range w.Measurements {
 		m.Measurements = append(m.Measurements, MeasurementInfo{
-			Cuboid: nonNil(s.Names(x.Cuboid)), Share: x.Share, Sensitivity: x.Sensitivity,
+			Cuboid: nonNil(s.ViewNames(measuredView(x.Cuboid, x.View))), Share: x.Share, Sensitivity: x.Sensitivity,
 			SensitivityRule: x.SensitivityRule, Scale: x.Scale, Grid: x.Grid,
 			RhoShare: x.RhoShare, L2Sensitivity: x.L2Sensitivity, L2Rule: x.L2Rule, Sigma: x.Sigma,
 		})
 	}
 	for _, v := range w.Invariants {
-		m.Exact = append(m.Exact, nonNil(s.Names(v.Cuboid)))
+		m.Exact = append(m.Exact, nonNil(s.ViewNames(measuredView(v.Cuboid, v.View))))
 	}
 	return m
 }
@@ -1215,17 +1291,17 @@ func ExpectedRMSE(s *Schema, spec WorkloadSpec, st Strategy) ([]float64, error) 
 		spec.Measure = nil
 		spec.Split = SplitOptimal
 		if st == StrategyEqual {
-			spec.Split = SplitEqual
+			spec.Split, spec.Strategy = SplitEqual, MeasureRequested
 		}
 		p, err = planWorkload(s, spec)
 	case StrategyBase:
-		spec.Measure = nil
+		spec.Measure, spec.Strategy = nil, MeasureRequested
 		if sens, err := GenericSensitivity(s, spec.Exact, Base(s.NumDims())); err != nil || sens.Value > 0 {
 			spec.Measure = []Cuboid{Base(s.NumDims())}
 		}
 		p, err = planWorkload(s, spec)
 	case StrategySeparate:
-		spec.Measure = nil
+		spec.Measure, spec.Strategy = nil, MeasureRequested
 		if p, err = planWorkload(s, spec); err != nil {
 			return nil, err
 		}
@@ -1272,6 +1348,22 @@ func ExpectedRMSE(s *Schema, spec WorkloadSpec, st Strategy) ([]float64, error) 
 // total), or an object {"cuboid": ["sex","age"], "weight": 2} (weight
 // optional, default 1). Errors name the entry.
 func ParseWorkload(s *Schema, b []byte) (cuboids []Cuboid, weights []float64, err error) {
+	views, weights, err := ParseViewWorkload(s, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, v := range views {
+		if !v.Flat() {
+			return nil, nil, fmt.Errorf("workload entry %d: %s stands at a coarser level of a hierarchy; this release takes cuboids at their finest levels", i+1, s.FormatView(v))
+		}
+		cuboids = append(cuboids, v.Dims)
+	}
+	return cuboids, weights, nil
+}
+
+// ParseViewWorkload is ParseWorkload for views: a dimension may be named
+// at a level of its hierarchy, "geo:state".
+func ParseViewWorkload(s *Schema, b []byte) (views []View, weights []float64, err error) {
 	var entries []json.RawMessage
 	if err := json.Unmarshal(b, &entries); err != nil {
 		return nil, nil, fmt.Errorf("workload: want a JSON list of cuboids: %w", err)
@@ -1303,15 +1395,15 @@ func ParseWorkload(s *Schema, b []byte) (cuboids []Cuboid, weights []float64, er
 				weight = *obj.Weight
 			}
 		}
-		c, err := s.CuboidOf(names...)
+		v, err := s.ViewOfNames(names...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("workload entry %d: %w", i+1, err)
 		}
 		if !(weight > 0) || math.IsInf(weight, 0) {
-			return nil, nil, fmt.Errorf("workload entry %d (%s): weight must be finite and > 0, got %v", i+1, s.Format(c), weight)
+			return nil, nil, fmt.Errorf("workload entry %d (%s): weight must be finite and > 0, got %v", i+1, s.FormatView(v), weight)
 		}
-		cuboids = append(cuboids, c)
+		views = append(views, v)
 		weights = append(weights, weight)
 	}
-	return cuboids, weights, nil
+	return views, weights, nil
 }

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// release --measurements writes the noisy measurements; estimate gives
+// back the released tables, any cuboid they determine (a margin of a
+// released table agrees with it) and refuses one they do not; release.json
+// carries the split's objective and certificate.
+func TestEstimateCommand(t *testing.T) {
+	tmp := t.TempDir()
+	dir, meas := filepath.Join(tmp, "tables"), filepath.Join(tmp, "m.json")
+	code, stdout, stderr := runCLI(t, "release",
+		"--data", repoFile("data/arrests.csv"), "--schema", repoFile("data/arrests.schema.json"),
+		"--exact", "year", "--exact", "colour,sex",
+		"--cuboid", "year,colour", "--cuboid", "sex,agegroup", "--cuboid", "year,released",
+		"--epsilon", "1", "--seed", "5", "--measurements", meas, "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var meta map[string]any
+	b, err := os.ReadFile(filepath.Join(dir, "release.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		t.Fatal(err)
+	}
+	gap, _ := meta["optimality_gap"].(float64)
+	if obj, _ := meta["objective"].(float64); !(obj > 0) || !(gap >= 0 && gap <= 1e-6) || meta["strategy"] != "requested" {
+		t.Errorf("release.json: objective %v, gap %v, strategy %v", meta["objective"], meta["optimality_gap"], meta["strategy"])
+	}
+	out := filepath.Join(tmp, "est")
+	code, stdout, stderr = runCLI(t, "estimate", "--measurements", meas, "--cuboid", "year,colour", "--cuboid", "agegroup", "--out", out)
+	if code != 0 {
+		t.Fatalf("estimate: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "NOT differentially private") {
+		t.Errorf("no warning for seeded measurements: %q", stderr)
+	}
+	released, _, moe := readTable(t, filepath.Join(dir, "year-colour.csv"))
+	again, _, moe2 := readTable(t, filepath.Join(out, "year-colour.csv"))
+	if math.Abs(moe-moe2) > 1e-6 {
+		t.Errorf("moe90 %v, released %v", moe2, moe)
+	}
+	for k, v := range released {
+		if math.Abs(again[k]-v) > 1e-5 {
+			t.Errorf("year-colour %s: estimate %v, released %v", k, again[k], v)
+		}
+	}
+	// {agegroup} was not released: its estimate is the margin of the
+	// released {sex,agegroup}.
+	sa, _, _ := readTable(t, filepath.Join(dir, "sex-agegroup.csv"))
+	age, _, _ := readTable(t, filepath.Join(out, "agegroup.csv"))
+	for k, v := range age {
+		if m := sa["Female|"+k] + sa["Male|"+k]; math.Abs(m-v) > 1e-5 {
+			t.Errorf("agegroup %s: %v, margin of sex-agegroup %v", k, v, m)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "estimate.json")); err != nil {
+		t.Error(err)
+	}
+	code, _, stderr = runCLI(t, "estimate", "--measurements", meas, "--cuboid", "agegroup,released")
+	if code != 1 || !strings.Contains(stderr, "not determined") {
+		t.Errorf("undetermined cuboid: exit %d, %q", code, stderr)
+	}
+	code, _, _ = runCLI(t, "estimate", "--cuboid", "year")
+	if code != 2 {
+		t.Errorf("no --measurements: exit %d, want 2", code)
+	}
+	code, _, stderr = runCLI(t, "release", "--data", repoFile("data/arrests.csv"), "--schema", repoFile("data/arrests.schema.json"),
+		"--cuboid", "year,colour", "--epsilon", "1", "--measurements", filepath.Join(tmp, "x.json"), "--out", filepath.Join(tmp, "x.csv"))
+	if code != 2 || !strings.Contains(stderr, "needs several cuboids") {
+		t.Errorf("--measurements with one cuboid: exit %d, %q", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "release", "--data", repoFile("data/arrests.csv"), "--schema", repoFile("data/arrests.schema.json"),
+		"--cuboid", "year,colour", "--cuboid", "sex", "--epsilon", "1", "--strategy", "all", "--out", filepath.Join(tmp, "y"))
+	if code != 2 || !strings.Contains(stderr, "--strategy") {
+		t.Errorf("--strategy all: exit %d, %q", code, stderr)
+	}
+}
