@@ -76,15 +76,23 @@ func linearFloor(linearEps, lo, hi int64) int64 {
 // invariants determine (released exactly, free). Invalid cuboids give
 // false.
 func (d *dataset) publicCuboids(q QueryRequest) bool {
-	names := q.Cuboids
-	if q.Cuboids == nil {
-		if q.Cuboid == nil {
-			return false
-		}
-		names = [][]string{q.Cuboid}
-	}
+	names := cuboidLists(q)
 	if len(names) == 0 || len(names) > maxWorkloadCuboids {
 		return false
+	}
+	if d.viewQuery(q) {
+		// Cuboids at levels, or invariants at levels: a view is public when
+		// it is a roll-up of an invariant or of generic sensitivity 0.
+		views, ok := d.queryViews(q)
+		if !ok {
+			return false
+		}
+		for _, v := range views {
+			if !d.viewPublic(v) {
+				return false
+			}
+		}
+		return true
 	}
 	for _, n := range names {
 		cb, err := d.schema.CuboidOf(n...)
@@ -135,8 +143,10 @@ func planWork(d *dataset, q QueryRequest) int {
 		names = append(names, q.Cuboid)
 	}
 	for _, n := range names {
-		if cb, err := s.CuboidOf(n...); err == nil {
-			if work += s.CuboidSize(cb); work > maxNonZeros {
+		// A view at a coarser level is counted at its finest (the cuboid
+		// it is rolled up from).
+		if v, err := s.ViewOfNames(n...); err == nil {
+			if work += s.CuboidSize(v.Dims); work > maxNonZeros {
 				return maxNonZeros + 1
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,7 +70,8 @@ type Policy struct {
 	RhoPerAnalyst float64 `json:"rho_per_analyst,omitempty"`
 	// Invariants are cuboids (lists of dimension names) that are public
 	// exactly: the server publishes them, and every answer's guarantee is
-	// with respect to the neighbours they induce (paper 3).
+	// with respect to the neighbours they induce (paper 3). A
+	// hierarchical dimension may stand at a coarser level: "geo:state".
 	Invariants [][]string `json:"invariants,omitempty"`
 	// Sensitivity, when > 0, replaces the generic sensitivity of the base
 	// cuboid given the invariants. Where knowdp computes that sensitivity
@@ -96,8 +98,17 @@ type dataset struct {
 	id, name string
 	schema   *cube.Schema
 	cube     *cube.Cube
-	exact    []cube.Cuboid
-	inv      []cube.Invariant
+	// views are the policy's invariants, in its order, each at its level;
+	// exact are those at their finest levels (cuboids), and coarse is set
+	// when some invariant stands at a coarser level of a hierarchy (then
+	// every cuboid query is released as views). inv are the flat
+	// invariants' counts (for refinement) and pub every invariant's, in
+	// the order of views (published).
+	views  []cube.View
+	exact  []cube.Cuboid
+	coarse bool
+	inv    []cube.Invariant
+	pub    []cube.Invariant
 	// sens is the generic sensitivity S of the base cuboid given the
 	// invariants: two induced neighbours' base cuboids are at most S apart
 	// in L1, so a linear query set is charged S times its add/remove loss.
@@ -217,15 +228,34 @@ func (d *dataset) applyPolicy() error {
 		d.budget, _ = eps.Steps()
 		d.zcdp = false
 	}
-	d.exact = nil
+	d.exact, d.views, d.coarse = nil, nil, false
 	for i, names := range p.Invariants {
-		cb, err := d.schema.CuboidOf(names...)
-		if err != nil {
-			return fmt.Errorf("policy.invariants[%d]: %w", i, err)
+		// "geo:state" declares state totals exact; a bare hierarchical
+		// dimension stands at its finest level. Lists without a level are
+		// read as they always were (CuboidOf), so that a stored policy
+		// still loads.
+		var v cube.View
+		if slices.ContainsFunc(names, func(n string) bool { return strings.Contains(n, ":") }) {
+			var err error
+			if v, err = d.schema.ViewOfNames(names...); err != nil {
+				return fmt.Errorf("policy.invariants[%d]: %w", i, err)
+			}
+		} else {
+			cb, err := d.schema.CuboidOf(names...)
+			if err != nil {
+				return fmt.Errorf("policy.invariants[%d]: %w", i, err)
+			}
+			v = cube.ViewOf(cb)
 		}
-		d.exact = append(d.exact, cb)
+		d.views = append(d.views, v)
+		if v.Flat() {
+			d.exact = append(d.exact, v.Dims)
+		} else {
+			d.coarse = true
+		}
 	}
-	computed, err := cube.GenericSensitivity(d.schema, d.exact, cube.Base(d.schema.NumDims()))
+	// With flat invariants only this is cube.GenericSensitivity.
+	computed, err := cube.GenericSensitivityViews(d.schema, d.views, cube.ViewOf(cube.Base(d.schema.NumDims())))
 	d.guarantee = ""
 	switch {
 	case p.Sensitivity < 0:
@@ -265,6 +295,17 @@ func (d *dataset) setCube(c *cube.Cube) error {
 	}
 	d.cube, d.total = c, int64(t)
 	d.inv = c.Invariants(d.exact)
+	d.pub = make([]cube.Invariant, len(d.views))
+	for i, v := range d.views {
+		x := c.Project(v.Dims)
+		if !v.Flat() {
+			var err error
+			if x, err = d.schema.RollUp(cube.LeafView(v), x, v); err != nil {
+				return fmt.Errorf("invariant %s: %w", d.schema.FormatView(v), err)
+			}
+		}
+		d.pub[i] = cube.Invariant{Cuboid: v.Dims, View: v, Counts: x}
+	}
 	return nil
 }
 

@@ -54,12 +54,8 @@ func viewDataset(d *dataset) datasetView {
 	for i := range d.schema.NumDims() {
 		v.Dimensions = append(v.Dimensions, d.schema.Dim(i))
 	}
-	for _, e := range d.exact {
-		names := d.schema.Names(e)
-		if names == nil {
-			names = []string{}
-		}
-		v.Invariants = append(v.Invariants, names)
+	for _, e := range d.views {
+		v.Invariants = append(v.Invariants, nonNilNames(d.schema.ViewNames(e)))
 	}
 	return v
 }
@@ -176,10 +172,13 @@ func (s *Server) getDataset(w http.ResponseWriter, r *http.Request, _ principal)
 	return writeJSON(w, http.StatusOK, viewDataset(d))
 }
 
-// invariantView is one published exact cuboid.
+// invariantView is one published exact cuboid. An invariant at a coarser
+// level of a hierarchy ("geo:state") also lists, for each dimension, its
+// values at the invariant's level: the counts are row-major over them.
 type invariantView struct {
-	Cuboid []string  `json:"cuboid"`
-	Counts []float64 `json:"counts"`
+	Cuboid []string   `json:"cuboid"`
+	Values [][]string `json:"values,omitempty"`
+	Counts []float64  `json:"counts"`
 }
 
 func (s *Server) getInvariants(w http.ResponseWriter, r *http.Request, _ principal) error {
@@ -189,15 +188,17 @@ func (s *Server) getInvariants(w http.ResponseWriter, r *http.Request, _ princip
 	}
 	out := map[string]any{}
 	invs := []invariantView{}
-	for _, inv := range d.inv {
-		names := d.schema.Names(inv.Cuboid)
-		if names == nil {
-			names = []string{}
+	for _, inv := range d.pub {
+		iv := invariantView{Cuboid: nonNilNames(d.schema.ViewNames(inv.View)), Counts: inv.Counts}
+		if !inv.View.Flat() {
+			for _, i := range inv.View.Dims.Dims() {
+				iv.Values = append(iv.Values, d.schema.LevelValues(i, int(inv.View.Up[i])))
+			}
 		}
-		invs = append(invs, invariantView{Cuboid: names, Counts: inv.Counts})
+		invs = append(invs, iv)
 	}
 	out["invariants"] = invs
-	if len(d.inv) > 0 {
+	if len(d.pub) > 0 {
 		// Any exact cuboid reveals the number of rows.
 		out["rows"] = d.total
 	}

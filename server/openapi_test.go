@@ -7,10 +7,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/knowdp/knowdp/cube"
 )
 
 // TestOpenAPI checks that the served OpenAPI document lists exactly the
@@ -83,6 +86,64 @@ func TestOpenAPI(t *testing.T) {
 		if _, ok := comps[m[1]].(map[string]any)[m[2]]; !ok {
 			t.Errorf("dangling $ref %s/%s", m[1], m[2])
 		}
+	}
+}
+
+// TestOpenAPIFields checks that the OpenAPI schemas of the request types
+// list exactly the JSON fields the strict decoder accepts (so that levels
+// and parents of a hierarchical dimension are documented), that every
+// documented split parses, and that the invariants endpoint documents the
+// values of an invariant at a level.
+func TestOpenAPIFields(t *testing.T) {
+	raw, err := os.ReadFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths      map[string]map[string]json.RawMessage `json:"paths"`
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Enum []string `json:"enum"`
+				} `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	mustUnmarshal(t, raw, &doc)
+	for _, tc := range []struct {
+		schema string
+		typ    reflect.Type
+	}{
+		{"Dimension", reflect.TypeFor[cube.Dimension]()},
+		{"QueryRequest", reflect.TypeFor[QueryRequest]()},
+		{"Policy", reflect.TypeFor[Policy]()},
+		{"DatasetRequest", reflect.TypeFor[DatasetRequest]()},
+	} {
+		var documented, decoded []string
+		for name := range doc.Components.Schemas[tc.schema].Properties {
+			documented = append(documented, name)
+		}
+		for name := range jsonFields(tc.typ) {
+			decoded = append(decoded, name)
+		}
+		slices.Sort(documented)
+		slices.Sort(decoded)
+		if !slices.Equal(documented, decoded) {
+			t.Errorf("%s: documented %v, decoded %v", tc.schema, documented, decoded)
+		}
+	}
+	splits := doc.Components.Schemas["QueryRequest"].Properties["split"].Enum
+	if !slices.Contains(splits, "spine") {
+		t.Errorf("split enum %v lacks spine", splits)
+	}
+	for _, name := range splits {
+		if _, err := cube.ParseSplit(name); err != nil {
+			t.Errorf("documented split %q: %v", name, err)
+		}
+	}
+	inv := string(doc.Paths["/v1/datasets/{dataset}/invariants"]["get"])
+	if !strings.Contains(inv, `"values"`) {
+		t.Errorf("the invariants endpoint does not document the values of an invariant at a level")
 	}
 }
 

@@ -42,11 +42,17 @@ type QueryRequest struct {
 	Rho       float64 `json:"rho,omitempty"`
 	Delta     float64 `json:"delta,omitempty"`
 
+	// Cuboid names the dimensions of the cuboid to release; a
+	// hierarchical dimension may stand at a coarser level, "geo:state".
+	// A cuboid at a level, and every cuboid on a dataset with an invariant
+	// at a coarser level, is released as a view (cube.ReleaseViews; see
+	// query_views.go).
 	Cuboid []string `json:"cuboid,omitempty"`
 	// Cuboids, instead of Cuboid, asks for a workload: several cuboids
 	// released together for Epsilon in all, estimated once and consistent
-	// with each other (cube.ReleaseWorkload), with optional Weights and
-	// Split ("optimal" or "equal").
+	// with each other (cube.ReleaseWorkload, or cube.ReleaseViews when
+	// they name levels), with optional Weights and Split ("optimal",
+	// "equal" or, for views, "spine", their default).
 	Cuboids [][]string `json:"cuboids,omitempty"`
 	Weights []float64  `json:"weights,omitempty"`
 	Split   string     `json:"split,omitempty"`
@@ -246,12 +252,12 @@ func stepsEpsilon(steps int64) float64 { return float64(steps) * privacy.Epsilon
 // neighbourText describes the neighbour relation of a dataset's guarantees, in
 // the words of cube.Release's metadata.
 func (d *dataset) neighbourText() string {
-	if len(d.exact) == 0 {
+	if len(d.views) == 0 {
 		return "add or remove one row"
 	}
-	names := make([]string, len(d.exact))
-	for i, e := range d.exact {
-		names[i] = d.schema.Format(e)
+	names := make([]string, len(d.views))
+	for i, e := range d.views {
+		names[i] = d.schema.FormatView(e)
 	}
 	return "worst-case induced neighbours given the exact cuboids " + strings.Join(names, ", ") + " (tables that agree on them and differ by a minimal set of added and removed rows)"
 }
@@ -277,6 +283,9 @@ type cuboidPrivacy struct {
 const conditionalGuarantee = "conditional on the curator's sensitivity claim: knowdp cannot compute the generic sensitivity for these invariants, and the epsilon holds only if the policy's sensitivity is at least the true one"
 
 func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) {
+	if d.viewQuery(q) {
+		return planViewQuery(d, q, eps, privacy.Rho{}, 0)
+	}
 	if q.Cuboids != nil {
 		return planWorkload(d, q, eps)
 	}
@@ -661,6 +670,9 @@ func planLinear(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Eps
 		h.int(1)
 	}
 	if q.Refine {
+		if d.coarse {
+			return nil, badInput("refine: not offered on this dataset: its invariants include tables at coarser levels of a hierarchy, which the refinement does not take; set refine to false")
+		}
 		if err := checkRefineWork(d, rows); err != nil {
 			return nil, err
 		}

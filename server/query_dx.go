@@ -70,7 +70,7 @@ func (d *dataset) checkMetric() error {
 	if mp == nil {
 		return nil
 	}
-	if len(d.exact) == 0 {
+	if len(d.views) == 0 {
 		return fmt.Errorf("policy.metric: d_X privacy moves records and keeps their number fixed, so the number of rows must be public: declare at least one invariant")
 	}
 	ok := func(b float64) bool { return b > 0 && !math.IsInf(b, 0) && !math.IsNaN(b) }

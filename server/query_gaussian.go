@@ -27,6 +27,9 @@ func planGaussianCuboid(d *dataset, q QueryRequest) (*plan, error) {
 	if !(delta > 0 && delta < 1) {
 		return nil, badInput("delta: must be in (0, 1), got %v", q.Delta)
 	}
+	if d.viewQuery(q) {
+		return planViewQuery(d, q, privacy.Epsilon{}, rho, delta)
+	}
 	switch {
 	case q.Cuboids != nil:
 		return planGaussianWorkload(d, q, rho, delta)
