@@ -132,6 +132,10 @@ type viewPlan struct {
 	rho         privacy.Rho
 	split       Split
 	conditional bool
+	// objective is the weighted total variance at the shares chosen, and
+	// cert the optimal split's certificate.
+	objective float64
+	cert      *SplitCertificate
 }
 
 // planViews validates the spec and chooses what to measure and the shares.
@@ -295,15 +299,23 @@ func (p *viewPlan) fractions() ([]float64, error) {
 			frac[i] = 1 / float64(k)
 		}
 	case SplitSpine:
-		perLevel := map[int]int{}
-		for _, m := range p.meas {
-			perLevel[p.level(m.v)]++
-		}
-		for i, m := range p.meas {
-			frac[i] = 1 / float64(len(perLevel)) / float64(perLevel[p.level(m.v)])
-		}
+		return p.spineFractions()
 	case SplitOptimal:
 		return p.optimalFractions()
+	}
+	return frac, nil
+}
+
+// spineFractions gives every measured level the same share, shared equally
+// by the views measured at that level.
+func (p *viewPlan) spineFractions() ([]float64, error) {
+	perLevel := map[int]int{}
+	for _, m := range p.meas {
+		perLevel[p.level(m.v)]++
+	}
+	frac := make([]float64, len(p.meas))
+	for i, m := range p.meas {
+		frac[i] = 1 / float64(len(perLevel)) / float64(perLevel[p.level(m.v)])
 	}
 	return frac, nil
 }
@@ -322,8 +334,14 @@ func (p *viewPlan) chooseShares() error {
 	if p.mech == MechanismGaussian {
 		total = p.rho.Steps()
 	}
+	var kept []viewMeasurement
 	for k := range p.meas {
 		m := &p.meas[k]
+		if frac[k] == 0 && p.split == SplitOptimal {
+			continue // the optimal split measures it with nothing: derived
+		}
+		kept = append(kept, *m)
+		m = &kept[len(kept)-1]
 		steps := int64(math.Floor(frac[k] * float64(total)))
 		if steps <= 0 {
 			return fmt.Errorf("release: the budget is too small to share among %d measurements", len(p.meas))
@@ -349,6 +367,19 @@ func (p *viewPlan) chooseShares() error {
 			return fmt.Errorf("release: view %s: %w", p.s.FormatView(m.v), err)
 		}
 		m.share, m.lap, m.variance = share, lap, lap.Variance()
+	}
+	p.meas = kept
+	if p.split != SplitOptimal {
+		if o, err := p.viewObjective(); err == nil {
+			x := make([]float64, len(p.meas))
+			for k, m := range p.meas {
+				x[k] = m.share.Float64() / p.budget.Float64()
+				if p.mech == MechanismGaussian {
+					x[k] = m.rhoShare.Float64() / p.rho.Float64()
+				}
+			}
+			p.objective, _ = o.eval(x, p.mech != MechanismGaussian, nil)
+		}
 	}
 	for i := range p.tables {
 		t := &p.tables[i]
@@ -424,6 +455,8 @@ func ReleaseViews(ctx context.Context, s *Schema, counts map[View][]float64, spe
 		Seeded:          r.Seeded(),
 		DomainsFromData: spec.DomainsFromData,
 		Hierarchy:       s.Dim(p.h).Name,
+		Objective:       p.objective,
+		Certificate:     p.cert,
 	}
 	var spent privacy.Budget
 	noisy := make([][]float64, len(p.meas))
@@ -475,13 +508,6 @@ func viewNeighbours(s *Schema, exact []View) string {
 		names[i] = s.FormatView(e)
 	}
 	return "worst-case induced neighbours given the exact views " + strings.Join(names, ", ") + " (tables that agree on them and differ by a minimal set of added and removed rows)"
-}
-
-// optimalFractions is not available for views at coarser levels: the
-// variance of a tree-structured estimate is not of the form the certified
-// split solver takes, and an uncertified split must not be called optimal.
-func (p *viewPlan) optimalFractions() ([]float64, error) {
-	return nil, errors.New("release: the optimal split is not available for views at coarser levels of a hierarchy; use the spine split (a share per level) or the equal split")
 }
 
 // roundViews is RoundIntegers for a release of views: integer tables made

@@ -220,8 +220,8 @@ func planViewQuery(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.
 		spec.Epsilon = eps
 	}
 	// Refuse what the release would refuse (duplicates, weights <= 0, two
-	// hierarchies at coarser levels, a budget too small for the noise, the
-	// optimal split), from the request and the policy alone.
+	// hierarchies at coarser levels, a budget too small for the noise),
+	// from the request and the policy alone.
 	if _, err := spec.Needs(s); err != nil {
 		if split == cube.SplitOptimal {
 			eq := spec

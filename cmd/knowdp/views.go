@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -215,11 +214,4 @@ func formatViews(s *cube.Schema, vs []cube.View) string {
 		out[i] = s.FormatView(v)
 	}
 	return strings.Join(out, ", ")
-}
-
-// flagSet reports whether the named flag was given on the command line.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
