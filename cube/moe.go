@@ -210,17 +210,35 @@ func quantile90(terms []lawTerm) float64 {
 		}
 		return 2 / math.Pi * s
 	}
-	// By Chebyshev, P(|E| >= sqrt(10) σ) <= 0.1.
-	lo, hi := 0.0, math.Sqrt(10)
-	for range 50 {
-		mid := (lo + hi) / 2
-		if prob(mid) < 0.9 {
-			lo = mid
-		} else {
-			hi = mid
+	density := func(mu float64) float64 {
+		var s float64
+		for i, u := range us {
+			s += fs[i] * u * math.Cos(mu*u)
 		}
+		return 2 / math.Pi * s
 	}
-	return hi * sigma
+	// By Chebyshev, P(|E| >= sqrt(10) σ) <= 0.1. Newton steps from the
+	// normal quantile, kept inside the bracket (bisection otherwise):
+	// a handful of evaluations instead of fifty halvings.
+	lo, hi := 0.0, math.Sqrt(10)
+	mu := 1.6448536269514722
+	for range 60 {
+		f := prob(mu) - 0.9
+		if f < 0 {
+			lo = mu
+		} else {
+			hi = mu
+		}
+		if math.Abs(f) < 1e-13 || hi-lo < 1e-13 {
+			break
+		}
+		next := mu - f/density(mu)
+		if !(next > lo && next < hi) {
+			next = (lo + hi) / 2
+		}
+		mu = next
+	}
+	return mu * sigma
 }
 
 // MOE90 returns the margin of error of the release's least-squares
