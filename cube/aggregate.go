@@ -10,9 +10,44 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
-
-	"github.com/knowdp/knowdp/source"
 )
+
+// Records is a fact table read as weighted records over chosen columns, as
+// Aggregate, Build and InferSchemaFrom read it. Package source implements
+// it for CSV and Parquet files and SQLite and PostgreSQL tables; it is
+// defined here so that the cube package does not depend on those readers.
+// Every value is given as text.
+type Records interface {
+	// Name returns what errors call the table (a path or a table name).
+	Name() string
+	// Select chooses the columns NextRecord returns, in that order. A
+	// missing column is an error naming the table. Call it once, before
+	// NextRecord.
+	Select(ctx context.Context, columns []string) error
+	// NextRecord returns the selected values of the next record and its
+	// weight (the number of rows it stands for, at least 0), or io.EOF
+	// after the last one. The slices are valid until the next call.
+	NextRecord() (values [][]byte, weight int64, err error)
+	// FieldError returns an error about selected column i of the record
+	// last returned, naming the table, the record's position and the
+	// column.
+	FieldError(i int, format string, args ...any) error
+	// BytesRead returns how many bytes of input have been read, for
+	// progress reports (0 where it is not known).
+	BytesRead() int64
+	// Close releases the file or database connection.
+	Close() error
+}
+
+// DomainChecker is implemented by a table that can check columns against
+// their declared domains without returning them, as a database does in one
+// query. Aggregate then selects (and a database groups by) only the
+// dimensions of the requested cuboids, and checks the others with it.
+type DomainChecker interface {
+	// CheckDomains returns an error naming the table and the column if
+	// some row has a value of columns[i] outside domains[i], or a NULL.
+	CheckDomains(ctx context.Context, columns []string, domains [][]string) error
+}
 
 // Aggregate reads a fact table once and counts its records straight into
 // each requested cuboid (row-major over the cuboid's dimensions, as
@@ -23,9 +58,11 @@ import (
 // Every schema dimension is read and checked, requested or not: a value
 // outside its declared domain is an error naming the table, row and column,
 // exactly as Build reports it, so the rows counted are the rows Build would
-// count. opt.CellLimit bounds the total number of cells of the requested
+// count. (A table that is a DomainChecker checks the dimensions the
+// cuboids do not need itself, and returns only the others.)
+// opt.CellLimit bounds the total number of cells of the requested
 // cuboids, checked before anything is allocated or read.
-func Aggregate(ctx context.Context, t source.Table, s *Schema, cuboids []Cuboid, opt Options) (tables map[Cuboid][]float64, rows int64, err error) {
+func Aggregate(ctx context.Context, t Records, s *Schema, cuboids []Cuboid, opt Options) (tables map[Cuboid][]float64, rows int64, err error) {
 	limit := opt.CellLimit
 	if limit == 0 {
 		limit = DefaultCellLimit
@@ -50,7 +87,27 @@ func Aggregate(ctx context.Context, t source.Table, s *Schema, cuboids []Cuboid,
 		tables[cb] = out
 		targets[k] = newTarget(s, cb, out)
 	}
-	rows, err = count(ctx, t, s, targets, opt)
+	dims := Base(s.NumDims()).Dims()
+	if dc, ok := t.(DomainChecker); ok {
+		var need Cuboid
+		for _, cb := range uniq {
+			need |= cb
+		}
+		var names []string
+		var domains [][]string
+		for _, d := range dims {
+			if !need.Has(d) {
+				names, domains = append(names, s.dims[d].Name), append(domains, s.dims[d].Values)
+			}
+		}
+		if len(names) > 0 {
+			if err := dc.CheckDomains(ctx, names, domains); err != nil {
+				return nil, 0, err
+			}
+		}
+		dims = need.Dims()
+	}
+	rows, err = countDims(ctx, t, s, dims, targets, opt)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -120,21 +177,30 @@ func newTarget(s *Schema, cb Cuboid, out []float64) target {
 	return target{dims: dims, strides: strides, out: out}
 }
 
-// count reads every record of t, maps each schema dimension's value to its
+// count is countDims over every schema dimension.
+func count(ctx context.Context, t Records, s *Schema, targets []target, opt Options) (int64, error) {
+	return countDims(ctx, t, s, Base(s.NumDims()).Dims(), targets, opt)
+}
+
+// countDims reads every record of t over the schema dimensions dims (every
+// dimension the targets have, in schema order), maps each value to its
 // index in the declared domain, and adds the record's weight to one cell
 // of every target. It returns the total weight.
-func count(ctx context.Context, t source.Table, s *Schema, targets []target, opt Options) (int64, error) {
-	names := s.names()
+func countDims(ctx context.Context, t Records, s *Schema, dims []int, targets []target, opt Options) (int64, error) {
+	names := make([]string, len(dims))
+	for i, d := range dims {
+		names[i] = s.dims[d].Name
+	}
 	if err := t.Select(ctx, names); err != nil {
 		return 0, err
 	}
-	idx := make([]int, len(names))
+	idx := make([]int, s.NumDims())
 	vi := make([]valueIndex, len(names))
-	for i := range vi {
-		vi[i] = newValueIndex(s.dims[i].Values)
+	for i, d := range dims {
+		vi[i] = newValueIndex(s.dims[d].Values)
 	}
 	// A single target over every dimension (Build) needs no index array.
-	base := len(targets) == 1 && len(targets[0].dims) == len(names)
+	base := len(targets) == 1 && len(targets[0].dims) == s.NumDims() && len(dims) == s.NumDims()
 	var rows int64
 	for n := 0; ; n++ {
 		if n&0xffff == 0 {
@@ -157,7 +223,7 @@ func count(ctx context.Context, t source.Table, s *Schema, targets []target, opt
 			for i, v := range rec {
 				j, ok := vi[i].lookup(v)
 				if !ok {
-					return 0, outside(t, s, i, v)
+					return 0, outside(t, s, i, i, v)
 				}
 				cell += j * s.strides[i]
 			}
@@ -166,9 +232,9 @@ func count(ctx context.Context, t source.Table, s *Schema, targets []target, opt
 			for i, v := range rec {
 				j, ok := vi[i].lookup(v)
 				if !ok {
-					return 0, outside(t, s, i, v)
+					return 0, outside(t, s, i, dims[i], v)
 				}
-				idx[i] = j
+				idx[dims[i]] = j
 			}
 			for k := range targets {
 				tg := &targets[k]
@@ -179,6 +245,9 @@ func count(ctx context.Context, t source.Table, s *Schema, targets []target, opt
 				tg.out[cell] += float64(w)
 			}
 		}
+		if w > math.MaxInt64-rows {
+			return 0, fmt.Errorf("%s: the records' weights add up to 2^63 or more", t.Name())
+		}
 		rows += w
 	}
 	if opt.Progress != nil {
@@ -187,8 +256,9 @@ func count(ctx context.Context, t source.Table, s *Schema, targets []target, opt
 	return rows, nil
 }
 
-func outside(t source.Table, s *Schema, i int, v []byte) error {
-	return t.FieldError(i, "value %q is not in the declared domain of %q (%s)", v, s.dims[i].Name, domainList(s.dims[i].Values))
+// outside is the error of value v of selected column i, dimension d.
+func outside(t Records, s *Schema, i, d int, v []byte) error {
+	return t.FieldError(i, "value %q is not in the declared domain of %q (%s)", v, s.dims[d].Name, domainList(s.dims[d].Values))
 }
 
 // valueIndex maps a value's bytes to its position in a dimension's declared

@@ -21,6 +21,18 @@ import (
 	"github.com/knowdp/knowdp/source"
 )
 
+// FromCSV counts a CSV fact table with a header row into a cube over s
+// (the tests' shorthand for source.OpenCSV and Build; package cube itself
+// reads no files).
+func FromCSV(ctx context.Context, path string, s *Schema, opt Options) (*Cube, error) {
+	t, err := source.OpenCSV(path)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	return Build(ctx, t, s, opt)
+}
+
 // fact is one row of the fact table the source tests write in every format.
 type fact struct {
 	Sex    string `parquet:"sex,dict"`
@@ -367,7 +379,12 @@ func TestInferSchema(t *testing.T) {
 	rows[7].Age = 12 // sorts after 9 as a number, before 2 as text
 	for _, path := range []string{writeFactsCSV(t, rows, false), writeFactsParquet(t, rows)} {
 		var log strings.Builder
-		s, err := InferSchema(context.Background(), path, []string{"region", "age"}, slog.New(slog.NewTextHandler(&log, nil)))
+		tab, err := source.Open(context.Background(), source.Spec{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := InferSchemaFrom(context.Background(), tab, []string{"region", "age"}, slog.New(slog.NewTextHandler(&log, nil)))
+		tab.Close()
 		if err != nil {
 			t.Fatal(err)
 		}

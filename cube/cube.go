@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/knowdp/knowdp/source"
 )
 
 // DefaultCellLimit is the largest base cuboid built unless the caller asks
@@ -41,26 +39,13 @@ type Options struct {
 	Progress func(bytesRead int64)
 }
 
-// FromCSV streams a CSV fact table with a header row and counts its rows
-// into a cube over the schema. Every schema dimension must be a column
-// (other columns are ignored). A value outside its dimension's declared
-// domain is an error naming the file, row and column.
-func FromCSV(ctx context.Context, path string, s *Schema, opt Options) (*Cube, error) {
-	t, err := source.OpenCSV(path)
-	if err != nil {
-		return nil, err
-	}
-	defer t.Close()
-	return Build(ctx, t, s, opt)
-}
-
 // Build counts the records of an open fact table (CSV, Parquet or the
 // groups of an SQL table; see package source) into a cube over the schema.
 // Every schema dimension must be a column. A value outside its
 // dimension's declared domain is an error naming the table, row and
 // column. The domain's size is checked against opt.CellLimit before
 // anything is allocated or read.
-func Build(ctx context.Context, t source.Table, s *Schema, opt Options) (*Cube, error) {
+func Build(ctx context.Context, t Records, s *Schema, opt Options) (*Cube, error) {
 	limit := opt.CellLimit
 	if limit == 0 {
 		limit = DefaultCellLimit
@@ -83,27 +68,15 @@ func domainList(v []string) string {
 	return strings.Join(v[:show], ", ") + fmt.Sprintf(", ... %d values in all", len(v))
 }
 
-// InferSchema reads the named columns of a fact table file (CSV or
-// Parquet, see source.Open) and returns a schema whose domains are the
-// values that occur, sorted (numerically when every value of a column is a
-// number).
+// InferSchemaFrom reads the named columns of an open fact table (see
+// package source) and returns a schema whose domains are the values that
+// occur, sorted (numerically when every value of a column is a number).
 //
 // Domains inferred from the data are NOT private: the presence of a value
 // in the domain reveals that some row has it, and a release over them is
 // not differentially private. It exists for exploration on public or
 // synthetic data; log warns about it.
-func InferSchema(ctx context.Context, path string, columns []string, log *slog.Logger) (*Schema, error) {
-	t, err := source.Open(ctx, source.Spec{Path: path})
-	if err != nil {
-		return nil, err
-	}
-	defer t.Close()
-	return InferSchemaFrom(ctx, t, columns, log)
-}
-
-// InferSchemaFrom is InferSchema on an open table (a database table, for
-// instance). The same warning applies: the result is NOT private.
-func InferSchemaFrom(ctx context.Context, t source.Table, columns []string, log *slog.Logger) (*Schema, error) {
+func InferSchemaFrom(ctx context.Context, t Records, columns []string, log *slog.Logger) (*Schema, error) {
 	if err := t.Select(ctx, columns); err != nil {
 		return nil, err
 	}

@@ -30,7 +30,8 @@ type Table interface {
 	// it has. Call it once, before NextRecord.
 	Select(ctx context.Context, columns []string) error
 	// NextRecord returns the selected values of the next record and its
-	// weight (at least 1), or io.EOF after the last one. The slices are
+	// weight (at least 1; at least 0 with a count column), or io.EOF after
+	// the last one. The slices are
 	// valid until the next call.
 	NextRecord() (values [][]byte, weight int64, err error)
 	// FieldError returns an error about selected column i of the record
@@ -53,6 +54,9 @@ type Spec struct {
 	// optionally schema-qualified ("census.persons"). It is required for
 	// databases and refused for files.
 	Table string
+	// CountColumn, if set, names a column of non-negative integers: each
+	// row stands for that many records (see WithCountColumn).
+	CountColumn string
 }
 
 // Open opens the fact table spec describes: a postgres:// URL is a
@@ -60,10 +64,18 @@ type Spec struct {
 // Parquet, one starting with "SQLite format 3" is an SQLite database, and
 // any other file is CSV with a header row. Close the result when done.
 func Open(ctx context.Context, spec Spec) (Table, error) {
+	t, err := open(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return WithCountColumn(t, spec.CountColumn), nil
+}
+
+func open(ctx context.Context, spec Spec) (Table, error) {
 	if spec.Path == "" {
 		return nil, errors.New("fact table: no path given")
 	}
-	if isPostgresURL(spec.Path) {
+	if IsPostgresURL(spec.Path) {
 		return OpenSQL(ctx, "postgres", spec.Path, spec.Table)
 	}
 	kind, err := sniff(spec.Path)
@@ -82,8 +94,19 @@ func Open(ctx context.Context, spec Spec) (Table, error) {
 	return OpenCSV(spec.Path)
 }
 
-func isPostgresURL(p string) bool {
+// IsPostgresURL reports whether p is a postgres:// or postgresql:// URL
+// rather than a file.
+func IsPostgresURL(p string) bool {
 	return strings.HasPrefix(p, "postgres://") || strings.HasPrefix(p, "postgresql://")
+}
+
+// Kind returns what Open would read path as: "postgres" for a URL,
+// otherwise "parquet", "sqlite" or "CSV" from the file's first bytes.
+func Kind(path string) (string, error) {
+	if IsPostgresURL(path) {
+		return "postgres", nil
+	}
+	return sniff(path)
 }
 
 // sniff returns "parquet", "sqlite" or "CSV" from a file's first bytes.

@@ -31,7 +31,7 @@ func BenchmarkRelease(b *testing.B) {
 	})
 	b.Run("single", func(b *testing.B) {
 		for b.Loop() {
-			c, err := cube.FromCSV(context.Background(), tb.whole, tb.schema, cube.Options{})
+			c, err := cubeFromCSV(context.Background(), tb.whole, tb.schema, cube.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

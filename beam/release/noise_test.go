@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/knowdp/knowdp/cube"
@@ -27,7 +29,8 @@ func noisyBlock(t *testing.T, count uint64, seed uint64) (x []float64, lo int, n
 		t.Fatal(err)
 	}
 	sj, _ := schemaJSON(s)
-	f := &noiseFn{Cfg: Config{Schema: sj, Cuboid: 3, Keeps: []uint64{1}, Sensitivity: 1, Epsilon: 1, Seeded: true, Seed: seed}}
+	dir := t.TempDir()
+	f := &noiseFn{Cfg: Config{Schema: sj, Cuboid: 3, Keeps: []uint64{1}, Sensitivity: 1, Epsilon: 1, Seeded: true, Seed: seed, Dir: dir}}
 	if err := f.Setup(); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +52,12 @@ func noisyBlock(t *testing.T, count uint64, seed uint64) (x []float64, lo int, n
 			if b != 1 {
 				t.Fatalf("noisy block emitted as block %d", b)
 			}
-			x, _ = decodeFloats(v)
+			// The noisy block is in its file; the element is the key alone.
+			b2, err := os.ReadFile(filepath.Join(dir, noisyFile(b)))
+			if err != nil || len(v) != 0 {
+				t.Fatalf("noisy block file: %v; element of %d bytes", err, len(v))
+			}
+			x, _ = decodeFloats(b2)
 		},
 		func(i int, v []byte) {
 			if i != 0 {

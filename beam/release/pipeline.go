@@ -25,6 +25,7 @@
 package release
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -53,9 +54,12 @@ import (
 // what makes a seeded run reproduce the single-machine release.
 const BlockSize = 1 << 18
 
-// maxHeldBlocks bounds the dense per-block counters a file reader keeps
-// before it flushes them (8 bytes per cell: 64 MiB).
-const maxHeldBlocks = 32
+// maxHeldCells bounds the distinct cells a file reader counts in its hash
+// map before it flushes them as sparse partial counts (about 40 bytes a
+// cell: 80 MiB). Counting sparsely, rows in any order cost the same: dense
+// per-block counters made unsorted rows flush and reallocate blocks of
+// 2 MiB over and over.
+const maxHeldCells = 1 << 21
 
 func init() {
 	register.DoFn3x1[context.Context, string, func(int64, []byte), error](&countFn{})
@@ -96,6 +100,9 @@ type Config struct {
 	// of cube.FormatCount's 6 decimals, to verify the pipeline against the
 	// single-machine release beyond the rounding.
 	FullPrecision bool
+	// Table and CountColumn are source.Spec's, for every file.
+	Table       string
+	CountColumn string
 }
 
 // state is Config decoded on a worker.
@@ -171,7 +178,7 @@ func (f *countFn) ProcessElement(ctx context.Context, path string, emit func(int
 
 func (f *countFn) process(ctx context.Context, path string, emit func(int64, []byte)) error {
 	st := f.st
-	t, err := source.Open(ctx, source.Spec{Path: path})
+	t, err := source.Open(ctx, source.Spec{Path: path, Table: f.Cfg.Table, CountColumn: f.Cfg.CountColumn})
 	if err != nil {
 		return err
 	}
@@ -196,15 +203,35 @@ func (f *countFn) process(ctx context.Context, path string, emit func(int64, []b
 			n *= st.s.Size(d)
 		}
 	}
-	if err := t.Select(ctx, names); err != nil {
+	// A database checks the dimensions C lacks itself, in one query, and
+	// groups by C's dimensions only (see cube.DomainChecker).
+	sel := cube.Base(nd).Dims()
+	if dc, ok := t.(cube.DomainChecker); ok {
+		var other []string
+		var domains [][]string
+		for d := range nd {
+			if !st.c.Has(d) {
+				other, domains = append(other, names[d]), append(domains, st.s.Dim(d).Values)
+			}
+		}
+		if len(other) > 0 {
+			if err := dc.CheckDomains(ctx, other, domains); err != nil {
+				return err
+			}
+		}
+		sel = st.c.Dims()
+	}
+	selNames := make([]string, len(sel))
+	for i, d := range sel {
+		selNames[i] = names[d]
+	}
+	if err := t.Select(ctx, selNames); err != nil {
 		return err
 	}
-	held := map[int64][]uint64{}
+	held := newCellCounts()
 	flush := func() {
-		for b, cnt := range held {
-			emit(b, encodeSparse(cnt))
-		}
-		clear(held)
+		held.emit(emit)
+		held.reset()
 	}
 	for row := 0; ; row++ {
 		if row&0xffff == 0 {
@@ -220,35 +247,150 @@ func (f *countFn) process(ctx context.Context, path string, emit func(int64, []b
 			return err
 		}
 		cell := 0
-		for d, v := range rec {
+		for i, v := range rec {
+			d := sel[i]
 			j, ok := index[d][string(v)]
 			if !ok {
-				return domainErr(t, st.s, d, v)
+				return domainErr(t, st.s, i, d, v)
 			}
 			cell += j * stride[d]
 		}
-		b := int64(cell / BlockSize)
-		cnt := held[b]
-		if cnt == nil {
-			if len(held) >= maxHeldBlocks {
-				flush()
-			}
-			cnt = make([]uint64, st.blockLen(b))
-			held[b] = cnt
+		if w == 0 {
+			continue
 		}
-		cnt[cell%BlockSize] += uint64(w)
+		if held.n >= maxHeldCells {
+			flush()
+		}
+		held.add(cell, uint64(w))
 	}
 	flush()
 	return nil
 }
 
-func domainErr(t source.Table, s *cube.Schema, d int, v []byte) error {
+// domainErr is the error of value v of selected column i, dimension d.
+func domainErr(t source.Table, s *cube.Schema, i, d int, v []byte) error {
 	vals := s.Dim(d).Values
 	list := strings.Join(vals[:min(8, len(vals))], ", ")
 	if len(vals) > 8 {
 		list += fmt.Sprintf(", ... %d values in all", len(vals))
 	}
-	return t.FieldError(d, "value %q is not in the declared domain of %q (%s)", v, s.Dim(d).Name, list)
+	return t.FieldError(i, "value %q is not in the declared domain of %q (%s)", v, s.Dim(d).Name, list)
+}
+
+// cellCounts counts records per cell in an open-addressing hash table
+// (linear probing, at most half full): a few times faster than a Go map
+// on integer keys, and 16 bytes a slot.
+type cellCounts struct {
+	slots []cellSlot
+	n     int // cells held
+	shift uint
+}
+
+type cellSlot struct {
+	key   uint64 // 1 + the cell; 0 marks an empty slot
+	count uint64
+}
+
+func newCellCounts() *cellCounts {
+	return &cellCounts{slots: make([]cellSlot, 1<<10), shift: 64 - 10}
+}
+
+// add adds w to cell's count.
+func (c *cellCounts) add(cell int, w uint64) {
+	key := uint64(cell) + 1
+	mask := uint64(len(c.slots) - 1)
+	for h := (key * 0x9e3779b97f4a7c15) >> c.shift; ; h = (h + 1) & mask {
+		s := &c.slots[h]
+		if s.key == key {
+			s.count += w
+			return
+		}
+		if s.key == 0 {
+			s.key, s.count = key, w
+			c.n++
+			if 2*c.n > len(c.slots) {
+				c.grow()
+			}
+			return
+		}
+	}
+}
+
+func (c *cellCounts) grow() {
+	old := c.slots
+	c.slots = make([]cellSlot, 2*len(old))
+	c.shift--
+	mask := uint64(len(c.slots) - 1)
+	for _, s := range old {
+		if s.key == 0 {
+			continue
+		}
+		h := (s.key * 0x9e3779b97f4a7c15) >> c.shift
+		for c.slots[h].key != 0 {
+			h = (h + 1) & mask
+		}
+		c.slots[h] = s
+	}
+}
+
+// reset empties the table, keeping its size.
+func (c *cellCounts) reset() {
+	clear(c.slots)
+	c.n = 0
+}
+
+// radixSort sorts a by key, 16 bits a pass (least significant first), as
+// many passes as max has digits: linear time, where a comparison sort of
+// 10^6 cells took longer than counting them.
+func radixSort(a []cellSlot, max uint64) []cellSlot {
+	if len(a) < 256 {
+		slices.SortFunc(a, func(x, y cellSlot) int { return cmp.Compare(x.key, y.key) })
+		return a
+	}
+	buf := make([]cellSlot, len(a))
+	cnt := make([]int, 1<<16+1)
+	for shift := uint(0); shift < 64 && max>>shift != 0; shift += 16 {
+		clear(cnt)
+		for _, s := range a {
+			cnt[(s.key>>shift)&0xffff+1]++
+		}
+		for i := 1; i < len(cnt); i++ {
+			cnt[i] += cnt[i-1]
+		}
+		for _, s := range a {
+			d := (s.key >> shift) & 0xffff
+			buf[cnt[d]] = s
+			cnt[d]++
+		}
+		a, buf = buf, a
+	}
+	return a
+}
+
+// emit emits the counts as one sparse partial count per block, in
+// encodeSparse's format.
+func (c *cellCounts) emit(emit func(int64, []byte)) {
+	held := make([]cellSlot, 0, c.n)
+	var top uint64
+	for _, s := range c.slots {
+		if s.key != 0 {
+			held = append(held, s)
+			top = max(top, s.key)
+		}
+	}
+	held = radixSort(held, top)
+	for i := 0; i < len(held); {
+		b := int(held[i].key-1) / BlockSize
+		var out []byte
+		last := 0
+		for ; i < len(held) && int(held[i].key-1)/BlockSize == b; i++ {
+			off := int(held[i].key-1) % BlockSize
+			out = binary.AppendUvarint(out, uint64(off-last))
+			out = binary.AppendUvarint(out, held[i].count)
+			last = off
+		}
+		emit(int64(b), out)
+	}
 }
 
 // encodeSparse encodes the non-zero counts as (offset delta, count) uvarints.
@@ -378,8 +520,29 @@ func (f *noiseFn) process(ctx context.Context, b int64, parts func(*[]byte) bool
 			emitMarg(i, enc)
 		}
 	}
-	emit(b, appendFloats(make([]byte, 0, 8*len(x)), x))
+	// The noisy block goes to a file of the output's temporary directory,
+	// not into the pipeline: the runner would otherwise hold every block
+	// (8 bytes a cell, and its copies) until the corrections are known.
+	// The write stage reads it back.
+	if err := writeFileAtomic(filepath.Join(f.Cfg.Dir, noisyFile(b)), appendFloats(make([]byte, 0, 8*len(x)), x)); err != nil {
+		return fmt.Errorf("block %d: %w", b, err)
+	}
+	emit(b, nil)
 	return ctx.Err()
+}
+
+// noisyFile is the name of block b's noisy counts in the output's
+// temporary directory.
+func noisyFile(b int64) string { return fmt.Sprintf("noisy-%012d.bin", b) }
+
+// writeFileAtomic writes a file under a temporary name and renames it, so
+// that a retried bundle never leaves a half-written file behind.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // cursor walks the cells of C from a starting cell, keeping the index of
@@ -605,7 +768,11 @@ func (f *writeFn) ProcessElement(ctx context.Context, b int64, data []byte, corr
 	return marked(f.process(ctx, b, data, corr))
 }
 
-func (f *writeFn) process(ctx context.Context, b int64, data []byte, corr []byte) error {
+func (f *writeFn) process(ctx context.Context, b int64, _ []byte, corr []byte) error {
+	data, err := os.ReadFile(filepath.Join(f.Cfg.Dir, noisyFile(b)))
+	if err != nil {
+		return fmt.Errorf("block %d: %w", b, err)
+	}
 	x, err := decodeFloats(data)
 	if err != nil {
 		return fmt.Errorf("block %d: %w", b, err)
@@ -681,13 +848,7 @@ func writeBlock(ctx context.Context, st *state, path string, lo int, x []float64
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// Write under a temporary name so a retried bundle never leaves a
-	// half-written block behind.
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, buf, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return writeFileAtomic(path, buf)
 }
 
 // Header returns the CSV header of a release of cuboid c: one column per

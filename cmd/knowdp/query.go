@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -68,10 +69,9 @@ func runQuery(ctx context.Context, e *env, args []string) error {
 			fmt.Fprint(e.stdout, querySyntax)
 			return flag.ErrHelp
 		}
-		fmt.Fprintln(e.stderr, "knowdp query: missing subcommand: 'knowdp query prior' is the one there is\nRun 'knowdp help query prior' for usage.")
-		return errUsage
+		return badSubcommand(e, "query", args, "prior")
 	}
-	return runQueryPrior(ctx, e, args[1:])
+	return inSubcommand("query prior", runQueryPrior(ctx, e, args[1:]))
 }
 
 // queryResult is the --json output of query prior.
@@ -128,10 +128,11 @@ func lookupDim(s *cube.Schema, col string) (int, bool) {
 }
 
 func runQueryPrior(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "query prior", "query prior --data FILE --schema FILE --query Q --prior FILE --epsilon X [--delta X] [--alpha-u X] [--distance l1|l2|linf] [--weights W,...] [--samples N] [--seed N] [--json]")
+	fs := newFlagSet(e, "query prior", "query prior --data FILE --schema FILE --query QUERY --prior FILE --epsilon X [--delta X] [--alpha-u X] [--distance l1|l2|linf] [--weights WEIGHTS] [--samples N] [--seed N] [--json]")
 	usage := fs.Usage
 	fs.Usage = func() { usage(); fmt.Fprint(fs.Output(), querySyntax) }
 	dataPath := fs.String("data", "", "fact table: CSV `FILE` with a header row (required)")
+	countColumn := fs.String("count-column", "", "`NAME` of a column of counts in --data: each row stands for that many records (non-negative integers)")
 	schemaPath := fs.String("schema", "", "schema JSON `FILE` "+`{"dimensions":[{"name":..,"values":[..]}]} declaring the domains of the categorical columns (required; {"dimensions":[]} if there are none)`)
 	queryText := fs.String("query", "", "the `QUERY`; see below (required)")
 	priorPath := fs.String("prior", "", "the prior knowledge about the answer, JSON `FILE`; see below (required)")
@@ -171,6 +172,10 @@ func runQueryPrior(ctx context.Context, e *env, args []string) error {
 	}
 	if err := checkInput("--prior", *priorPath); err != nil {
 		return err
+	}
+	if kind, err := source.Kind(*dataPath); err == nil && kind != "CSV" {
+		return usageErr(fs, "--data: query prior reads a CSV file, and %s is a %s %s; export the table to CSV (knowdp release reads Parquet, SQLite and PostgreSQL)",
+			redactData(*dataPath), kind, map[bool]string{true: "URL", false: "file"}[kind == "postgres"])
 	}
 	if err := checkInput("--data", *dataPath); err != nil {
 		return err
@@ -218,7 +223,7 @@ func runQueryPrior(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *priorPath, err)
 	}
-	truth, err := q.evaluate(ctx, *dataPath, schema, comps)
+	truth, err := q.evaluate(ctx, *dataPath, *countColumn, schema, comps)
 	if err != nil {
 		return err
 	}
@@ -458,12 +463,20 @@ func (q *priorQuery) checkPrior(comps []prior.Component, s *cube.Schema, path st
 // referenced column is validated over the whole table (schema dimensions
 // against their domains, numeric columns as numbers), so that an error is
 // a property of the table, not of the rows the query selects.
-func (q *priorQuery) evaluate(ctx context.Context, path string, s *cube.Schema, comps []prior.Component) (prior.Point, error) {
+//
+// With a count column each row stands for that many records.
+func (q *priorQuery) evaluate(ctx context.Context, path, countColumn string, s *cube.Schema, comps []prior.Component) (prior.Point, error) {
 	t, err := source.OpenCSV(path)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
+	countIdx := -1
+	if countColumn != "" {
+		if countIdx, err = t.Column(countColumn); err != nil {
+			return nil, err
+		}
+	}
 	type ref struct {
 		idx     int
 		dim     int // schema dimension, or -1
@@ -511,7 +524,15 @@ func (q *priorQuery) evaluate(ctx context.Context, path string, s *cube.Schema, 
 		if err != nil {
 			return nil, err
 		}
-		rows++
+		w := 1
+		if countIdx >= 0 {
+			k, ok := source.ParseCount(row[countIdx])
+			if !ok || k > math.MaxInt64-int64(rows) {
+				return nil, t.Errorf(countIdx, "the count %q is not a non-negative integer below 2^63 (or the counts add up to 2^63 or more)", row[countIdx])
+			}
+			w = int(k)
+		}
+		rows += w
 		for _, r := range refs {
 			v := row[r.idx]
 			if r.dim >= 0 {
@@ -532,13 +553,13 @@ func (q *priorQuery) evaluate(ctx context.Context, path string, s *cube.Schema, 
 				break
 			}
 		}
-		if !match {
+		if !match || w == 0 {
 			continue
 		}
-		matches++
+		matches += w
 		switch q.op {
 		case "value":
-			if matches == 1 {
+			if first == nil {
 				first = make([]string, len(colIdx))
 				for k, i := range colIdx {
 					first[k] = row[i]
@@ -546,7 +567,7 @@ func (q *priorQuery) evaluate(ctx context.Context, path string, s *cube.Schema, 
 			}
 		case "mean", "sum":
 			x, _ := strconv.ParseFloat(strings.TrimSpace(row[colIdx[0]]), 64)
-			sum += x
+			sum += float64(w) * x
 		}
 	}
 	switch q.op {
@@ -567,4 +588,16 @@ func (q *priorQuery) evaluate(ctx context.Context, path string, s *cube.Schema, 
 		return prior.Point{sum / float64(matches)}, nil // NaN when nothing matches
 	}
 	return prior.Point{sum}, nil
+}
+
+// redactData hides the password of a database URL given as --data.
+func redactData(p string) string {
+	if !source.IsPostgresURL(p) {
+		return p
+	}
+	u, err := url.Parse(p)
+	if err != nil {
+		return "(an unparsable database URL)"
+	}
+	return u.Redacted()
 }

@@ -17,21 +17,39 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/knowdp/knowdp/beam/release"
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/source"
 )
 
-const usage = `usage: knowdp-beam release --data F.csv|F.parquet|'shards/*' --schema S.json --epsilon E [--exact dims]... [--cuboid dims] [--seed N] --out release.csv [Beam pipeline options]`
+const usage = `Usage: knowdp-beam release --data FILE|'GLOB' --schema FILE --epsilon X [--exact DIMS]... [--cuboid DIMS] [--seed N] --out FILE [Beam pipeline options]`
 
 func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	// An interrupt or termination cancels the release, which removes its
+	// temporary blocks; if the runner does not return within a few
+	// seconds of that, the process exits anyway.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		time.Sleep(5 * time.Second)
+		fmt.Fprintln(os.Stderr, "knowdp-beam release: stopped")
+		os.Exit(130)
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // errUsage marks errors that exit with status 2.
@@ -43,14 +61,27 @@ func (l *stringList) String() string     { return strings.Join(*l, " ") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // run parses the command line into the global flag set, where Beam's
-// runners register their options, and runs the command.
+// runners register their options, and runs the command. It follows
+// knowdp's conventions: --help prints to stdout and exits 0, --version
+// prints the version, a usage error (a missing, unknown or invalid flag)
+// exits 2 with "knowdp-beam release: problem", any other failure exits 1.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "release" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprintln(stdout, usage)
-			return 0
+	switch {
+	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help"):
+		if len(args) > 1 && args[1] == "release" {
+			return run(ctx, []string{"release", "--help"}, stdout, stderr)
 		}
-		fmt.Fprintln(stderr, usage)
+		fmt.Fprintln(stdout, usage)
+		fmt.Fprintln(stdout, "\nRun 'knowdp-beam release --help' for its flags, 'knowdp-beam --version' for the version.")
+		return 0
+	case len(args) > 0 && (args[0] == "version" || args[0] == "-version" || args[0] == "--version"):
+		printVersion(stdout)
+		return 0
+	case len(args) == 0:
+		fmt.Fprintf(stderr, "knowdp-beam: missing command (want release)\n%s\n", usage)
+		return 2
+	case args[0] != "release":
+		fmt.Fprintf(stderr, "knowdp-beam: unknown command %q (want release)\n%s\n", args[0], usage)
 		return 2
 	}
 	err := runRelease(ctx, args[1:], stdout, stderr)
@@ -62,27 +93,91 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	}
-	fmt.Fprintln(stderr, "knowdp-beam:", err)
+	fmt.Fprintln(stderr, "knowdp-beam release:", strings.TrimPrefix(err.Error(), "release: "))
 	return 1
+}
+
+// printVersion prints the module version and the VCS revision the binary
+// was built from, as recorded by the Go toolchain (as knowdp --version).
+func printVersion(w io.Writer) {
+	version, rev, dirty := "(unknown)", "not recorded (built without VCS information: go run, or -buildvcs=false)", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	fmt.Fprintf(w, "knowdp-beam %s\nrevision %s", version, rev)
+	if dirty {
+		fmt.Fprint(w, " with uncommitted changes")
+	}
+	fmt.Fprintf(w, "\n%s\n", runtime.Version())
+}
+
+// printFlags lists the flags of fs as "--name VALUE" lines with their
+// usage, as knowdp's help does.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, text := flag.UnquoteUsage(f)
+		switch name {
+		case "int", "uint", "int64", "uint64":
+			name = "N"
+		case "float":
+			name = "X"
+		case "string", "value":
+			name = strings.ToUpper(name)
+		case "duration":
+			name = "DURATION"
+		}
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(text, "\n", "\n    \t"))
+		if d := f.DefValue; d != "" && d != "0" && d != "false" && d != "[]" {
+			fmt.Fprintf(w, " (default %s)", strconv.Quote(d))
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// helpRequested reports whether args ask for help before any "--".
+func helpRequested(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
 }
 
 func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.CommandLine
 	fs.Init("knowdp-beam release", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dataPath := fs.String("data", "", "fact table: a CSV file with a header row or a Parquet file, with a column per schema dimension, or a glob of such shards (required)")
-	schemaPath := fs.String("schema", "", `schema JSON {"dimensions":[{"name":..,"values":[..]}]} declaring every domain (required)`)
+	dataPath := fs.String("data", "", "fact table (required): a CSV `FILE` with a header row or a Parquet file, with a column per schema dimension, or a glob of such shards; or an SQLite database file or a postgres:// URL (with --table)")
+	table := fs.String("table", "", "with an SQLite or PostgreSQL --data: the `TABLE` to count (the GROUP BY runs in the database)")
+	countColumn := fs.String("count-column", "", "`NAME` of a column of counts in --data: each row stands for that many records (non-negative integers)")
+	schemaPath := fs.String("schema", "", `schema JSON `+"`FILE`"+` {"dimensions":[{"name":..,"values":[..]}]} declaring every domain (required)`)
 	var exact stringList
-	fs.Var(&exact, "exact", "comma-separated dimensions of a cuboid published exactly (an invariant); repeatable; \"\" is the grand total")
+	fs.Var(&exact, "exact", "comma-separated `DIMS` of a cuboid published exactly (an invariant); repeatable; \"\" is the grand total")
 	epsilon := fs.Float64("epsilon", 0, "privacy loss eps > 0 with respect to the neighbours the invariants induce (required)")
 	var cuboids stringList
-	fs.Var(&cuboids, "cuboid", "comma-separated dimensions of the cuboid to release; \"\" is the grand total (default: the base cuboid)")
-	out := fs.String("out", "", "output CSV (required); the privacy story goes to the same name with .json")
+	fs.Var(&cuboids, "cuboid", "comma-separated `DIMS` of the cuboid to release; \"\" is the grand total (default: the base cuboid)")
+	out := fs.String("out", "", "output CSV `FILE` (required); the privacy story goes to the same name with .json")
 	var seed struct {
 		set bool
 		n   uint64
 	}
-	fs.Func("seed", "seed for reproducible runs; the output is then NOT differentially private", func(v string) error {
+	fs.Func("seed", "seed `N` for reproducible runs; the output is then NOT differentially private", func(v string) error {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			return fmt.Errorf("seed must be a non-negative integer, got %q", v)
@@ -90,42 +185,53 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		seed.set, seed.n = true, n
 		return nil
 	})
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), usage)
-		fmt.Fprintln(fs.Output(), "knowdp flags: --data --schema --exact --cuboid --epsilon --seed --out; run with -help for every flag, Beam's included")
+	// Usage errors read "knowdp-beam release: problem" and point to the
+	// help, as knowdp's do.
+	usageErr := func(format string, a ...any) error {
+		fmt.Fprintf(stderr, "knowdp-beam release: %s\nRun 'knowdp-beam release --help' for usage.\n", fmt.Sprintf(format, a...))
+		return errUsage
 	}
+	if helpRequested(args) {
+		fmt.Fprintln(stdout, usage)
+		fmt.Fprintln(stdout, "\nFlags (knowdp's: --data --schema --exact --cuboid --epsilon --seed --out; the others are Beam's pipeline options):")
+		printFlags(stdout, fs)
+		return flag.ErrHelp
+	}
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return err
+		msg := err.Error()
+		for _, p := range []string{"flag -", "defined: -", "argument: -"} {
+			msg = strings.Replace(msg, p, p+"-", 1)
 		}
-		return errUsage
+		return usageErr("%s", msg)
 	}
-	usageErr := func(msg string) error {
-		fmt.Fprintln(stderr, msg)
-		fs.Usage()
-		return errUsage
-	}
+	fs.SetOutput(stderr)
 	switch {
 	case fs.NArg() > 0:
-		return usageErr(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+		return usageErr("unexpected argument %q", fs.Arg(0))
 	case *dataPath == "":
-		return usageErr("--data is required")
+		return usageErr("missing required flag --data")
 	case *schemaPath == "":
-		return usageErr("--schema is required")
+		return usageErr("missing required flag --schema")
 	case *out == "":
-		return usageErr("--out is required")
+		return usageErr("missing required flag --out")
 	}
 	eps, err := privacy.NewEpsilon(*epsilon)
 	if err != nil {
-		return fmt.Errorf("--epsilon: %w", err)
+		return usageErr("--epsilon: %v", err)
 	}
-	s, err := cube.LoadSchema(*schemaPath)
+	if *out == "-" {
+		return usageErr("--out -: writing to standard output is not supported; give a file name")
+	}
+	sb, err := os.ReadFile(*schemaPath)
 	if err != nil {
-		return err
+		return fmt.Errorf("--schema: %w", err)
 	}
-	spec := release.Spec{Schema: s, Epsilon: eps, Seeded: seed.set, Seed: seed.n, Out: *out}
+	s, err := cube.ParseSchema(sb)
+	if err != nil {
+		return fmt.Errorf("--schema %s: %w", *schemaPath, err)
+	}
+	spec := release.Spec{Schema: s, Epsilon: eps, Seeded: seed.set, Seed: seed.n, Out: *out, Table: *table, CountColumn: *countColumn}
 	spec.Cuboid = cube.Base(s.NumDims())
 	switch len(cuboids) {
 	case 0:
@@ -143,11 +249,25 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		spec.Exact = append(spec.Exact, c)
 	}
-	if spec.Files, err = filepath.Glob(*dataPath); err != nil {
+	if source.IsPostgresURL(*dataPath) {
+		spec.Files = []string{*dataPath}
+	} else if spec.Files, err = filepath.Glob(*dataPath); err != nil {
 		return fmt.Errorf("--data %q: %w", *dataPath, err)
 	}
 	if len(spec.Files) == 0 {
 		return fmt.Errorf("--data %q: no such file", *dataPath)
+	}
+	// Outputs never replace an input (symbolic and hard links included),
+	// checked before anything is read.
+	inputs := []fileio.Named{{Flag: "--schema", Path: *schemaPath}}
+	for _, f := range spec.Files {
+		if !source.IsPostgresURL(f) {
+			inputs = append(inputs, fileio.Named{Flag: "--data", Path: f})
+		}
+	}
+	outputs := []fileio.Named{{Flag: "--out", Path: *out}, {Flag: "sidecar", Path: strings.TrimSuffix(*out, filepath.Ext(*out)) + ".json"}}
+	if err := fileio.CheckOutputs(inputs, outputs); err != nil {
+		return usageErr("%v", err)
 	}
 	if seed.set {
 		fmt.Fprintf(stderr, "WARNING: --seed %d makes the noise predictable; this output is NOT differentially private\n", seed.n)

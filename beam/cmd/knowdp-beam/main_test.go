@@ -18,13 +18,14 @@ import (
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/source"
 )
 
 // TestMain lets the tests run this test binary as the command itself, so
 // that flags and exit codes are those of a real process.
 func TestMain(m *testing.M) {
 	if os.Getenv("KNOWDP_BEAM_RUN_MAIN") == "1" {
-		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		main() // as the command runs, signal handling included
 	}
 	os.Exit(m.Run())
 }
@@ -128,7 +129,7 @@ func checkAgainstCore(t *testing.T, dir, schema, table, out string, args []strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cube.FromCSV(context.Background(), table, s, cube.Options{})
+	c, err := cubeFromCSV(context.Background(), table, s, cube.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,11 +198,19 @@ func TestErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{"unknown flag", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--out", out, "--bogus"}, 2, "flag provided but not defined: -bogus"},
-		{"missing out", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1"}, 2, "--out is required"},
-		{"no command", []string{"--data", table}, 2, "usage: knowdp-beam release"},
+		{"unknown flag", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--out", out, "--bogus"}, 2, "knowdp-beam release: flag provided but not defined: --bogus\nRun 'knowdp-beam release --help' for usage."},
+		{"missing out", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1"}, 2, "knowdp-beam release: missing required flag --out"},
+		{"missing data", []string{"release", "--schema", schema, "--epsilon", "1", "--out", out}, 2, "knowdp-beam release: missing required flag --data"},
+		{"missing schema", []string{"release", "--data", table, "--epsilon", "1", "--out", out}, 2, "knowdp-beam release: missing required flag --schema"},
+		{"no command", []string{"--data", table}, 2, "knowdp-beam: unknown command \"--data\" (want release)\nUsage: knowdp-beam release"},
+		{"nothing", nil, 2, "knowdp-beam: missing command (want release)"},
+		{"epsilon 0", []string{"release", "--data", table, "--schema", schema, "--epsilon", "0", "--out", out}, 2, "knowdp-beam release: --epsilon: "},
+		{"no epsilon", []string{"release", "--data", table, "--schema", schema, "--out", out}, 2, "knowdp-beam release: --epsilon: "},
+		{"out -", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--out", "-"}, 2, "--out -: writing to standard output is not supported"},
+		{"missing schema file", []string{"release", "--data", table, "--schema", filepath.Join(dir, "none.json"), "--epsilon", "1", "--out", out}, 1,
+			"knowdp-beam release: --schema: open " + filepath.Join(dir, "none.json") + ": no such file or directory"},
 		{"two cuboids", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex", "--cuboid", "age", "--out", out}, 2, "--cuboid is given more than once"},
-		{"bad epsilon", []string{"release", "--data", table, "--schema", schema, "--epsilon", "-1", "--out", out}, 1, "--epsilon"},
+		{"bad epsilon", []string{"release", "--data", table, "--schema", schema, "--epsilon", "-1", "--out", out}, 2, "--epsilon"},
 		{"bad cuboid", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex,colour", "--out", out}, 1, `--cuboid: unknown dimension "colour"`},
 		{"no data", []string{"release", "--data", filepath.Join(dir, "none*.csv"), "--schema", schema, "--epsilon", "1", "--out", out}, 1, "no such file"},
 		{"value outside the domain", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--out", out}, 1,
@@ -217,5 +226,36 @@ func TestErrors(t *testing.T) {
 				t.Fatalf("a failed release left %s behind", out)
 			}
 		})
+	}
+}
+
+// cubeFromCSV counts a CSV fact table into a cube over s (package cube
+// reads no files itself).
+func cubeFromCSV(ctx context.Context, path string, s *cube.Schema, opt cube.Options) (*cube.Cube, error) {
+	t, err := source.OpenCSV(path)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	return cube.Build(ctx, t, s, opt)
+}
+
+// TestHelpAndVersion checks knowdp's conventions: help on stdout with exit
+// status 0 and the flags in the --flag VALUE style, and --version.
+func TestHelpAndVersion(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"-h"}, {"release", "--help"}, {"help", "release"}, {"release", "--data", "x", "-h"}} {
+		code, stdout, stderr := knowdpBeam(t, args...)
+		if code != 0 || stderr != "" || !strings.Contains(stdout, "Usage: knowdp-beam release --data FILE") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
+		if args[len(args)-1] != "help" && len(args) > 1 && (!strings.Contains(stdout, "\n  --out FILE\n") || !strings.Contains(stdout, "\n  --epsilon X\n") || !strings.Contains(stdout, "\n  --runner STRING\n")) {
+			t.Errorf("%q: the flags are not listed as --flag VALUE, Beam's included:\n%s", args, stdout)
+		}
+	}
+	for _, arg := range []string{"--version", "version", "-version"} {
+		code, stdout, stderr := knowdpBeam(t, arg)
+		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "knowdp-beam ") || !strings.Contains(stdout, "revision ") || !strings.Contains(stdout, "go1.") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", arg, code, stdout, stderr)
+		}
 	}
 }
