@@ -546,9 +546,14 @@ func (rel *Release) CellMOE90() float64 {
 }
 
 // FormatCount formats a released count rounded to 6 decimal places,
-// without a negative zero.
+// without a negative zero. From 2^33 on, float64 values are spaced more
+// than 1e-6 apart, so the shortest decimal that identifies v already has at
+// most 6 decimals and v is printed as it is: rounding v*1e6 there would
+// round twice and could print a neighbouring value (2^53-1 as 2^53).
 func FormatCount(v float64) string {
-	v = math.Round(v*1e6) / 1e6
+	if math.Abs(v) < 0x1p33 {
+		v = math.Round(v*1e6) / 1e6 // below 2^53, where math.Round is exact
+	}
 	if v == 0 {
 		v = 0
 	}
@@ -592,7 +597,7 @@ type Metadata struct {
 	// Integer releases: whether every invariant holds exactly, the largest
 	// deviation otherwise, and how the rounding was done.
 	Integer             bool    `json:"integer"`
-	IntegerExact        bool    `json:"integer_exact,omitempty"`
+	IntegerExact        *bool   `json:"integer_exact,omitempty"` // set (true or false) for integer releases only
 	IntegerMaxDeviation float64 `json:"integer_max_deviation,omitempty"`
 	IntegerMethod       string  `json:"integer_method,omitempty"`
 	Seeded              bool    `json:"seeded"`
@@ -621,7 +626,6 @@ func (rel *Release) Metadata() Metadata {
 		NonNegResidual:      rel.NonNegativeResidual,
 		MOE90:               rel.CellMOE90(),
 		Integer:             rel.Integer,
-		IntegerExact:        rel.IntegerExact,
 		IntegerMaxDeviation: rel.IntegerMaxDeviation,
 		IntegerMethod:       rel.IntegerMethod,
 		Seeded:              rel.Seeded,
@@ -643,6 +647,8 @@ func (rel *Release) Metadata() Metadata {
 		m.MOE90Note = "moe90 is that of the least-squares estimate before non-negativity, which moves cells near zero by data-dependent amounts it does not cover (up, on average, for true zeros)"
 	}
 	if rel.Integer {
+		exact := rel.IntegerExact
+		m.IntegerExact = &exact
 		m.Mechanism += ", rounded to integers keeping the invariants (unbiased controlled rounding: " + rel.IntegerMethod + ")"
 		m.MOE90Note = "moe90 is that of the least-squares estimate plus 1 for the rounding; non-negativity moves cells near zero by data-dependent amounts it does not cover (up, on average, for true zeros)"
 	}

@@ -140,15 +140,39 @@ func ParseSchema(b []byte) (*Schema, error) {
 	if err := checkDuplicateKeys(b); err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
+	// A domain value may be written as a JSON number ("values":[1997,1998]):
+	// it is the value's decimal text as written, as a CSV cell holds it.
 	var doc struct {
-		Dimensions []Dimension `json:"dimensions"`
+		Dimensions []struct {
+			Dimension
+			Values []json.RawMessage `json:"values"`
+		} `json:"dimensions"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
-	return NewSchema(doc.Dimensions)
+	dims := make([]Dimension, len(doc.Dimensions))
+	for i, d := range doc.Dimensions {
+		dims[i] = d.Dimension
+		dims[i].Values = make([]string, len(d.Values))
+		for j, raw := range d.Values {
+			var v any
+			vd := json.NewDecoder(bytes.NewReader(raw))
+			vd.UseNumber()
+			_ = vd.Decode(&v) // raw is one valid JSON value
+			switch v := v.(type) {
+			case string:
+				dims[i].Values[j] = v
+			case json.Number:
+				dims[i].Values[j] = v.String()
+			default:
+				return nil, fmt.Errorf("dimension %q: value %d is %s; domain values are strings (or numbers, taken as written)", d.Name, j+1, raw)
+			}
+		}
+	}
+	return NewSchema(dims)
 }
 
 // MarshalJSON encodes the schema in the format LoadSchema reads.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command: everything CI runs, on a fresh machine.
-# It installs and starts what the tests need, then vets and runs every test
-# with the race detector.
+# It installs and starts what the tests need, then vets and runs every test,
+# with the race detector where there is concurrency to check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,10 +67,39 @@ echo "$("$pgbin/postgres" --version) on 127.0.0.1:$port for the tests"
 # that a contributor's plain "go test ./..." passes; here nothing may skip.
 export KNOWDP_TEST_REQUIRE_ALL=1
 
-go vet ./...
-go test -race -timeout 20m ./...
+# Timings go to stderr, step by step, so that a slow step shows.
+step() {
+	local start=$SECONDS
+	echo "== $*" >&2
+	"$@"
+	echo "== $((SECONDS - start)) s: $*" >&2
+}
+
+# One build for vet and the tests: go vet compiles every package with the
+# flags go test uses without -race, so the tests reuse that build, and
+# their own vet pass (a subset of go vet's checks) is off.
+step go vet ./...
+
+# Every test once, without the race detector, which makes the long
+# numerical and statistical checks (exact audits, brute-force sensitivities,
+# coverage of margins of error) many times slower and has nothing to find
+# in single-goroutine code. The server and cmd/knowdp's serve tests run
+# below, with it.
+core=$(go list ./... | grep -v '^github.com/knowdp/knowdp/server$')
+# shellcheck disable=SC2086
+step go test -vet=off -timeout 20m $core -skip '^TestServe'
+
+# The race detector where there is concurrency: the server (its ledger,
+# group commit, admission control, and the noise samplers its queries
+# share: noise is built with the detector as the server's dependency),
+# the privacy accountant, and knowdp serve.
+step go test -race -vet=off -timeout 20m ./server
+step go test -race -vet=off -timeout 20m -run 'Accountant' ./privacy
+step go test -race -vet=off -timeout 20m -run '^TestServe' ./cmd/knowdp
 
 # The Apache Beam pipeline is a module of its own (beam/), so that the core
 # stays light; its tests run a real Prism runner in process and as a
 # separately started job server.
-(cd beam && go mod download && go vet ./... && go test -count=1 -timeout 20m ./...)
+# Vet and the tests share one build of the Beam SDK (the same flags, so the
+# tests and the Prism job server they build reuse what vet compiled).
+(cd beam && go mod download && step go vet ./... && step go test -vet=off -count=1 -timeout 20m ./...)

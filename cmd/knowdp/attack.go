@@ -59,8 +59,12 @@ func runAttack(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	r := seed.rand(e)
-	if err := writeRunManifest(*out, runManifest{Command: "attack " + which, Seeded: r.Seeded(),
-		Note: "attack demonstrations on bundled or synthetic data: the files are experiment results, not differentially private releases"}); err != nil {
+	m := runManifest{Command: commandLine("attack", args), Seeded: r.Seeded(),
+		Note: "attack demonstrations on bundled or synthetic data: the files are experiment results, not differentially private releases"}
+	if seed.set {
+		m.Seed = &seed.seed
+	}
+	if err := writeRunManifest(*out, m); err != nil {
 		return err
 	}
 	for i, a := range run {
@@ -107,11 +111,29 @@ func wrap(w io.Writer, text string, width int) {
 // commands that write a directory of files (attack, repro): what made them
 // and that they are not private.
 type runManifest struct {
+	// Command is the command line as given, after "knowdp".
 	Command string `json:"command"`
 	Seeded  bool   `json:"seeded"`
+	// Seed is the seed of a seeded run (repro's default included).
+	Seed *uint64 `json:"seed,omitempty"`
 	// Private is always false: these files are experiments, not releases.
 	Private bool   `json:"private"`
 	Note    string `json:"note"`
+}
+
+// commandLine is the command line as given, what follows "knowdp": name
+// and args, each argument quoted for a POSIX shell where it needs it.
+func commandLine(name string, args []string) string {
+	parts := []string{name}
+	for _, a := range args {
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+		}) {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
 }
 
 // manifestName is the file name of a runManifest.

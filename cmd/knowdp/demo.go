@@ -35,6 +35,9 @@ var demoScenarios = []demoScenario{
 var demoCuboids = []string{"year", "colour,sex", "colour,released", "agegroup", "checks", "year,colour,released"}
 
 func runDemo(ctx context.Context, e *env, args []string) error {
+	if len(args) > 0 && args[0] == "hierarchy" {
+		return runDemoHierarchy(ctx, e, args[1:])
+	}
 	fs := newFlagSet(e, "demo", "demo [--epsilon X] [--runs N] [--seed N]")
 	epsilon := fs.Float64("epsilon", 1, "privacy loss eps > 0 of each release")
 	runs := fs.Int("runs", 200, "releases averaged for each error figure (>= 2, for the standard errors)")

@@ -62,11 +62,7 @@ var dxMechanisms = map[string]func(context.Context, *env, []string) error{
 }
 
 func runDX(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(e.stderr, dxUsage)
-		return errUsage
-	}
-	switch args[0] {
+	switch firstArg(args) {
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			return runDX(ctx, e, []string{args[1], "--help"})
@@ -74,11 +70,18 @@ func runDX(ctx context.Context, e *env, args []string) error {
 		fmt.Fprint(e.stdout, dxUsage+metricdp.SpecHelp+"\n")
 		return flag.ErrHelp
 	}
-	if run, ok := dxMechanisms[args[0]]; ok {
-		return run(ctx, e, args[1:])
+	if run, ok := dxMechanisms[firstArg(args)]; ok {
+		return inSubcommand("dx "+args[0], run(ctx, e, args[1:]))
 	}
-	fmt.Fprintf(e.stderr, "knowdp dx: unknown subcommand %q (want laplace, exponential, smalldb or mwem)\nRun 'knowdp help dx' for usage.\n", args[0])
-	return errUsage
+	return badSubcommand(e, "dx", args, "laplace, exponential, smalldb or mwem")
+}
+
+// firstArg returns args[0], or "" if there is none.
+func firstArg(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }
 
 // dxInput is what every dx mechanism reads: the universe, the metric, the
@@ -217,8 +220,8 @@ type dxLaplaceResult struct {
 }
 
 func runDXLaplace(ctx context.Context, e *env, args []string) error {
-	fs, in := dxFlagSet(e, "laplace", " [--strategy S]", "query (its coefficients)")
-	strategy := fs.String("strategy", "optimal", "budget allocation across queries: 1|equal, 2|same, 3|greedy or optimal (least total variance)")
+	fs, in := dxFlagSet(e, "laplace", " [--strategy STRATEGY]", "query (its coefficients)")
+	strategy := fs.String("strategy", "optimal", "`STRATEGY` of the budget allocation across queries: 1|equal, 2|same, 3|greedy or optimal (least total variance)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -371,7 +374,7 @@ type dxCount struct {
 
 func runDXSmallDB(ctx context.Context, e *env, args []string) error {
 	fs, in := dxFlagSet(e, "smalldb", " --size M", "query (its coefficients)")
-	size := fs.Int("size", 0, "records in the synthetic histogram (required, >= 1; candidates are all C(N+M-1, M) histograms of M records)")
+	size := fs.Int("size", 0, "number of records `M` in the synthetic histogram (required, >= 1; the candidates are all C(N+M-1, M) histograms of M records over a universe of N elements)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -404,7 +407,7 @@ func runDXSmallDB(ctx context.Context, e *env, args []string) error {
 
 func runDXMWEM(ctx context.Context, e *env, args []string) error {
 	fs, in := dxFlagSet(e, "mwem", " --rounds T", "query (its coefficients)")
-	rounds := fs.Int("rounds", 0, "rounds T (required, >= 1); each spends d/T on every pair")
+	rounds := fs.Int("rounds", 0, "number of rounds `T` (required, >= 1); each spends d/T on every pair")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

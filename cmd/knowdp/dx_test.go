@@ -106,7 +106,7 @@ func TestDXErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{nil, 2, "Usage"},
+		{nil, 2, "knowdp dx: missing subcommand (want laplace, exponential, smalldb or mwem)"},
 		{[]string{"help"}, 0, "metric SPEC"},
 		{[]string{"frobnicate"}, 2, "unknown subcommand"},
 		{[]string{"laplace", "--universe", td + "places.csv"}, 2, "knowdp dx laplace: missing required flag --metric"},
@@ -119,9 +119,9 @@ func TestDXErrors(t *testing.T) {
 		{with("--histogram", write("h1.csv", "id,count\na,-2\n")), 1, "row 2, column \"count\""},
 		{with("--histogram", write("h2.csv", "id,count\na,1\na,2\n")), 1, "listed twice"},
 		{with("--histogram", write("h3.csv", "id,n\na,1\n")), 1, "no column \"count\""},
-		{with("--universe", filepath.Join(dir, "none.csv")), 1, "knowdp dx: --universe: open " + filepath.Join(dir, "none.csv") + ": no such file"},
-		{with("--queries", filepath.Join(dir, "none.csv")), 1, "knowdp dx: --queries: open "},
-		{with("--histogram", filepath.Join(dir, "none.csv")), 1, "knowdp dx: --histogram: open "},
+		{with("--universe", filepath.Join(dir, "none.csv")), 1, "knowdp dx laplace: --universe: open " + filepath.Join(dir, "none.csv") + ": no such file"},
+		{with("--queries", filepath.Join(dir, "none.csv")), 1, "knowdp dx laplace: --queries: open "},
+		{with("--histogram", filepath.Join(dir, "none.csv")), 1, "knowdp dx laplace: --histogram: open "},
 		// Elements are named by id and universe row, not by position.
 		{append(with("--universe", write("u.csv", "id,lat,lon\nparis,48.9,2.35\nmars,95,0\n")), "--metric", "greatcircle:eps_per_km=1"), 1, `place "mars" (universe row 3) latitude 95`},
 		{[]string{"smalldb", "--universe", td + "places.csv"}, 2, "missing required flag --size"},

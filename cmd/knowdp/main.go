@@ -48,6 +48,7 @@ func commands() []*command {
 	return []*command{
 		demoCommand(),
 		releaseCommand(),
+		estimateCommand(),
 		releaseGraphCommand(),
 		reproCommand(),
 		queryCommand(),
@@ -112,7 +113,12 @@ func run(ctx context.Context, e *env, args []string) int {
 		case errors.Is(err, errUsage):
 			return 2
 		default:
-			fmt.Fprintf(e.stderr, "knowdp %s: %v\n", c.name, err)
+			name := c.name
+			var se *subcommandError
+			if errors.As(err, &se) {
+				name = se.name
+			}
+			fmt.Fprintf(e.stderr, "knowdp %s: %s\n", name, errorMessage(err, c.name, name))
 			return 1
 		}
 	}
@@ -177,6 +183,54 @@ func printVersion(w io.Writer) {
 // errUsage marks an error already reported to the user; run exits with
 // status 2 without printing it again.
 var errUsage = errors.New("usage error")
+
+// subcommandError is the failure of a subcommand ("refine rho", "dx
+// laplace"): run reports it under the subcommand's name, as the
+// subcommand's usage errors are.
+type subcommandError struct {
+	name string
+	err  error
+}
+
+func (e *subcommandError) Error() string { return e.err.Error() }
+func (e *subcommandError) Unwrap() error { return e.err }
+
+// inSubcommand attributes err, the result of the subcommand name, to it.
+// Help and usage errors (already printed) pass through.
+func inSubcommand(name string, err error) error {
+	if err == nil || errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return &subcommandError{name, err}
+}
+
+// errorMessage is err's text without a leading "CMD: " that repeats the
+// command run names it by (the library's packages prefix their errors
+// with the operation, "release: ..."): "knowdp release: sensitivity 1 is
+// below ...", not "knowdp release: release: sensitivity ...".
+func errorMessage(err error, names ...string) string {
+	msg := err.Error()
+	for _, n := range names {
+		msg = strings.TrimPrefix(msg, n+": ")
+	}
+	return msg
+}
+
+// badSubcommand reports a missing or unknown subcommand of cmd (args as
+// given after cmd; want lists the subcommands) in the one wording every
+// command with subcommands uses, and returns errUsage (exit status 2).
+func badSubcommand(e *env, cmd string, args []string, want string) error {
+	switch {
+	case len(args) == 0:
+		fmt.Fprintf(e.stderr, "knowdp %s: missing subcommand (want %s)\n", cmd, want)
+	case strings.HasPrefix(args[0], "-"):
+		fmt.Fprintf(e.stderr, "knowdp %s: missing subcommand before %s (want %s)\n", cmd, args[0], want)
+	default:
+		fmt.Fprintf(e.stderr, "knowdp %s: unknown subcommand %q (want %s)\n", cmd, args[0], want)
+	}
+	fmt.Fprintf(e.stderr, "Run 'knowdp help %s' for usage.\n", cmd)
+	return errUsage
+}
 
 // newFlagSet returns a flag set whose usage (printed by --help) is the
 // command's usage line and its flags in the --flag VALUE style, and that

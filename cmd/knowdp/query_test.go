@@ -190,7 +190,7 @@ func TestQueryPriorErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no subcommand", []string{"query"}, 2, "knowdp query prior"},
+		{"no subcommand", []string{"query"}, 2, "knowdp query: missing subcommand (want prior)"},
 		{"missing data", []string{"query", "prior", "--schema", schema, "--query", "count", "--prior", pr("boolean.json"), "--epsilon", "1"}, 2, "knowdp query prior: missing required flag --data"},
 		{"bad epsilon", append(queryArgs("count", "boolean.json"), "--epsilon", "-1"), 2, "--epsilon: epsilon must be > 0"},
 		{"bad delta", append(queryArgs("count", "boolean.json"), "--epsilon", "1", "--delta", "1"), 2, "--delta"},

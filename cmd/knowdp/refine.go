@@ -56,7 +56,7 @@ answers keep the eps of the noisy ones. A data-dependent equality costs more:
 
 func runRefine(ctx context.Context, e *env, args []string) error {
 	if len(args) > 0 && args[0] == "rho" {
-		return runRefineRho(ctx, e, args[1:])
+		return inSubcommand("refine rho", runRefineRho(ctx, e, args[1:]))
 	}
 	fs := newFlagSet(e, "refine", "")
 	answers := fs.String("answers", "", "noisy answers: CSV `FILE` with a header, one answer per row (required)")

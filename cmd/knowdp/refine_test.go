@@ -99,7 +99,7 @@ func TestRefineRhoCommand(t *testing.T) {
 	// With mu_A + mu_B = 80 released in full: the release reveals the
 	// constant, for an A (or B) record.
 	code, stdout, stderr = runRefineArgs(t, append(base, "--constraints", refineTD+"grades-equalities.json", "--json")...)
-	if code != 1 || !strings.Contains(stderr, "knowdp refine: rho is infinite") {
+	if code != 1 || !strings.Contains(stderr, "knowdp refine rho: rho is infinite") {
 		t.Fatalf("infinite rho: exit %d (want 1): %s", code, stderr)
 	}
 	res = refineRhoResult{}
@@ -219,7 +219,7 @@ func TestRefineErrors(t *testing.T) {
 		{"missing constraints", []string{"--answers", answers, "--constraints", filepath.Join(dir, "none.json"), "--out", out}, 1, "--constraints: open " + filepath.Join(dir, "none.json") + ": no such file"},
 		{"out is answers", []string{"--answers", answers, "--constraints", spec, "--out", answers}, 2, "--out " + answers + " is the same file as --answers"},
 		{"sidecar is constraints", []string{"--answers", answers, "--constraints", spec, "--out", filepath.Join(dir, "s.csv")}, 2, "is the same file as --constraints"},
-		{"rho missing queries", []string{"rho", "--queries", filepath.Join(dir, "none.csv"), "--constraints", spec, "--epsilon", "1"}, 1, "knowdp refine: --queries: open "},
+		{"rho missing queries", []string{"rho", "--queries", filepath.Join(dir, "none.csv"), "--constraints", spec, "--epsilon", "1"}, 1, "knowdp refine rho: --queries: open "},
 		{"NaN value", []string{"--answers", write("nan.csv", "name,value\nA,NaN\nB,2\n"), "--constraints", spec, "--out", out}, 1, `nan.csv: row 2, column "value": value "NaN" of answer "A" is not a finite number`},
 		{"duplicate name", []string{"--answers", write("dup.csv", "name,value\nA,1\nA,2\n"), "--constraints", spec, "--out", out}, 1, `answer "A" already appears in row 2`},
 		{"no value column", []string{"--answers", answers, "--value", "v", "--constraints", spec, "--out", out}, 1, `no column "v"`},

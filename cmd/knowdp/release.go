@@ -7,13 +7,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/fileio"
+	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/source"
 )
@@ -35,6 +38,10 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 // releaseFlags are the flags of knowdp release, as parsed.
 type releaseFlags struct {
 	data, table, schema, dims, out, workload, split, mechanism string
+	countColumn                                                string
+	strategy                                                   string
+	measurements                                               string
+	format                                                     string
 	infer, nonneg, integer, json                               bool
 	exact, cuboids                                             stringList
 	epsilon, tol, rho, delta                                   float64
@@ -50,10 +57,11 @@ func sidecarPath(out string) string {
 
 func runRelease(ctx context.Context, e *env, args []string) error {
 	// Flags.
-	fs := newFlagSet(e, "release", "release --data FILE --schema FILE --epsilon X [--exact DIMS]... [--cuboid DIMS]... [--workload FILE] [--split S] [--nonneg|--integer] [--seed N] --out FILE|DIR")
+	fs := newFlagSet(e, "release", "release --data FILE --schema FILE --epsilon X [--exact DIMS]... [--cuboid DIMS]... [--workload FILE] [--split HOW] [--nonneg|--integer] [--seed N] [--format FORMAT] --out FILE|DIR")
 	var f releaseFlags
 	fs.StringVar(&f.data, "data", "", "fact table (required): a CSV `FILE` with a header row and a column per schema dimension, a Parquet file, an SQLite database file or a postgres:// URL (with --table)")
 	fs.StringVar(&f.table, "table", "", "with an SQLite or PostgreSQL --data: the `TABLE` to count (the GROUP BY runs in the database)")
+	fs.StringVar(&f.countColumn, "count-column", "", "`NAME` of a column of counts in --data: each row stands for that many records (non-negative integers)")
 	fs.StringVar(&f.schema, "schema", "", `schema JSON `+"`FILE`"+` {"dimensions":[{"name":..,"values":[..]}]} declaring every domain (required unless --infer-domains)`)
 	fs.BoolVar(&f.infer, "infer-domains", false, "take each dimension's domain from the data (the columns named by --dims); NOT private, for exploration only")
 	fs.StringVar(&f.dims, "dims", "", "with --infer-domains: comma-separated dimension `COLUMNS`")
@@ -64,13 +72,16 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.mechanism, "mechanism", "laplace", "`NAME` of the noise: laplace (pure eps, --epsilon) or gaussian (zCDP, --rho)")
 	fs.Float64Var(&f.rho, "rho", 0, "with --mechanism gaussian: the zCDP parameter rho > 0 with respect to the neighbours the invariants induce")
 	fs.Float64Var(&f.delta, "delta", 1e-6, "with --mechanism gaussian: the delta at which the sidecar states the equivalent (eps, delta) guarantee")
-	fs.StringVar(&f.split, "split", "optimal", "with several cuboids, how epsilon is shared among them: optimal (least weighted total variance) or equal")
+	fs.StringVar(&f.split, "split", "optimal", "with several cuboids, `HOW` epsilon is shared among them: optimal (least weighted total variance) or equal")
+	fs.StringVar(&f.measurements, "measurements", "", "with several cuboids: also write the noisy measurements, invariants and noise to this JSON `FILE`, from which knowdp estimate answers any cuboid they determine at no privacy cost (as private as the release)")
+	fs.StringVar(&f.strategy, "strategy", "best", "with several cuboids, `WHAT` to measure: requested (the cuboids themselves), marginals (any cuboid under them, chosen by the optimal split) or best (the one of the two with the least weighted total variance)")
 	fs.IntVar(&f.sensitivity, "sensitivity", 0, "calibrate the noise to this generic sensitivity: refused below the value knowdp computes; where it has no closed form, the guarantee is conditional on this claim")
 	fs.BoolVar(&f.nonneg, "nonneg", false, "least-squares consistent release with no negative counts")
 	fs.BoolVar(&f.integer, "integer", false, "non-negative integer counts that keep every invariant exactly (unbiased controlled rounding)")
 	fs.Float64Var(&f.tol, "tol", 1e-6, "tolerance of --nonneg and --integer (> 0)")
 	fs.IntVar(&f.cellLimit, "cell-limit", cube.DefaultCellLimit, "refuse domains with more cells than this (>= 1); memory is checked as well")
-	fs.StringVar(&f.out, "out", "", "output CSV `FILE` (required), with the privacy story in the same name with .json; with several cuboids a new directory: one CSV per cuboid and release.json")
+	fs.StringVar(&f.out, "out", "", "output CSV `FILE` (required; FILE.parquet for Parquet), with the privacy story in the same name with .json; with several cuboids a new directory: one CSV (or Parquet, --format) file per cuboid and release.json")
+	fs.StringVar(&f.format, "format", "", "`FORMAT` of the released tables: csv or parquet (default: parquet for an --out ending in .parquet, otherwise csv); the columns are the same")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (the sidecar's fields, full precision)")
 	fs.Var(&f.seed, "seed", seedUsage)
 	if err := parseFlags(fs, args); err != nil {
@@ -78,6 +89,10 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 	if err := f.check(fs); err != nil {
 		return err
+	}
+	format, err := f.tableFormat()
+	if err != nil {
+		return usageErr(fs, "%v", err)
 	}
 	mech, err := cube.ParseMechanism(f.mechanism)
 	if err != nil {
@@ -109,6 +124,10 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usageErr(fs, "--split: %v", err)
 	}
+	strategy, err := cube.ParseMeasureStrategy(f.strategy)
+	if err != nil {
+		return usageErr(fs, "--strategy: %v", err)
+	}
 	workload := len(f.cuboids) > 1 || f.workload != ""
 	inputs := []fileio.Named{{Flag: "--data", Path: f.data}, {Flag: "--schema", Path: f.schema}, {Flag: "--workload", Path: f.workload}}
 	outputs := []fileio.Named{{Flag: "--out", Path: f.out}, {Flag: "sidecar", Path: sidecarPath(f.out)}}
@@ -120,13 +139,19 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 			return usageErr(fs, "--out: %v", err)
 		}
 	}
+	if f.measurements != "" && !workload {
+		return usageErr(fs, "--measurements needs several cuboids (repeat --cuboid, or --workload)")
+	}
+	if f.measurements != "" {
+		outputs = append(outputs, fileio.Named{Flag: "--measurements", Path: f.measurements})
+	}
 	if err := fileio.CheckOutputs(inputs, outputs); err != nil {
 		return usageErr(fs, "%v", err)
 	}
 
 	// The spec: schema, cuboids and what knowdp is asked to do.
 	for _, in := range inputs {
-		if in.Path != "" {
+		if in.Path != "" && !source.IsPostgresURL(in.Path) {
 			if err := checkInput(in.Flag, in.Path); err != nil {
 				return err
 			}
@@ -135,11 +160,24 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	var s *cube.Schema
 	if f.infer {
 		fmt.Fprintln(e.stderr, "WARNING: --infer-domains takes the domains from the data; the release is NOT differentially private")
-		if s, err = cube.InferSchema(ctx, f.data, splitList(f.dims), e.log); err != nil {
+		if s, err = inferSchema(ctx, source.Spec{Path: f.data, Table: f.table, CountColumn: f.countColumn}, splitList(f.dims), e.log); err != nil {
 			return err
 		}
 	} else if s, err = cube.LoadSchema(f.schema); err != nil {
 		return err
+	}
+	// Views at coarser levels of a hierarchy (--cuboid geo:state) are
+	// released together by one estimate across the hierarchy.
+	vs, coarse, err := parseViews(s, &f)
+	if err != nil {
+		return err
+	}
+	if coarse || split == cube.SplitSpine {
+		vspec := cube.ViewSpec{Epsilon: eps, Split: split, Sensitivity: f.sensitivity, DomainsFromData: f.infer, Mechanism: mech, Rho: rho}
+		if mech == cube.MechanismGaussian {
+			vspec.Delta = f.delta
+		}
+		return releaseViews(ctx, e, s, vs, vspec, &f)
 	}
 	var cuboids []cube.Cuboid
 	var weights []float64
@@ -176,6 +214,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	// domain unless it is released.
 	wspec := cube.WorkloadSpec{Epsilon: eps, Exact: exact, Cuboids: cuboids, Weights: weights, Split: split,
 		Sensitivity: f.sensitivity, DomainsFromData: f.infer, Mechanism: mech, Rho: rho}
+	wspec.Strategy, wspec.KeepMeasurements = strategy, f.measurements != ""
 	if mech == cube.MechanismGaussian {
 		wspec.Delta = f.delta
 	}
@@ -192,11 +231,11 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if err := cube.CheckMemory(cube.ReleaseMemory(s, needs, cuboids, f.nonneg || f.integer)); err != nil {
-		return fmt.Errorf("releasing %s would run out of memory (%w); coarsen the schema or release smaller cuboids", formatCuboids(s, cuboids), err)
+		return fmt.Errorf("releasing %s would run out of memory (%w); %s; coarsen the schema or release smaller cuboids", formatCuboids(s, cuboids), err, largestTable(s, needs, exact))
 	}
 
 	// The data, counted straight into the cuboids needed.
-	t, err := source.Open(ctx, source.Spec{Path: f.data, Table: f.table})
+	t, err := source.Open(ctx, source.Spec{Path: f.data, Table: f.table, CountColumn: f.countColumn})
 	if err != nil {
 		return fmt.Errorf("--data: %w", err)
 	}
@@ -219,7 +258,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if workload {
-		return releaseWorkload(ctx, e, s, tables, wspec, &f)
+		return releaseWorkload(ctx, e, s, tables, wspec, &f, format)
 	}
 
 	// One cuboid: a CSV and its sidecar.
@@ -234,7 +273,9 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if err := fileio.WritePairAtomic(
-		fileio.File{Path: f.out, Write: rel.WriteCSV},
+		fileio.File{Path: f.out, Write: func(w io.Writer) error {
+			return tablefile.Write(w, format, s, rel.Cuboid, rel.Counts, rel.CellMOE90())
+		}},
 		fileio.File{Path: sidecar, Write: func(w io.Writer) error { _, err := w.Write(append(metaJSON, '\n')); return err }},
 	); err != nil {
 		return err
@@ -251,6 +292,27 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 	printRelease(e.stdout, rel, f.out, sidecar)
 	return nil
+}
+
+// tableFormat is the format of the released tables: --format, or for a
+// single table the one its --out name asks for. A single table's name must
+// not say one format while --format says the other.
+func (f *releaseFlags) tableFormat() (tablefile.Format, error) {
+	single := len(f.cuboids) <= 1 && f.workload == ""
+	if f.format == "" {
+		if single {
+			return tablefile.FormatOf(f.out), nil
+		}
+		return tablefile.CSV, nil
+	}
+	format, err := tablefile.ParseFormat(f.format)
+	if err != nil {
+		return "", fmt.Errorf("--format: %w", err)
+	}
+	if ext := strings.ToLower(filepath.Ext(f.out)); single && (ext == ".csv" || ext == ".parquet") && ext != format.Ext() {
+		return "", fmt.Errorf("--format %s does not match --out %s", format, f.out)
+	}
+	return format, nil
 }
 
 // check validates the flags that need no file.
@@ -344,4 +406,37 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// inferSchema reads the domains of the named columns from the fact table
+// (see cube.InferSchemaFrom: the result is NOT private).
+func inferSchema(ctx context.Context, spec source.Spec, columns []string, log *slog.Logger) (*cube.Schema, error) {
+	t, err := source.Open(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	return cube.InferSchemaFrom(ctx, t, columns, log)
+}
+
+// largestTable names the largest of the cuboids a release counts and why it
+// is counted (released, or exact), so that a memory refusal blames the
+// right flag.
+func largestTable(s *cube.Schema, needs, exact []cube.Cuboid) string {
+	var big cube.Cuboid
+	bigCells := -1.0
+	for _, c := range needs {
+		n := 1.0
+		for _, d := range c.Dims() {
+			n *= float64(s.Size(d))
+		}
+		if n > bigCells {
+			big, bigCells = c, n
+		}
+	}
+	role := "the released cuboid"
+	if slices.Contains(exact, big) {
+		role = "the exact cuboid (--exact)"
+	}
+	return fmt.Sprintf("the largest table counted is %s %s, %.4g cells", role, s.Format(big), bigCells)
 }

@@ -41,7 +41,7 @@ func runRepro(ctx context.Context, e *env, args []string) error {
 	if err := prepareOutDir(fs, *out); err != nil {
 		return err
 	}
-	if err := writeRunManifest(*out, runManifest{Command: fmt.Sprintf("repro %s --seed %d", which, *seed), Seeded: true,
+	if err := writeRunManifest(*out, runManifest{Command: commandLine("repro", args), Seeded: true, Seed: seed,
 		Note: "reproductions of the papers' tables and figures with a seeded generator: not differentially private"}); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/fileio"
+	"github.com/knowdp/knowdp/internal/tablefile"
 )
 
 // checkNewDir refuses an output directory that exists: a workload release
@@ -38,7 +39,7 @@ type workloadSummary struct {
 
 // releaseWorkload releases several cuboids together and writes them, with
 // release.json, into the new directory f.out.
-func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cube.Cuboid][]float64, spec cube.WorkloadSpec, f *releaseFlags) error {
+func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cube.Cuboid][]float64, spec cube.WorkloadSpec, f *releaseFlags, format tablefile.Format) error {
 	r := f.seed.rand(e)
 	w, err := cube.ReleaseWorkload(ctx, s, tables, spec, r)
 	if err != nil {
@@ -54,16 +55,19 @@ func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cub
 		return err
 	}
 	meta := w.Metadata()
+	var files []fileio.File
+	var names []string
+	for i, t := range w.Tables {
+		name := strings.TrimSuffix(cube.TableFileName(w.Schema, t.Cuboid), ".csv") + format.Ext()
+		meta.Tables[i].File = name
+		files = append(files, fileio.File{Path: name, Write: func(out io.Writer) error {
+			return tablefile.Write(out, format, w.Schema, t.Cuboid, t.Counts, t.CellMOE90())
+		}})
+		names = append(names, name)
+	}
 	metaJSON, err := json.MarshalIndent(meta, "", "  ")
 	if err != nil {
 		return err
-	}
-	var files []fileio.File
-	var names []string
-	for _, t := range w.Tables {
-		name := cube.TableFileName(w.Schema, t.Cuboid)
-		files = append(files, fileio.File{Path: name, Write: func(out io.Writer) error { return t.WriteCSV(out, w.Schema) }})
-		names = append(names, name)
 	}
 	files = append(files, fileio.File{Path: "release.json", Write: func(out io.Writer) error {
 		_, err := out.Write(append(metaJSON, '\n'))
@@ -72,6 +76,11 @@ func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cub
 	names = append(names, "release.json")
 	if err := fileio.WriteDirAtomic(f.out, files); err != nil {
 		return err
+	}
+	if f.measurements != "" {
+		if err := writeMeasurements(f.measurements, w); err != nil {
+			return err
+		}
 	}
 	if w.Conditional {
 		fmt.Fprintln(e.stderr, "WARNING: the guarantee is conditional: "+meta.GuaranteeNote)
@@ -118,6 +127,10 @@ func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cub
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.4g\t%s\n", s.Format(t.Cuboid), len(t.Counts), share, sens, t.CellMOE90(), names[i])
 	}
 	tw.Flush()
+	if meta.OptimalityGap != nil {
+		fmt.Fprintf(e.stdout, "split: weighted total variance %.6g, measuring the %s cuboids; proved within %.2g%% of the optimum (%s)\n",
+			meta.Objective, meta.Strategy, 100**meta.OptimalityGap, meta.SplitMethod)
+	}
 	if meta.Guarantee == cube.GuaranteeNone {
 		fmt.Fprintln(e.stdout, "guarantee: none: this release is NOT differentially private (seeded, or domains read from the data)")
 	}

@@ -111,7 +111,7 @@ func writeTemp(path string, write func(w io.Writer) error) (name string, err err
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp*")
 	if err != nil {
-		return "", fmt.Errorf("write %s: %w", path, err)
+		return "", fmt.Errorf("write %s: %w", path, tempError(err))
 	}
 	defer func() {
 		if err != nil {
@@ -136,6 +136,17 @@ func writeTemp(path string, write func(w io.Writer) error) (name string, err err
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return f.Name(), nil
+}
+
+// tempError is the error of creating a temporary file or directory
+// without the temporary name, which the user never gave and cannot act on
+// ("no such file or directory", "permission denied").
+func tempError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // Named is a path with the flag (or role) that named it, for error messages.
@@ -191,6 +202,14 @@ func CheckOutputs(inputs, outputs []Named) error {
 		if r.info != nil && r.info.IsDir() {
 			return fmt.Errorf("%s %s: is a directory", n.Flag, n.Path)
 		}
+		// The output is created in its directory, which must exist.
+		if parent := filepath.Dir(r.abs); r.info == nil {
+			if st, err := os.Stat(parent); err != nil {
+				return fmt.Errorf("%s %s: directory %s does not exist", n.Flag, n.Path, filepath.Dir(n.Path))
+			} else if !st.IsDir() {
+				return fmt.Errorf("%s %s: %s is not a directory", n.Flag, n.Path, filepath.Dir(n.Path))
+			}
+		}
 		for _, in := range ins {
 			if same(r, in) {
 				return fmt.Errorf("%s %s is the same file as %s %s: %w", n.Flag, n.Path, in.Flag, in.Path, ErrOverwrite)
@@ -240,7 +259,7 @@ func WriteDirAtomic(dir string, files []File) (err error) {
 	}
 	tmp, err := os.MkdirTemp(parent, "."+base+".tmp*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", dir, err)
+		return fmt.Errorf("write %s: %w", dir, tempError(err))
 	}
 	defer func() {
 		if err != nil {

@@ -141,6 +141,10 @@ func TestCheckOutputs(t *testing.T) {
 		{"outputs collide", []Named{{"--out", p("a.json")}, {"sidecar", p("a.json")}}, "sidecar " + p("a.json") + " is the same file as --out"},
 		{"stdout", []Named{{"--out", "-"}}, "standard output"},
 		{"directory", []Named{{"--out", p("real")}}, "is a directory"},
+		{"missing directory", []Named{{"--out", p("nodir/r.csv")}}, "--out " + p("nodir/r.csv") + ": directory " + p("nodir") + " does not exist"},
+		{"missing directory, relative", []Named{{"--out", "nodir-knowdp-test/r.csv"}}, "--out nodir-knowdp-test/r.csv: directory nodir-knowdp-test does not exist"},
+		{"parent is a file", []Named{{"--out", p("data.csv/r.csv")}}, p("data.csv") + " is not a directory"},
+		{"new directory in an existing one", []Named{{"--out", p("real/new")}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckOutputs(inputs, tc.outputs)
@@ -180,5 +184,26 @@ func TestWriteDirAtomic(t *testing.T) {
 	entries, _ := os.ReadDir(parent)
 	if len(entries) != 1 {
 		t.Errorf("left behind: %v", entries)
+	}
+}
+
+// TestWriteErrorsNameTheOutput checks that a write that cannot create its
+// temporary file names the output, never the temporary file, which the
+// user did not give.
+func TestWriteErrorsNameTheOutput(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nodir", "r.csv")
+	for name, write := range map[string]func() error{
+		"WriteAtomic": func() error { return WriteFileAtomic(missing, []byte("x")) },
+		"WritePairAtomic": func() error {
+			return WritePairAtomic(File{missing, writeString("c")}, File{filepath.Join(dir, "nodir", "r.json"), writeString("j")})
+		},
+		"WriteDirAtomic": func() error { return WriteDirAtomic(filepath.Join(dir, "nodir", "out"), nil) },
+	} {
+		err := write()
+		if err == nil || strings.Contains(err.Error(), ".tmp") || !strings.Contains(err.Error(), "no such file or directory") ||
+			!strings.Contains(err.Error(), filepath.Join(dir, "nodir")) {
+			t.Errorf("%s: %v; want the output named, no temporary name", name, err)
+		}
 	}
 }
