@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -523,9 +524,19 @@ func measuredView(c Cuboid, v View) View {
 	return v
 }
 
+// FormatExact formats a count as the shortest decimal that parses back to
+// the same float64, in fixed notation (12345678, not 1.2345678e+07),
+// without a negative zero: printed tables keep their sums exactly.
+func FormatExact(v float64) string {
+	if v == 0 {
+		v = 0
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
 // writeViewCSV writes the counts of view v (row-major over its dimensions
 // at their levels) with one column per dimension, then "count" and
-// "moe90", a margin for every cell.
+// "moe90", a margin for every cell, every number in full (FormatExact).
 func writeViewCSV(w io.Writer, s *Schema, v View, counts, moe90 []float64) error {
 	dims := v.Dims.Dims()
 	var b strings.Builder
@@ -548,9 +559,9 @@ func writeViewCSV(w io.Writer, s *Schema, v View, counts, moe90 []float64) error
 			b.WriteString(csvField(vals[k][idx[k]]))
 			b.WriteByte(',')
 		}
-		b.WriteString(FormatCount(x))
+		b.WriteString(FormatExact(x))
 		b.WriteByte(',')
-		b.WriteString(FormatCount(moe90[i]))
+		b.WriteString(FormatExact(moe90[i]))
 		b.WriteByte('\n')
 		if _, err := io.WriteString(w, b.String()); err != nil {
 			return err

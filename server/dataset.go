@@ -109,6 +109,9 @@ type dataset struct {
 	coarse bool
 	inv    []cube.Invariant
 	pub    []cube.Invariant
+	// invKey identifies the flat invariants and their counts (see
+	// invariantKey): kept measurements are combined only under the same.
+	invKey string
 	// sens is the generic sensitivity S of the base cuboid given the
 	// invariants: two induced neighbours' base cuboids are at most S apart
 	// in L1, so a linear query set is charged S times its add/remove loss.
@@ -295,6 +298,7 @@ func (d *dataset) setCube(c *cube.Cube) error {
 	}
 	d.cube, d.total = c, int64(t)
 	d.inv = c.Invariants(d.exact)
+	d.invKey = invariantKey(d)
 	d.pub = make([]cube.Invariant, len(d.views))
 	for i, v := range d.views {
 		x := c.Project(v.Dims)

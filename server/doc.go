@@ -85,6 +85,16 @@
 // queries charge nothing and are not stored. SQLite runs in WAL mode with
 // synchronous=FULL: a commit is on disk before the answer leaves.
 //
+// # Kept measurements
+//
+// A flat cuboid or workload answer is stored with its noisy measurements
+// (measurements.go), in the transaction of its charge. A later one-cuboid query of
+// the same analyst whose cuboid one of their measured cuboids contains is
+// answered by the least-squares estimate from all their measurements of
+// its mechanism and the invariants, charged 0: post-processing of answers
+// the analyst holds. It is decided before planning, from the request and
+// the analyst's earlier answers only, and stored once per cuboid.
+//
 // # Admission
 //
 // A query is priced from the request alone before it is planned (a lower

@@ -246,6 +246,13 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 			if err != nil {
 				return err
 			}
+			if e.Measurements != nil {
+				// The answer's measurements, with it or not at all.
+				if _, err := tx.ExecContext(ctx, st.d.q(`INSERT INTO measurements (ledger_id, analyst_id, dataset_id, seq, record) VALUES (?, ?, ?, ?, ?)`),
+					e.ID, e.AnalystID, e.DatasetID, e.Seq, string(e.Measurements)); err != nil {
+					return err
+				}
+			}
 			for _, c := range r.p.cells {
 				acc.loss[c.cell] += c.steps
 				acc.maxLoss = max(acc.maxLoss, acc.loss[c.cell])

@@ -325,7 +325,17 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 	if err != nil {
 		return err
 	}
+	// Free or charged is decided here, before planning, from the request
+	// and the analyst's own earlier answers: a cuboid their stored
+	// measurements determine is derived from them, free.
+	drv, err := s.derivable(ctx, d, p.analystID, b, q)
+	if err != nil {
+		return err
+	}
 	floor, linearEps := floorCharge(d, q)
+	if drv != nil {
+		floor, linearEps = 0, 0
+	}
 	if linearEps > b.Total-b.Spent {
 		lo, hi, err := s.st.lossRange(ctx, p.analystID, d.id, b.LedgerBytes, d.schema.Cells())
 		if err != nil {
@@ -366,7 +376,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 	if err != nil {
 		return err
 	}
-	found, err := s.st.findEntry(ctx, s.st.r, p.analystID, d.id, pl.hash, idem)
+	found, err := s.findAnswer(ctx, p.analystID, d.id, pl.hash, drv, idem)
 	if err != nil {
 		return err
 	}
@@ -375,6 +385,9 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 			return failedError(found)
 		}
 		return writeJSON(w, http.StatusOK, viewEntry(found, true, &b, d.unit()))
+	}
+	if drv != nil {
+		drv.apply(d, pl)
 	}
 	charge, err := s.st.costNow(ctx, p.analystID, d.id, b, pl, d.schema.Cells())
 	if err != nil {
@@ -394,13 +407,13 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 	if s.afterAdmit != nil {
 		s.afterAdmit(ctx, cctx)
 	}
-	ans, err := s.computeAnswer(cctx, pl)
+	ans, meas, err := s.computeAnswer(cctx, pl)
 	computing = false
 	slots.release()
 	if err != nil {
 		return err
 	}
-	e := &entry{AnalystID: p.analystID, DatasetID: d.id, Hash: pl.hash, IdemKey: idem, Kind: pl.kind, Request: pl.request, Answer: ans}
+	e := &entry{AnalystID: p.analystID, DatasetID: d.id, Hash: pl.hash, IdemKey: idem, Kind: pl.kind, Request: pl.request, Answer: ans, Measurements: meas}
 	stored, b, repeat, err := s.gc.charge(e, pl, d.schema.Cells(), d.budget)
 	if err != nil {
 		return err
@@ -434,27 +447,65 @@ func refusal(err error) bool {
 // becomes a stored failure: whether and when the computation fails might
 // depend on the data, so a failure is charged like an answer and reported
 // the same way whatever the cause. Only the server's closing is not
-// charged (errClosed).
-func (s *Server) computeAnswer(ctx context.Context, pl *plan) ([]byte, error) {
+// charged (errClosed). The answer's noisy measurements, when it keeps them
+// (measuredAnswer), are returned encoded beside it, to be stored with it.
+func (s *Server) computeAnswer(ctx context.Context, pl *plan) (answer, measurements []byte, err error) {
 	s.computed.Add(1)
 	if pl.prepare != nil {
 		if err := pl.prepare(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	ans, err := pl.compute(ctx, newRand())
 	if err == nil {
+		var rec *measurementRecord
+		if m, ok := ans.(measuredAnswer); ok {
+			ans, rec = m.answer, m.record
+		}
 		b, merr := json.Marshal(ans)
+		if merr == nil && rec != nil {
+			measurements, merr = json.Marshal(rec)
+		}
 		if merr == nil {
-			return b, nil
+			return b, measurements, nil
 		}
 		err = merr
 	}
 	if s.life != nil && s.life.Err() != nil {
-		return nil, errClosed
+		return nil, nil, errClosed
 	}
 	s.log.Error("query computation failed; charged as an answer", "kind", pl.kind, "err", err)
-	return []byte(failedAnswer), nil
+	return []byte(failedAnswer), nil, nil
+}
+
+// findAnswer returns the analyst's stored answer to this query on the
+// dataset: the one of its idempotency key, of its hash, or, when the query
+// is derivable (drv), the earlier derived answer of its cuboid. An
+// idempotency key used for another query is errIdemConflict.
+func (s *Server) findAnswer(ctx context.Context, analyst, dataset, hash string, drv *derivation, idem string) (*entry, error) {
+	if drv == nil {
+		return s.st.findEntry(ctx, s.st.r, analyst, dataset, hash, idem)
+	}
+	if idem != "" {
+		e, err := s.st.entryByIdem(ctx, analyst, idem)
+		switch {
+		case err != nil:
+			return nil, err
+		case e != nil && e.DatasetID == dataset && (e.Hash == hash || e.Hash == drv.hash):
+			return e, nil
+		case e != nil:
+			return nil, errIdemConflict
+		}
+	}
+	// The same request answered before (charged, before its cuboid was
+	// determined) keeps its answer; otherwise the cuboid's derived answer.
+	for _, h := range []string{hash, drv.hash} {
+		e, err := s.st.findEntry(ctx, s.st.r, analyst, dataset, h, "")
+		if err != nil || e != nil {
+			return e, err
+		}
+	}
+	return nil, nil
 }
 
 // failedAnswer is the stored answer of a computation that failed.

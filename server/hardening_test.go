@@ -505,8 +505,8 @@ func TestFailureCharged(t *testing.T) {
 	for i, cause := range []string{"noise: element 0 = 2147483653 cannot be noised", "something else"} {
 		pl := &plan{kind: "cuboid", hash: fmt.Sprint("h", i), request: []byte(`{}`), uniform: steps(0.125),
 			compute: func(context.Context, *noise.Rand) (any, error) { return nil, errors.New(cause) }}
-		ans, err := s.srv.computeAnswer(context.Background(), pl)
-		if err != nil || string(ans) != failedAnswer {
+		ans, meas, err := s.srv.computeAnswer(context.Background(), pl)
+		if err != nil || string(ans) != failedAnswer || meas != nil {
 			t.Fatalf("%s: %s %v", cause, ans, err)
 		}
 		e := &entry{AnalystID: aid, DatasetID: d.id, Hash: pl.hash, Kind: pl.kind, Request: pl.request, Answer: ans}

@@ -29,6 +29,11 @@ type entry struct {
 	Charge     int64           `json:"charge_steps"`
 	SpentAfter int64           `json:"spent_after_steps"`
 	Created    time.Time       `json:"created_at"`
+	// Measurements, when set, is the answer's measurementRecord as JSON:
+	// stored with the answer (table measurements), never shown; it is
+	// read back only to derive later answers of the same analyst (see
+	// measurements.go).
+	Measurements []byte `json:"-"`
 }
 
 // budgetState is an analyst's budget on one dataset, in steps.
@@ -127,8 +132,9 @@ func (s *store) entryByIdem(ctx context.Context, analyst, idem string) (*entry, 
 	return e, err
 }
 
-// entrySize is what an entry counts against the analyst's ledger quota.
-func entrySize(e *entry) int64 { return int64(len(e.Request) + len(e.Answer)) }
+// entrySize is what an entry counts against the analyst's ledger quota: its
+// request, answer and kept measurements.
+func entrySize(e *entry) int64 { return int64(len(e.Request) + len(e.Answer) + len(e.Measurements)) }
 
 // costOf returns what plan p would cost on a budget whose per-cell losses
 // are loss (largest: maxLoss), without changing them: the largest loss it

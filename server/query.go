@@ -360,7 +360,15 @@ func releaseCuboid(d *dataset, spec cube.ReleaseSpec, guarantee string) func(con
 		if names == nil {
 			names = []string{}
 		}
-		return cuboidAnswer{Dimensions: names, Counts: rel.Counts, Privacy: cuboidPrivacy{Metadata: rel.Metadata(), Guarantee: guarantee}}, nil
+		ans := cuboidAnswer{Dimensions: names, Counts: rel.Counts, Privacy: cuboidPrivacy{Metadata: rel.Metadata(), Guarantee: guarantee}}
+		rec, err := cuboidMeasurement(d, spec, rel, guarantee)
+		if err != nil {
+			return nil, err
+		}
+		if rec == nil {
+			return ans, nil
+		}
+		return measuredAnswer{answer: ans, record: rec}, nil
 	}
 }
 

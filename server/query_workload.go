@@ -121,8 +121,14 @@ func workloadCuboids(d *dataset, q QueryRequest) (cube.WorkloadSpec, bool, error
 // release, then the post-processing the query asks for.
 func releaseWorkload(d *dataset, spec cube.WorkloadSpec, q QueryRequest, guarantee string) func(context.Context, *noise.Rand) (any, error) {
 	s := d.schema
+	spec.KeepMeasurements = true
 	return func(ctx context.Context, r *noise.Rand) (any, error) {
 		w, err := d.cube.ReleaseWorkload(ctx, spec, r)
+		if err != nil {
+			return nil, err
+		}
+		// The measurements before post-processing, kept with the answer.
+		rec, err := workloadMeasurements(d, w, guarantee)
 		if err != nil {
 			return nil, err
 		}
@@ -143,6 +149,9 @@ func releaseWorkload(d *dataset, spec cube.WorkloadSpec, q QueryRequest, guarant
 			}
 			ans.Tables = append(ans.Tables, workloadTable{Dimensions: names, Counts: t.Counts, MOE90: t.CellMOE90()})
 		}
-		return ans, nil
+		if rec == nil {
+			return ans, nil
+		}
+		return measuredAnswer{answer: ans, record: rec}, nil
 	}
 }

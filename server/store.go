@@ -32,8 +32,10 @@ type store struct {
 	// stmts caches prepared statements on r, by query text: parsing SQL
 	// is a large part of a small read.
 	stmts sync.Map
-	// losses caches decoded Protocol 1 losses (see lossCache).
+	// losses caches decoded Protocol 1 losses (see lossCache), kept the
+	// analysts' decoded measurements (see keptCache).
 	losses lossCache
+	kept   keptCache
 }
 
 // readRow runs a one-row query on the read pool with a cached prepared
@@ -230,6 +232,19 @@ var migrations = []string{
 	// row is rewritten by every batch of charges. When set, it replaces
 	// columns (which is then NULL).
 	`ALTER TABLE budgets ADD COLUMN loss_runs {{BLOB}}`,
+	// 4: the noisy measurements of an answer (measurementRecord, JSON),
+	// inserted with its ledger row in the transaction of its charge: a
+	// later cuboid they determine is derived from them for the same
+	// analyst, free. The index lists an analyst's measurements on a
+	// dataset, in ledger order, without reading them.
+	`CREATE TABLE measurements (
+		ledger_id TEXT PRIMARY KEY REFERENCES ledger(id),
+		analyst_id TEXT NOT NULL,
+		dataset_id TEXT NOT NULL,
+		seq BIGINT NOT NULL,
+		record TEXT NOT NULL
+	);
+	CREATE INDEX measurements_owner ON measurements (analyst_id, dataset_id, seq, ledger_id)`,
 }
 
 // migrate applies the migrations that have not been applied yet, all in

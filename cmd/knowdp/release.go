@@ -173,6 +173,9 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if coarse || split == cube.SplitSpine {
+		if format == tablefile.Parquet {
+			return usageErr(fs, "--format parquet: tables at coarser levels of a hierarchy are written as CSV only")
+		}
 		vspec := cube.ViewSpec{Epsilon: eps, Split: split, Sensitivity: f.sensitivity, DomainsFromData: f.infer, Mechanism: mech, Rho: rho}
 		if mech == cube.MechanismGaussian {
 			vspec.Delta = f.delta

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -172,6 +173,48 @@ func TestDemoHierarchy(t *testing.T) {
 	for _, want := range []string{"largest gap between a table and the sum of a finer one, over every pair of levels: 0", "{geo:state,sex}", "each level separately"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// TestReleaseViewsPrintedSumsHold: real-valued tables across levels are
+// printed in full, so the printed places add up to the printed states and
+// to the state totals to 1e-9.
+func TestReleaseViewsPrintedSumsHold(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "geo")
+	code, stdout, stderr := runCLI(t, "release",
+		"--data", repoFile("data/us-persons.csv"), "--schema", repoFile("data/us-geo.schema.json"),
+		"--epsilon", "1", "--exact", "geo:state", "--seed", "6",
+		"--cuboid", "geo:state,sex", "--cuboid", "geo,sex", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	read := func(file string) map[string]float64 {
+		out := map[string]float64{}
+		for _, r := range readCSVFile(t, filepath.Join(dir, file))[1:] {
+			n, err := strconv.ParseFloat(r[2], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[strings.SplitN(r[0], "/", 2)[0]+","+r[1]] += n
+		}
+		return out
+	}
+	states, places := read("geo.state-sex.csv"), read("geo-sex.csv")
+	truth := map[string]float64{}
+	for _, r := range readCSVFile(t, repoFile("data/us-persons.csv"))[1:] {
+		truth[strings.SplitN(r[0], "/", 2)[0]]++
+	}
+	byState := map[string]float64{}
+	for k, n := range states {
+		if math.Abs(places[k]-n) > 1e-9*math.Max(1, n) {
+			t.Errorf("%s: places add up to %v, state table %v", k, places[k], n)
+		}
+		byState[strings.SplitN(k, ",", 2)[0]] += n
+	}
+	for st, n := range byState {
+		if math.Abs(n-truth[st]) > 1e-9*truth[st] {
+			t.Errorf("%s: %v, invariant %v", st, n, truth[st])
 		}
 	}
 }

@@ -72,12 +72,7 @@ func Write(w io.Writer, f Format, s *cube.Schema, c cube.Cuboid, counts []float6
 // FormatNumber formats a count or margin of error as the shortest decimal
 // that parses back to the same float64, in fixed notation (a count column
 // reads 12345678, not 1.2345678e+07), without a negative zero.
-func FormatNumber(v float64) string {
-	if v == 0 {
-		v = 0
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
-}
+func FormatNumber(v float64) string { return cube.FormatExact(v) }
 
 // WriteCSV writes the counts of cuboid c of s with the margin of error
 // moe90 on every row as CSV: a header row, then one row per cell, labels

@@ -1,0 +1,414 @@
+package server
+
+// Kept measurements. Every flat cuboid or workload answer (Laplace or
+// Gaussian) is stored with its noisy measurements and their plan (cuboid,
+// sensitivity, share, noise variance), in the measurements table beside
+// the answer's ledger row, inserted in the transaction that commits its
+// charge. A later one-cuboid query of the same analyst on the same dataset
+// whose cuboid is contained in one of that analyst's measured cuboids is
+// determined by those measurements and the invariants: it is answered by
+// the least-squares estimate from all of the analyst's measurements of the
+// query's mechanism (cube.SavedMeasurements.Estimate), and charged
+// nothing. That estimate is post-processing of answers the analyst already
+// has: it looks at no private data, and whether a query is free depends
+// only on the request and on what the analyst was answered before.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/noise"
+)
+
+// measurementsFormat names the layout of a stored measurementRecord.
+const measurementsFormat = "knowdp-server-measurements/1"
+
+// measurementRecord is what the ledger keeps of one answer's noisy
+// measurements: they are exactly as private as the answer, which the
+// analyst holds.
+type measurementRecord struct {
+	Format string `json:"format"`
+	// Invariants identifies the dataset's invariants (their cuboids and
+	// public counts, see invariantKey) when the answer was drawn: the
+	// measurements are combined only under the same invariants.
+	Invariants string `json:"invariants"`
+	// Mechanism is "laplace" or "gaussian".
+	Mechanism string `json:"mechanism"`
+	// Guarantee is the answer's conditionalGuarantee, if any.
+	Guarantee    string                  `json:"guarantee,omitempty"`
+	Measurements []cube.SavedMeasurement `json:"measurements"`
+}
+
+// measuredAnswer is a computed answer with the measurements it was
+// estimated from, which the ledger keeps with it.
+type measuredAnswer struct {
+	answer any
+	record *measurementRecord
+}
+
+// invariantKey identifies the dataset's flat invariants: their cuboids and
+// their (public) counts.
+func invariantKey(d *dataset) string {
+	h := sha256.New()
+	var b []byte
+	b = binary.AppendUvarint(b, uint64(len(d.inv)))
+	for _, v := range d.inv {
+		b = binary.AppendUvarint(b, uint64(v.Cuboid))
+		b = binary.AppendUvarint(b, uint64(len(v.Counts)))
+		for _, x := range v.Counts {
+			b = binary.BigEndian.AppendUint64(b, math.Float64bits(x))
+		}
+		h.Write(b)
+		b = b[:0]
+	}
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// cuboidMeasurement returns the record of a one-cuboid release's
+// measurement. The stored counts are the released ones, the noisy counts
+// made consistent with the invariants: they differ from the noisy counts
+// only in the components the invariants fix, which the estimate takes from
+// the invariants, so the least-squares estimate from them is the estimate
+// from the noisy counts. A release with post-processing (nonneg, integer)
+// or without noise keeps no measurement.
+func cuboidMeasurement(d *dataset, spec cube.ReleaseSpec, rel *cube.Release, guarantee string) (*measurementRecord, error) {
+	if spec.NonNegative || spec.Integer || rel.ReleasedExactly || d.coarse {
+		return nil, nil
+	}
+	m := cube.SavedMeasurement{Cuboid: nonNilNames(d.schema.Names(spec.Cuboid)), Counts: slices.Clone(rel.Counts)}
+	if rel.Mechanism == cube.MechanismGaussian {
+		m.L2Sensitivity, m.Rho, m.Variance = rel.L2Sensitivity, rel.Rho, rel.Sigma*rel.Sigma
+	} else {
+		lap, err := noise.NewLaplace(float64(rel.Sensitivity), rel.Epsilon)
+		if err != nil {
+			return nil, fmt.Errorf("measurement of %s: %w", d.schema.Format(spec.Cuboid), err)
+		}
+		m.Sensitivity, m.Epsilon, m.Variance = rel.Sensitivity, rel.Epsilon, lap.Variance()
+	}
+	return &measurementRecord{Format: measurementsFormat, Invariants: d.invKey, Mechanism: rel.Mechanism.String(),
+		Guarantee: guarantee, Measurements: []cube.SavedMeasurement{m}}, nil
+}
+
+// workloadMeasurements returns the record of a workload release's noisy
+// measurements (kept with WorkloadSpec.KeepMeasurements).
+func workloadMeasurements(d *dataset, w *cube.WorkloadRelease, guarantee string) (*measurementRecord, error) {
+	if d.coarse || len(w.Measurements) == 0 {
+		return nil, nil
+	}
+	saved, err := w.SaveMeasurements()
+	if err != nil {
+		return nil, err
+	}
+	return &measurementRecord{Format: measurementsFormat, Invariants: d.invKey, Mechanism: saved.Mechanism,
+		Guarantee: guarantee, Measurements: saved.Measurements}, nil
+}
+
+// derivation is a query that the analyst's stored measurements determine:
+// it is answered from them, free.
+type derivation struct {
+	cuboid cube.Cuboid
+	// hash is the query's hash as a derived answer: it depends on the
+	// cuboid, the mechanism and the invariants only, so every later
+	// request for the cuboid gets the first derived answer back.
+	hash string
+	// from are the ledger ids of the answers whose measurements are used,
+	// in ledger order, and meas their measurements.
+	from      []string
+	meas      []cube.SavedMeasurement
+	mechanism string
+	guarantee string
+}
+
+// storedMeasurement is the measurements of one ledger entry.
+type storedMeasurement struct {
+	id     string
+	record measurementRecord
+}
+
+// keptCache keeps the decoded measurements of recently asked budgets, so
+// that a query decodes only the measurements stored since its analyst's
+// previous one. An entry is up to date for one value of the budget's
+// ledger_bytes: every stored answer increases it in the transaction that
+// stores the answer (and its measurements), and nothing decreases it.
+type keptCache struct {
+	mu sync.Mutex
+	m  map[budgetKey]*keptEntry
+}
+
+// keptEntry is immutable once cached.
+type keptEntry struct {
+	ledgerBytes int64
+	kept        []storedMeasurement
+	cells       int
+}
+
+// maxKeptCells bounds the noisy counts of one cached budget; at most
+// maxCachedBudgets budgets are cached.
+const maxKeptCells = 1 << 20
+
+// keptMeasurements returns the analyst's stored measurements on the
+// dataset, in ledger order, given their budget b read before (so that the
+// result holds every measurement committed by then, and maybe later ones):
+// from the cache when it is up to date for b; otherwise the ids are listed
+// from the index and only the measurements the cache lacks are read. The
+// result must not be modified.
+func (s *store) keptMeasurements(ctx context.Context, analyst, dataset string, b budgetState) ([]storedMeasurement, error) {
+	if b.LedgerBytes == 0 {
+		return nil, nil // nothing stored yet
+	}
+	k := budgetKey{analyst, dataset}
+	s.kept.mu.Lock()
+	e := s.kept.m[k]
+	s.kept.mu.Unlock()
+	if e != nil && e.ledgerBytes == b.LedgerBytes {
+		return e.kept, nil
+	}
+	var kept []storedMeasurement
+	var err error
+	if e == nil {
+		kept, err = s.measurementsOf(ctx, analyst, dataset)
+	} else {
+		kept, err = s.refreshMeasurements(ctx, analyst, dataset, e.kept)
+	}
+	if err != nil {
+		return nil, err
+	}
+	n := &keptEntry{ledgerBytes: b.LedgerBytes, kept: kept}
+	for _, m := range kept {
+		for _, x := range m.record.Measurements {
+			n.cells += len(x.Counts)
+		}
+	}
+	s.kept.mu.Lock()
+	defer s.kept.mu.Unlock()
+	if n.cells > maxKeptCells {
+		delete(s.kept.m, k)
+		return kept, nil
+	}
+	if s.kept.m == nil {
+		s.kept.m = map[budgetKey]*keptEntry{}
+	}
+	if _, ok := s.kept.m[k]; !ok && len(s.kept.m) >= maxCachedBudgets {
+		for old := range s.kept.m { // evict one at random
+			delete(s.kept.m, old)
+			break
+		}
+	}
+	if old := s.kept.m[k]; old == nil || old.ledgerBytes < n.ledgerBytes {
+		s.kept.m[k] = n
+	}
+	return kept, nil
+}
+
+// refreshMeasurements lists the ids of the analyst's measurements on the
+// dataset from the index and returns them in ledger order, taking those in
+// have (decoded before) as they are and reading the others.
+func (s *store) refreshMeasurements(ctx context.Context, analyst, dataset string, have []storedMeasurement) ([]storedMeasurement, error) {
+	rows, err := s.r.QueryContext(ctx, s.d.q(`SELECT ledger_id FROM measurements WHERE analyst_id = ? AND dataset_id = ? ORDER BY seq, ledger_id`), analyst, dataset)
+	if err != nil {
+		return nil, fmt.Errorf("measurements: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("measurements: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("measurements: %w", err)
+	}
+	byID := make(map[string]*storedMeasurement, len(have))
+	for i := range have {
+		byID[have[i].id] = &have[i]
+	}
+	out := make([]storedMeasurement, 0, len(ids))
+	for _, id := range ids {
+		if m := byID[id]; m != nil {
+			out = append(out, *m)
+			continue
+		}
+		var raw string
+		if err := s.readRow(ctx, `SELECT record FROM measurements WHERE ledger_id = ?`, id).Scan(&raw); err != nil {
+			return nil, fmt.Errorf("measurements of %s: %w", id, err)
+		}
+		m, ok, err := decodeMeasurement(id, raw)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// measurementsOf reads all of the analyst's stored measurements on the
+// dataset, in ledger order.
+func (s *store) measurementsOf(ctx context.Context, analyst, dataset string) ([]storedMeasurement, error) {
+	rows, err := s.r.QueryContext(ctx, s.d.q(`SELECT ledger_id, record FROM measurements WHERE analyst_id = ? AND dataset_id = ? ORDER BY seq, ledger_id`), analyst, dataset)
+	if err != nil {
+		return nil, fmt.Errorf("measurements: %w", err)
+	}
+	defer rows.Close()
+	var out []storedMeasurement
+	for rows.Next() {
+		var id, raw string
+		if err := rows.Scan(&id, &raw); err != nil {
+			return nil, fmt.Errorf("measurements: %w", err)
+		}
+		m, ok, err := decodeMeasurement(id, raw)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, m)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("measurements: %w", err)
+	}
+	return out, nil
+}
+
+// decodeMeasurement decodes a stored measurementRecord; ok is false for a
+// layout this server does not read (it is then not used).
+func decodeMeasurement(id, raw string) (m storedMeasurement, ok bool, err error) {
+	m.id = id
+	if err := json.Unmarshal([]byte(raw), &m.record); err != nil {
+		return m, false, fmt.Errorf("measurements of %s: %w", id, err)
+	}
+	return m, m.record.Format == measurementsFormat, nil
+}
+
+// derivable returns the derivation of q from the analyst's stored
+// measurements on d, or nil when q is not a query that can be derived or
+// is not determined by them. Only one-cuboid queries without
+// post-processing on a flat dataset are derived; a public cuboid is left
+// to the usual path (it is free already). The decision reads the request,
+// the public schema and invariants and the analyst's own earlier answers,
+// never the data.
+func (s *Server) derivable(ctx context.Context, d *dataset, analyst string, b budgetState, q QueryRequest) (*derivation, error) {
+	mech := "laplace"
+	switch {
+	case q.Kind != "cuboid" || q.Cuboid == nil || q.Cuboids != nil || q.NonNeg || q.Integer || q.Weights != nil || q.Split != "":
+		return nil, nil
+	case q.Mechanism == "gaussian":
+		mech = "gaussian"
+	case q.Mechanism != "" && q.Mechanism != "laplace":
+		return nil, nil
+	}
+	if d.coarse || d.viewQuery(q) || d.publicCuboids(q) {
+		return nil, nil
+	}
+	cb, err := d.schema.CuboidOf(q.Cuboid...)
+	if err != nil {
+		return nil, nil // planning refuses it
+	}
+	stored, err := s.st.keptMeasurements(ctx, analyst, d.id, b)
+	if err != nil || len(stored) == 0 {
+		return nil, err
+	}
+	key := d.invKey
+	dv := &derivation{cuboid: cb, mechanism: mech}
+	determined := false
+	for _, m := range stored {
+		if m.record.Invariants != key || m.record.Mechanism != mech {
+			continue
+		}
+		dv.from = append(dv.from, m.id)
+		dv.meas = append(dv.meas, m.record.Measurements...) // Estimate reads their counts, never writes them
+		if m.record.Guarantee != "" {
+			dv.guarantee = m.record.Guarantee
+		}
+		for _, x := range m.record.Measurements {
+			if mc, err := d.schema.CuboidOf(x.Cuboid...); err == nil && cb&^mc == 0 {
+				determined = true
+			}
+		}
+	}
+	if !determined {
+		return nil, nil
+	}
+	h := &hasher{}
+	h.str("knowdp query v1")
+	h.str("cuboid/derived")
+	h.str(mech)
+	h.str(key)
+	h.int(int64(cb))
+	dv.hash = h.sum()
+	return dv, nil
+}
+
+// derivedAnswer is the answer to a cuboid query derived from the analyst's
+// earlier measurements.
+type derivedAnswer struct {
+	Dimensions []string       `json:"dimensions"`
+	Counts     []float64      `json:"counts"`
+	Privacy    derivedPrivacy `json:"privacy"`
+}
+
+// derivedPrivacy is a derived answer's privacy story: no new noise, no
+// charge, and the earlier answers it is computed from.
+type derivedPrivacy struct {
+	// Derived is always true; DerivedFrom lists the query ids of the
+	// answers whose measurements the estimate uses.
+	Derived     bool     `json:"derived"`
+	DerivedFrom []string `json:"derived_from"`
+	Mechanism   string   `json:"mechanism"`
+	// Epsilon is the privacy loss of this answer: 0 (in rho as well).
+	Epsilon    float64    `json:"epsilon"`
+	Neighbours string     `json:"neighbours"`
+	Cuboid     []string   `json:"cuboid"`
+	Exact      [][]string `json:"exact"`
+	// Variance and MOE90 are the error of every cell of the estimate
+	// under the earlier answers' noise.
+	Variance  float64 `json:"variance"`
+	MOE90     float64 `json:"moe90"`
+	Note      string  `json:"note"`
+	Guarantee string  `json:"guarantee,omitempty"`
+}
+
+// derivedNote says why a derived answer is free.
+const derivedNote = "least-squares estimate from the noisy measurements of your earlier answers listed in derived_from and the invariants: " +
+	"post-processing of answers you already have, so no new noise and no charge; its privacy is theirs"
+
+// apply turns pl into the derived answer: free, under the derivation's
+// hash, computed from the stored measurements and public invariants only.
+func (dv *derivation) apply(d *dataset, pl *plan) {
+	pl.hash, pl.uniform, pl.cells, pl.prepare = dv.hash, 0, nil, nil
+	pl.compute = func(ctx context.Context, _ *noise.Rand) (any, error) {
+		s := d.schema
+		sm := &cube.SavedMeasurements{Format: cube.MeasurementsFormat, Mechanism: dv.mechanism, Measurements: dv.meas, Invariants: []cube.SavedTable{}}
+		for _, v := range d.inv {
+			sm.Invariants = append(sm.Invariants, cube.SavedTable{Cuboid: nonNilNames(s.Names(v.Cuboid)), Counts: v.Counts})
+		}
+		tables, err := sm.Estimate(s, []cube.Cuboid{dv.cuboid})
+		if err != nil {
+			return nil, fmt.Errorf("derived answer: %w", err)
+		}
+		t := tables[0]
+		exact := make([][]string, len(d.exact))
+		for i, e := range d.exact {
+			exact[i] = nonNilNames(s.Names(e))
+		}
+		names := nonNilNames(s.Names(dv.cuboid))
+		return derivedAnswer{Dimensions: names, Counts: t.Counts, Privacy: derivedPrivacy{
+			Derived: true, DerivedFrom: dv.from, Mechanism: "none: " + dv.mechanism + " measurements of earlier answers, estimated by least squares",
+			Neighbours: d.neighbourText(), Cuboid: names, Exact: exact,
+			Variance: t.Variance, MOE90: t.MOE90, Note: derivedNote, Guarantee: dv.guarantee,
+		}}, nil
+	}
+}
