@@ -3,9 +3,11 @@ package release
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"math/bits"
@@ -13,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
@@ -161,7 +164,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", spec.Out, err)
 	}
-	defer os.RemoveAll(dir)
+	defer removeBlocks(dir)
 	// Stopped (the context cancelled, on a signal): remove the blocks at
 	// once, even if the runner is slow to return.
 	done := make(chan struct{})
@@ -169,7 +172,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	go func() {
 		select {
 		case <-ctx.Done():
-			os.RemoveAll(dir)
+			removeBlocks(dir)
 		case <-done:
 		}
 	}()
@@ -223,4 +226,20 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		return nil, err
 	}
 	return &Result{Meta: rel.Metadata(), Cells: cells, Sidecar: sidecar}, nil
+}
+
+// removeBlocks removes the blocks directory. A worker of an in-process
+// runner may still be writing a block when the pipeline is stopped, so
+// RemoveAll can find the directory not empty; it is retried (for up to two
+// seconds) until the directory is gone, after which no write can recreate
+// it (the workers never create directories).
+func removeBlocks(dir string) {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		os.RemoveAll(dir)
+		if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
