@@ -238,26 +238,10 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 
 	// The data, counted straight into the cuboids needed.
-	t, err := source.Open(ctx, source.Spec{Path: f.data, Table: f.table, CountColumn: f.countColumn})
+	tables, err := countData(ctx, e, &f, func(t cube.Records, opt cube.Options) (map[cube.Cuboid][]float64, int64, error) {
+		return cube.Aggregate(ctx, t, s, needs, opt)
+	})
 	if err != nil {
-		return fmt.Errorf("--data: %w", err)
-	}
-	defer t.Close()
-	var size int64
-	if st, err := os.Stat(f.data); err == nil {
-		size = st.Size()
-	}
-	prog := newProgress(e, "reading "+filepath.Base(f.data), size)
-	var last int64
-	tables, _, err := cube.Aggregate(ctx, t, s, needs, cube.Options{CellLimit: f.cellLimit, Progress: func(n int64) {
-		prog.Add(n - last)
-		last = n
-	}})
-	prog.Done()
-	if err != nil {
-		if errors.Is(err, cube.ErrCellLimit) {
-			return fmt.Errorf("--cell-limit: %w", err)
-		}
 		return err
 	}
 	if workload {
@@ -442,4 +426,30 @@ func largestTable(s *cube.Schema, needs, exact []cube.Cuboid) string {
 		role = "the exact cuboid (--exact)"
 	}
 	return fmt.Sprintf("the largest table counted is %s %s, %.4g cells", role, s.Format(big), bigCells)
+}
+
+// countData opens --data and counts it with count (cube.Aggregate or
+// cube.AggregateViews), showing its progress on a terminal.
+func countData[T any](ctx context.Context, e *env, f *releaseFlags, count func(cube.Records, cube.Options) (T, int64, error)) (T, error) {
+	var zero T
+	t, err := source.Open(ctx, source.Spec{Path: f.data, Table: f.table, CountColumn: f.countColumn})
+	if err != nil {
+		return zero, fmt.Errorf("--data: %w", err)
+	}
+	defer t.Close()
+	var size int64
+	if st, err := os.Stat(f.data); err == nil {
+		size = st.Size()
+	}
+	prog := newProgress(e, "reading "+filepath.Base(f.data), size)
+	var last int64
+	out, _, err := count(t, cube.Options{CellLimit: f.cellLimit, Progress: func(n int64) {
+		prog.Add(n - last)
+		last = n
+	}})
+	prog.Done()
+	if errors.Is(err, cube.ErrCellLimit) {
+		return zero, fmt.Errorf("--cell-limit: %w", err)
+	}
+	return out, err
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/fileio"
-	"github.com/knowdp/knowdp/source"
 )
 
 // releaseViewsSpec is a release whose cuboids name levels of a hierarchy
@@ -89,26 +88,10 @@ func releaseViews(ctx context.Context, e *env, s *cube.Schema, vs releaseViewsSp
 	if err := cube.CheckMemory(cube.ReleaseMemory(s, leafCuboids, released, f.integer)); err != nil {
 		return fmt.Errorf("releasing %s would run out of memory (%w); coarsen the schema or release smaller views", formatViews(s, vs.views), err)
 	}
-	t, err := source.Open(ctx, source.Spec{Path: f.data, Table: f.table, CountColumn: f.countColumn})
+	counts, err := countData(ctx, e, f, func(t cube.Records, opt cube.Options) (map[cube.View][]float64, int64, error) {
+		return cube.AggregateViews(ctx, t, s, needs, opt)
+	})
 	if err != nil {
-		return fmt.Errorf("--data: %w", err)
-	}
-	defer t.Close()
-	var size int64
-	if st, err := os.Stat(f.data); err == nil {
-		size = st.Size()
-	}
-	prog := newProgress(e, "reading "+filepath.Base(f.data), size)
-	var last int64
-	counts, _, err := cube.AggregateViews(ctx, t, s, needs, cube.Options{CellLimit: f.cellLimit, Progress: func(n int64) {
-		prog.Add(n - last)
-		last = n
-	}})
-	prog.Done()
-	if err != nil {
-		if errors.Is(err, cube.ErrCellLimit) {
-			return fmt.Errorf("--cell-limit: %w", err)
-		}
 		return err
 	}
 	r := f.seed.rand(e)
