@@ -190,7 +190,6 @@ func addUpGap(s *cube.Schema, tables []cube.Table) float64 {
 	return worst
 }
 
-
 // measuredCount returns how many tables of a release were measured.
 func measuredCount(w *cube.WorkloadRelease) int {
 	n := 0
