@@ -336,17 +336,32 @@ func resolveDirs(dirs []string) ([]string, error) {
 // sourcePath resolves a curator's file source (symbolic links included) and
 // checks that it lies inside one of the source directories: the server reads
 // files on its own machine, with its own rights, so a curator may name only
-// the files the operator exposed at start.
+// the files the operator exposed at start. A relative name is taken inside
+// the source directories, the first that holds it, never from the server's
+// working directory.
 func sourcePath(dirs []string, name, field string) (string, error) {
 	if len(dirs) == 0 {
 		return "", fmt.Errorf("%s: file sources are disabled: the server was started without a source directory (knowdp serve --source-dir DIR, Config.SourceDirs)", field)
 	}
-	abs, err := filepath.Abs(name)
-	if err == nil {
-		abs, err = filepath.EvalSymlinks(abs)
+	candidates := []string{name}
+	if !filepath.IsAbs(name) {
+		candidates = candidates[:0]
+		for _, dir := range dirs {
+			candidates = append(candidates, filepath.Join(dir, name))
+		}
+	}
+	var abs string
+	var err error
+	for _, c := range candidates {
+		if abs, err = filepath.EvalSymlinks(c); err == nil {
+			break
+		}
 	}
 	if err != nil {
 		return "", fmt.Errorf("%s: %s: %w", field, name, errors.Unwrap(err))
+	}
+	if abs, err = filepath.Abs(abs); err != nil {
+		return "", fmt.Errorf("%s: %s: %w", field, name, err)
 	}
 	for _, dir := range dirs {
 		if rel, err := filepath.Rel(dir, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && rel != "." {

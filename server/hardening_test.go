@@ -305,6 +305,22 @@ func TestSourceDirs(t *testing.T) {
 	if st, msg := reg(s, Source{CSV: filepath.Join(allowed, "ok.csv")}); st != http.StatusCreated {
 		t.Fatalf("a file inside the source directory: %d %s", st, msg)
 	}
+	// A relative name is taken inside the source directory, never from
+	// the server's working directory, and cannot climb out of it.
+	for _, tc := range []struct {
+		id, csv string
+		status  int
+		want    string
+	}{
+		{"rel", "ok.csv", http.StatusCreated, ""},
+		{"relout", filepath.Join("..", filepath.Base(outside), "shadow"), http.StatusBadRequest, "outside the source directories"},
+	} {
+		req := DatasetRequest{ID: tc.id, Schema: arrestsSchema(t), Source: Source{CSV: tc.csv}, Policy: Policy{EpsilonPerAnalyst: 1}}
+		st, raw := s.call("POST", "/admin/v1/datasets", s.admin, req, nil, nil)
+		if st != tc.status || !strings.Contains(errMsg(raw), tc.want) || strings.Contains(string(raw), "SECRET") {
+			t.Errorf("relative %s: %d %s", tc.csv, st, raw)
+		}
+	}
 }
 
 // TestSensitivityPolicy checks the curator's sensitivity override: below

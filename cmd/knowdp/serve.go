@@ -73,6 +73,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if *keyFile != "" && *keyOut != "" {
 		return usageErr(fs, "give --admin-key-file or --admin-key-out, not both")
 	}
+	for _, d := range sourceDirs {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			return usageErr(fs, "--source-dir %s: not a directory", d)
+		}
+	}
 	cfg := server.Config{RateLimit: *rateLimit, RateBurst: *burst, CellLimit: *cellLimit, Log: e.log,
 		SourceDirs: sourceDirs, AnalystCompute: *compute, AnalystInFlight: *inFlight}
 	if *db != "" {

@@ -40,6 +40,11 @@ func TestServeHelp(t *testing.T) {
 	if code := run(context.Background(), e, []string{"serve", "--rate", "-1"}); code != 2 {
 		t.Fatalf("--rate -1: exit %d", code)
 	}
+	errb.Reset()
+	missing := filepath.Join(t.TempDir(), "nonexistent")
+	if code := run(context.Background(), e, []string{"serve", "--data-dir", t.TempDir(), "--source-dir", missing}); code != 2 || !strings.Contains(errb.String(), "--source-dir "+missing+": not a directory") {
+		t.Fatalf("--source-dir %s: exit %d, %s", missing, code, errb.String())
+	}
 }
 
 // serverProc is a knowdp serve process.
