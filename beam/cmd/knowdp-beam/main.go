@@ -236,18 +236,26 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	switch len(cuboids) {
 	case 0:
 	case 1:
-		if spec.Cuboid, err = s.ParseCuboid(cuboids[0]); err != nil {
+		v, err := s.ParseView(cuboids[0])
+		if err != nil {
 			return fmt.Errorf("--cuboid: %w", err)
 		}
+		if !v.Flat() {
+			return usageErr("--cuboid %s: tables at coarser levels of a hierarchy are knowdp release's (knowdp-beam releases cuboids at their finest levels)", s.FormatView(v))
+		}
+		spec.Cuboid = v.Dims
 	default:
 		return usageErr("--cuboid is given more than once: knowdp-beam releases one cuboid (workloads of several cuboids are knowdp release's)")
 	}
 	for _, x := range exact {
-		c, err := s.ParseCuboid(x)
+		v, err := s.ParseView(x)
 		if err != nil {
 			return fmt.Errorf("--exact %q: %w", x, err)
 		}
-		spec.Exact = append(spec.Exact, c)
+		if !v.Flat() {
+			return usageErr("--exact %s: invariants at coarser levels of a hierarchy are knowdp release's (knowdp-beam takes cuboids at their finest levels)", s.FormatView(v))
+		}
+		spec.Exact = append(spec.Exact, v.Dims)
 	}
 	if source.IsPostgresURL(*dataPath) {
 		spec.Files = []string{*dataPath}
