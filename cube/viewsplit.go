@@ -352,6 +352,8 @@ func (p *viewPlan) optimalFractions() ([]float64, error) {
 	// hierarchy), then Newton steps polish it.
 	const tol = 1e-4
 	steps := int(min(300, max(20, 1e8/float64(o.cost()*(k+1)))))
+	// A Newton step evaluates F (k+1)² times.
+	newtonSteps := int(min(20, max(3, 1e9/float64(o.cost()*(k+1)*(k+1)))))
 	if o.gauss {
 		x, _, _, err := o.descend(equal, false, tol, steps)
 		if err != nil {
@@ -359,7 +361,7 @@ func (p *viewPlan) optimalFractions() ([]float64, error) {
 		}
 		// The certificate is for the point used: shares too small to
 		// matter are dropped first, then Newton steps on the rest.
-		x = o.newton(dropTiny(x), false, 20)
+		x = o.newton(dropTiny(x), false, newtonSteps)
 		g := make([]float64, k)
 		f, err := o.eval(x, false, g)
 		if err != nil {
@@ -376,7 +378,7 @@ func (p *viewPlan) optimalFractions() ([]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("release: optimal split: %w", err)
 	}
-	y = o.newton(dropTiny(y), false, 20)
+	y = o.newton(dropTiny(y), false, newtonSteps)
 	gy := make([]float64, k)
 	fy, err := o.eval(y, false, gy)
 	if err != nil {
@@ -404,7 +406,7 @@ func (p *viewPlan) optimalFractions() ([]float64, error) {
 		if err != nil {
 			return nil, fmt.Errorf("release: optimal split: %w", err)
 		}
-		x = o.newton(dropTiny(x), true, 20)
+		x = o.newton(dropTiny(x), true, newtonSteps)
 		f, err := o.eval(x, true, nil)
 		if err != nil {
 			return nil, fmt.Errorf("release: optimal split: %w", err)
