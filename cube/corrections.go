@@ -84,13 +84,11 @@ func Corrections(s *Schema, over Cuboid, xMarg [][]float64, inv []Invariant) ([]
 // Invariants carry their cuboids without counts. A release whose counts are
 // computed elsewhere (a Beam pipeline: noise from noise.NewLaplace with the
 // plan's Sensitivity and Epsilon, then Corrections) writes the plan's
-// Metadata and CellMOE90 beside them. Only the plain Laplace release is
-// planned: not Gaussian, non-negative or integer ones.
+// Metadata and CellMOE90 beside them. Laplace and Gaussian releases are
+// planned (for a Gaussian one the noise is noise.NewGaussian with the
+// plan's L2Sensitivity and Rho); non-negative and integer ones are not.
 func PlanRelease(s *Schema, spec ReleaseSpec, seeded bool) (*Release, error) {
-	switch {
-	case spec.Mechanism != MechanismLaplace:
-		return nil, errors.New("release plan: only the Laplace mechanism is supported")
-	case spec.NonNegative || spec.Integer:
+	if spec.NonNegative || spec.Integer {
 		return nil, errors.New("release plan: non-negative and integer releases are not supported")
 	}
 	rel, _, err := planRelease(s, spec, seeded)

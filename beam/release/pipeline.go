@@ -12,7 +12,8 @@
 //  2. enumerates every block of C's declared domain as a pipeline stage and
 //     groups it with the partial counts, so every cell gets noise whether or
 //     not a row falls in it;
-//  3. adds noise per block from the generators cube.Release uses for the same
+//  3. adds noise (Laplace, or Gaussian for a zCDP release) per block from
+//     the distribution and the generators cube.Release uses for the same
 //     block (with a seed, block i of n > 1 uses the i-th split of the root
 //     generator; a single block uses the root itself), so a seeded run
 //     reproduces the single-machine release;
@@ -88,6 +89,11 @@ type Config struct {
 	// Sensitivity is the generic sensitivity (0: released without noise).
 	Sensitivity int
 	Epsilon     float64
+	// Gaussian selects noise.NewGaussian(L2, Rho) instead of
+	// noise.NewLaplace(Sensitivity, Epsilon): the distribution cube.Release
+	// draws from for the same plan.
+	Gaussian bool
+	L2, Rho  float64
 	// MOE90 is the margin of error written in every row, formatted.
 	MOE90 string
 	// Seeded selects noise.NewSeeded(Seed) as the root generator; otherwise
@@ -449,7 +455,9 @@ func (f *domainFn) ProcessElement(_ []byte, emit func(int64, []byte)) error {
 type noiseFn struct {
 	Cfg  Config
 	st   *state
-	lap  noise.Laplace
+	dist interface {
+		AddTo(r *noise.Rand, xs []float64) error
+	}
 	root *noise.Rand // seeded root, and how many splits it has given
 	next int64
 }
@@ -459,12 +467,14 @@ func (f *noiseFn) Setup() error {
 	if f.st, err = f.Cfg.decode(); err != nil {
 		return err
 	}
-	if f.Cfg.Sensitivity > 0 {
-		if f.lap, err = noise.NewLaplace(float64(f.Cfg.Sensitivity), f.Cfg.Epsilon); err != nil {
-			return err
-		}
+	switch {
+	case f.Cfg.Sensitivity == 0:
+	case f.Cfg.Gaussian:
+		f.dist, err = noise.NewGaussian(f.Cfg.L2, f.Cfg.Rho)
+	default:
+		f.dist, err = noise.NewLaplace(float64(f.Cfg.Sensitivity), f.Cfg.Epsilon)
 	}
-	return nil
+	return err
 }
 
 // rand returns block b's generator, as cube.Release derives it.
@@ -508,7 +518,7 @@ func (f *noiseFn) process(ctx context.Context, b int64, parts func(*[]byte) bool
 			m, r := marginal(st, cube.Cuboid(k), lo, x)
 			exact, ranges = append(exact, m), append(ranges, r)
 		}
-		if err := f.lap.AddTo(f.rand(b), x); err != nil {
+		if err := f.dist.AddTo(f.rand(b), x); err != nil {
 			return fmt.Errorf("block %d: %w", b, err)
 		}
 		for i, k := range f.Cfg.Keeps {

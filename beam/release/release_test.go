@@ -104,11 +104,17 @@ func writeTable(t testing.TB, dir string, sizes []int, rows, shards int, seed ui
 // coreRelease is the single-machine seeded release of the same table.
 func coreRelease(t *testing.T, tb table, c cube.Cuboid, exact []cube.Cuboid, eps privacy.Epsilon, seed uint64) *cube.Release {
 	t.Helper()
+	return coreReleaseSpec(t, tb, cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: c}, seed)
+}
+
+// coreReleaseSpec is coreRelease for any spec (a Gaussian one).
+func coreReleaseSpec(t *testing.T, tb table, spec cube.ReleaseSpec, seed uint64) *cube.Release {
+	t.Helper()
 	cb, err := cubeFromCSV(context.Background(), tb.whole, tb.schema, cube.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := cb.Release(context.Background(), cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: c}, noise.NewSeeded(seed))
+	rel, err := cb.Release(context.Background(), spec, noise.NewSeeded(seed))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,6 +267,13 @@ func TestPortableRunner(t *testing.T) {
 	// generator itself.
 	want = coreRelease(t, tb, c, exact, eps, 7)
 	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: c, Exact: exact, Epsilon: eps, Seeded: true, Seed: 7, Out: out, FullPrecision: true}); err != nil {
+		t.Fatal(err)
+	}
+	compare(t, out, want)
+	// A Gaussian (zCDP) release of the base cuboid: 2 blocks.
+	rho, _ := privacy.NewRho(0.5)
+	want = coreReleaseSpec(t, tb, cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rho, Delta: 1e-6, Exact: exact, Cuboid: cube.Base(3)}, 7)
+	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Mechanism: cube.MechanismGaussian, Rho: rho, Delta: 1e-6, Seeded: true, Seed: 7, Out: out, FullPrecision: true}); err != nil {
 		t.Fatal(err)
 	}
 	compare(t, out, want)

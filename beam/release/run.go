@@ -40,7 +40,13 @@ type Spec struct {
 	Schema      *cube.Schema
 	Cuboid      cube.Cuboid
 	Exact       []cube.Cuboid
-	Epsilon     privacy.Epsilon
+	// Mechanism is Laplace (Epsilon, the default) or Gaussian (Rho, with
+	// the equivalent (eps, delta) guarantee stated at Delta), as
+	// cube.ReleaseSpec's.
+	Mechanism cube.Mechanism
+	Epsilon   privacy.Epsilon
+	Rho       privacy.Rho
+	Delta     float64
 	// Seeded makes the noise reproducible from Seed, and the release NOT
 	// private.
 	Seeded bool
@@ -104,6 +110,9 @@ func checkSize(s *cube.Schema, c cube.Cuboid) error {
 
 // Result describes a finished release.
 type Result struct {
+	// Plan is the release without its counts (cube.PlanRelease's), Meta
+	// its privacy story.
+	Plan    *cube.Release
 	Meta    cube.Metadata
 	Cells   int
 	Sidecar string
@@ -122,7 +131,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err := checkSize(s, spec.Cuboid); err != nil {
 		return nil, err
 	}
-	rel, err := cube.PlanRelease(s, cube.ReleaseSpec{Epsilon: spec.Epsilon, Exact: spec.Exact, Cuboid: spec.Cuboid}, spec.Seeded)
+	rel, err := plan(s, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +144,9 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		Cuboid:      uint64(spec.Cuboid),
 		Sensitivity: rel.Sensitivity,
 		Epsilon:     rel.Epsilon,
+		Gaussian:    rel.Mechanism == cube.MechanismGaussian,
+		L2:          rel.L2Sensitivity,
+		Rho:         rel.Rho,
 		MOE90:       cube.FormatCount(rel.CellMOE90()),
 		Seeded:      spec.Seeded,
 		Seed:        spec.Seed,
@@ -225,7 +237,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		os.Remove(spec.Out)
 		return nil, err
 	}
-	return &Result{Meta: rel.Metadata(), Cells: cells, Sidecar: sidecar}, nil
+	return &Result{Plan: rel, Meta: rel.Metadata(), Cells: cells, Sidecar: sidecar}, nil
 }
 
 // removeBlocks removes the blocks directory. A worker of an in-process

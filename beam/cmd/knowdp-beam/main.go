@@ -4,6 +4,9 @@
 //	    [--exact dims]... [--cuboid dims] [--seed N] --out release.csv \
 //	    [--runner=universal --endpoint=HOST:PORT --environment_type=LOOPBACK]
 //
+// or, for a zCDP release with Gaussian noise, --mechanism gaussian --rho R
+// [--delta D] instead of --epsilon.
+//
 // It writes the same CSV and JSON sidecar as knowdp release. Without
 // --runner the pipeline runs in process on Beam's Prism runner. Beam's
 // pipeline options (--runner, --endpoint, --environment_type, --job_name,
@@ -35,7 +38,7 @@ import (
 	"github.com/knowdp/knowdp/source"
 )
 
-const usage = `Usage: knowdp-beam release --data FILE|'GLOB' --schema FILE --epsilon X [--exact DIMS]... [--cuboid DIMS] [--seed N] --out FILE [Beam pipeline options]`
+const usage = `Usage: knowdp-beam release --data FILE|'GLOB' --schema FILE (--epsilon X | --mechanism gaussian --rho R [--delta D]) [--exact DIMS]... [--cuboid DIMS] [--seed N] --out FILE [Beam pipeline options]`
 
 func main() {
 	// An interrupt or termination cancels the release, which removes its
@@ -169,7 +172,10 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	schemaPath := fs.String("schema", "", `schema JSON `+"`FILE`"+` {"dimensions":[{"name":..,"values":[..]}]} declaring every domain (required)`)
 	var exact stringList
 	fs.Var(&exact, "exact", "comma-separated `DIMS` of a cuboid published exactly (an invariant); repeatable; \"\" is the grand total")
-	epsilon := fs.Float64("epsilon", 0, "privacy loss eps > 0 with respect to the neighbours the invariants induce (required)")
+	epsilon := fs.Float64("epsilon", 0, "privacy loss eps > 0 with respect to the neighbours the invariants induce (required with --mechanism laplace)")
+	mechanism := fs.String("mechanism", "laplace", "`NAME` of the noise: laplace (pure eps, --epsilon) or gaussian (zCDP, --rho)")
+	rhoFlag := fs.Float64("rho", 0, "with --mechanism gaussian: the zCDP parameter rho > 0 with respect to the neighbours the invariants induce")
+	delta := fs.Float64("delta", 1e-6, "with --mechanism gaussian: the delta at which the sidecar states the equivalent (eps, delta) guarantee")
 	var cuboids stringList
 	fs.Var(&cuboids, "cuboid", "comma-separated `DIMS` of the cuboid to release; \"\" is the grand total (default: the base cuboid)")
 	out := fs.String("out", "", "output CSV `FILE` (required); the privacy story goes to the same name with .json")
@@ -193,7 +199,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if helpRequested(args) {
 		fmt.Fprintln(stdout, usage)
-		fmt.Fprintln(stdout, "\nFlags (knowdp's: --data --schema --exact --cuboid --epsilon --seed --out; the others are Beam's pipeline options):")
+		fmt.Fprintln(stdout, "\nFlags (knowdp's: --data --table --count-column --schema --exact --cuboid --epsilon --mechanism --rho --delta --seed --out; the others are Beam's pipeline options):")
 		printFlags(stdout, fs)
 		return flag.ErrHelp
 	}
@@ -216,9 +222,32 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case *out == "":
 		return usageErr("missing required flag --out")
 	}
-	eps, err := privacy.NewEpsilon(*epsilon)
+	// The mechanism's flags are checked as knowdp release checks them.
+	mech, err := cube.ParseMechanism(*mechanism)
 	if err != nil {
-		return usageErr("--epsilon: %v", err)
+		return usageErr("--mechanism: %v", err)
+	}
+	var (
+		eps privacy.Epsilon
+		rho privacy.Rho
+	)
+	if mech == cube.MechanismGaussian {
+		switch {
+		case *epsilon != 0:
+			return usageErr("--mechanism gaussian is calibrated to --rho; --epsilon does not apply (the equivalent (eps, delta) is reported for --delta)")
+		case !(*delta > 0 && *delta < 1):
+			return usageErr("--delta must be in (0, 1), got %v", *delta)
+		}
+		if rho, err = privacy.NewRho(*rhoFlag); err != nil {
+			return usageErr("--rho: %v", err)
+		}
+	} else {
+		if *rhoFlag != 0 {
+			return usageErr("--rho needs --mechanism gaussian")
+		}
+		if eps, err = privacy.NewEpsilon(*epsilon); err != nil {
+			return usageErr("--epsilon: %v", err)
+		}
 	}
 	if *out == "-" {
 		return usageErr("--out -: writing to standard output is not supported; give a file name")
@@ -231,7 +260,10 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("--schema %s: %w", *schemaPath, err)
 	}
-	spec := release.Spec{Schema: s, Epsilon: eps, Seeded: seed.set, Seed: seed.n, Out: *out, Table: *table, CountColumn: *countColumn}
+	spec := release.Spec{Schema: s, Mechanism: mech, Epsilon: eps, Rho: rho, Seeded: seed.set, Seed: seed.n, Out: *out, Table: *table, CountColumn: *countColumn}
+	if mech == cube.MechanismGaussian {
+		spec.Delta = *delta
+	}
 	spec.Cuboid = cube.Base(s.NumDims())
 	switch len(cuboids) {
 	case 0:
@@ -298,10 +330,18 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		fmt.Fprintf(stdout, "exact cuboids (published as they are): %s\n", strings.Join(ex, ", "))
 	}
-	fmt.Fprintf(stdout, "epsilon %g w.r.t. %s\n", m.Epsilon, m.Neighbours)
-	if m.Sensitivity == 0 {
-		fmt.Fprintf(stdout, "no noise: the cuboid is determined by the exact cuboids (%s); its counts are the TRUE counts\n", m.SensitivityRule)
+	gaussian := mech == cube.MechanismGaussian
+	if gaussian {
+		fmt.Fprintf(stdout, "rho %.6g (zCDP; (%.6g, %g)-DP) w.r.t. %s\n", m.Rho, m.Epsilon, m.Delta, m.Neighbours)
 	} else {
+		fmt.Fprintf(stdout, "epsilon %g w.r.t. %s\n", m.Epsilon, m.Neighbours)
+	}
+	switch {
+	case m.Sensitivity == 0:
+		fmt.Fprintf(stdout, "no noise: the cuboid is determined by the exact cuboids (%s); its counts are the TRUE counts\n", res.Plan.SensitivityRule)
+	case gaussian:
+		fmt.Fprintf(stdout, "L2 generic sensitivity %.6g (%s); Gaussian sigma %.6g per cell\n", m.L2Sensitivity, m.L2SensitivityRule, m.Sigma)
+	default:
 		fmt.Fprintf(stdout, "generic sensitivity %d (%s); Laplace scale %.6g per cell\n", m.Sensitivity, m.SensitivityRule, m.Scale)
 	}
 	if m.Guarantee == cube.GuaranteeNone {

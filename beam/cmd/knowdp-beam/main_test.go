@@ -96,6 +96,24 @@ func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 			checkAgainstCore(t, dir, schema, table, out, tc.args, tc.exact, tc.cb)
 		})
 	}
+	// The same releases with Gaussian noise (zCDP): --delta's default, and
+	// a delta given.
+	rho, _ := privacy.NewRho(0.5)
+	for _, delta := range []string{"", "1e-3"} {
+		for _, tc := range tests {
+			t.Run("gaussian "+tc.name+" delta "+delta, func(t *testing.T) {
+				flags := []string{"--mechanism", "gaussian", "--rho", "0.5"}
+				spec := cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rho, Delta: 1e-6}
+				if delta != "" {
+					flags, spec.Delta = append(flags, "--delta", delta), 1e-3
+				}
+				stdout := checkSpec(t, dir, schema, table, out, flags, spec, tc.args, tc.exact, tc.cb)
+				if !strings.Contains(stdout, "rho 0.5 (zCDP; (") || !strings.Contains(stdout, "Gaussian sigma ") && !strings.Contains(stdout, "no noise: the cuboid is determined by the exact cuboids (public: ") {
+					t.Errorf("the summary does not describe the Gaussian release:\n%s", stdout)
+				}
+			})
+		}
+	}
 
 	code, stdout, stderr := knowdpBeam(t, "release", "--data", table, "--schema", schema, "--epsilon", "1",
 		"--exact", "sex", "--cuboid", "sex,town", "--out", out)
@@ -116,7 +134,16 @@ func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 // with the single-machine release of the same seed.
 func checkAgainstCore(t *testing.T, dir, schema, table, out string, args []string, exact []cube.Cuboid, cb cube.Cuboid) {
 	t.Helper()
-	args = append([]string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--seed", "3", "--out", out}, args...)
+	eps, _ := privacy.NewEpsilon(1)
+	checkSpec(t, dir, schema, table, out, []string{"--epsilon", "1"}, cube.ReleaseSpec{Epsilon: eps}, args, exact, cb)
+}
+
+// checkSpec is checkAgainstCore for the privacy flags given and the
+// single-machine spec they stand for (its exact cuboids and cuboid aside);
+// it returns the command's stdout.
+func checkSpec(t *testing.T, dir, schema, table, out string, privFlags []string, spec cube.ReleaseSpec, args []string, exact []cube.Cuboid, cb cube.Cuboid) string {
+	t.Helper()
+	args = append(append([]string{"release", "--data", table, "--schema", schema, "--seed", "3", "--out", out}, privFlags...), args...)
 	code, stdout, stderr := knowdpBeam(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
@@ -133,8 +160,8 @@ func checkAgainstCore(t *testing.T, dir, schema, table, out string, args []strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	eps, _ := privacy.NewEpsilon(1)
-	rel, err := c.Release(context.Background(), cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cb}, noise.NewSeeded(3))
+	spec.Exact, spec.Cuboid = exact, cb
+	rel, err := c.Release(context.Background(), spec, noise.NewSeeded(3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +213,7 @@ func checkAgainstCore(t *testing.T, dir, schema, table, out string, args []strin
 	if string(side) != string(wantSide)+"\n" {
 		t.Fatalf("sidecar\n%s\nwant\n%s", side, wantSide)
 	}
+	return stdout
 }
 
 func TestErrors(t *testing.T) {
@@ -211,6 +239,15 @@ func TestErrors(t *testing.T) {
 			"knowdp-beam release: --schema: open " + filepath.Join(dir, "none.json") + ": no such file or directory"},
 		{"two cuboids", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex", "--cuboid", "age", "--out", out}, 2, "--cuboid is given more than once"},
 		{"bad epsilon", []string{"release", "--data", table, "--schema", schema, "--epsilon", "-1", "--out", out}, 2, "--epsilon"},
+		{"bad mechanism", []string{"release", "--data", table, "--schema", schema, "--mechanism", "exponential", "--out", out}, 2, `knowdp-beam release: --mechanism: unknown mechanism "exponential": use laplace or gaussian`},
+		{"rho without gaussian", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--rho", "0.5", "--out", out}, 2, "knowdp-beam release: --rho needs --mechanism gaussian\nRun 'knowdp-beam release --help' for usage."},
+		{"epsilon with gaussian", []string{"release", "--data", table, "--schema", schema, "--mechanism", "gaussian", "--rho", "0.5", "--epsilon", "1", "--out", out}, 2, "knowdp-beam release: --mechanism gaussian is calibrated to --rho; --epsilon does not apply"},
+		{"gaussian without rho", []string{"release", "--data", table, "--schema", schema, "--mechanism", "gaussian", "--out", out}, 2, "knowdp-beam release: --rho: rho must be > 0"},
+		{"bad rho", []string{"release", "--data", table, "--schema", schema, "--mechanism", "gaussian", "--rho", "-1", "--out", out}, 2, "knowdp-beam release: --rho: "},
+		{"delta 1", []string{"release", "--data", table, "--schema", schema, "--mechanism", "gaussian", "--rho", "0.5", "--delta", "1", "--out", out}, 2, "knowdp-beam release: --delta must be in (0, 1), got 1"},
+		{"delta 0", []string{"release", "--data", table, "--schema", schema, "--mechanism", "gaussian", "--rho", "0.5", "--delta", "0", "--out", out}, 2, "knowdp-beam release: --delta must be in (0, 1), got 0"},
+		{"gaussian value outside the domain", []string{"release", "--data", table, "--schema", schema, "--mechanism", "gaussian", "--rho", "0.5", "--out", out}, 1,
+			table + `: row 6, column "town": value "Pine" is not in the declared domain of "town"`},
 		{"bad cuboid", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex,colour", "--out", out}, 1, `--cuboid: unknown dimension "colour"`},
 		{"level cuboid", []string{"release", "--data", filepath.Join("..", "..", "..", "data", "us-persons.csv"), "--schema", filepath.Join("..", "..", "..", "data", "us-geo.schema.json"), "--epsilon", "1", "--cuboid", "geo:state,sex", "--out", out}, 2,
 			"--cuboid {geo:state,sex}: tables at coarser levels of a hierarchy are knowdp release's"},
@@ -252,7 +289,7 @@ func TestHelpAndVersion(t *testing.T) {
 		if code != 0 || stderr != "" || !strings.Contains(stdout, "Usage: knowdp-beam release --data FILE") {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
 		}
-		if args[len(args)-1] != "help" && len(args) > 1 && (!strings.Contains(stdout, "\n  --out FILE\n") || !strings.Contains(stdout, "\n  --epsilon X\n") || !strings.Contains(stdout, "\n  --runner STRING\n")) {
+		if args[len(args)-1] != "help" && len(args) > 1 && (!strings.Contains(stdout, "\n  --out FILE\n") || !strings.Contains(stdout, "\n  --epsilon X\n") || !strings.Contains(stdout, "\n  --mechanism NAME\n") || !strings.Contains(stdout, "\n  --rho X\n") || !strings.Contains(stdout, "\n  --delta X\n") || !strings.Contains(stdout, "\n  --runner STRING\n")) {
 			t.Errorf("%q: the flags are not listed as --flag VALUE, Beam's included:\n%s", args, stdout)
 		}
 	}
