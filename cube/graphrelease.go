@@ -360,7 +360,7 @@ func (g *GraphRelease) WriteCSV(w io.Writer) error {
 		buf = append(buf, ',')
 		buf = strconv.AppendInt(buf, int64(v), 10)
 		buf = append(buf, ',')
-		buf = append(buf, FormatCount(val)...)
+		buf = append(buf, FormatExact(val)...)
 		buf = append(buf, '\n')
 		if len(buf) > 1<<16 {
 			if _, err := w.Write(buf); err != nil {

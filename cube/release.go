@@ -512,7 +512,7 @@ func writeTableCSV(w io.Writer, s *Schema, c Cuboid, counts []float64, moe90 flo
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
-	moe := "," + FormatCount(moe90) + "\n"
+	moe := "," + FormatExact(moe90) + "\n"
 	idx := make([]int, len(dims))
 	for _, v := range counts {
 		b.Reset()
@@ -520,7 +520,7 @@ func writeTableCSV(w io.Writer, s *Schema, c Cuboid, counts []float64, moe90 flo
 			b.WriteString(csvField(s.Dim(d).Values[idx[k]]))
 			b.WriteByte(',')
 		}
-		b.WriteString(FormatCount(v))
+		b.WriteString(FormatExact(v))
 		b.WriteString(moe)
 		if _, err := io.WriteString(w, b.String()); err != nil {
 			return err
@@ -545,8 +545,9 @@ func (rel *Release) CellMOE90() float64 {
 	return rel.MOE90
 }
 
-// FormatCount formats a released count rounded to 6 decimal places,
-// without a negative zero. From 2^33 on, float64 values are spaced more
+// FormatCount formats a count rounded to 6 decimal places, without a
+// negative zero, for display; files write counts in full (FormatExact), so
+// that their sums hold. From 2^33 on, float64 values are spaced more
 // than 1e-6 apart, so the shortest decimal that identifies v already has at
 // most 6 decimals and v is printed as it is: rounding v*1e6 there would
 // round twice and could print a neighbouring value (2^53-1 as 2^53).

@@ -219,7 +219,7 @@ func TestReleaseWriteCSVAndMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 5 || lines[0] != "sex,city,count,moe90" || !strings.HasSuffix(lines[1], ","+FormatCount(rel.MOE90)) || !strings.HasPrefix(lines[1], `F,"A, B",`) || !strings.HasPrefix(lines[4], "M,C,") {
+	if len(lines) != 5 || lines[0] != "sex,city,count,moe90" || !strings.HasSuffix(lines[1], ","+FormatExact(rel.MOE90)) || !strings.HasPrefix(lines[1], `F,"A, B",`) || !strings.HasPrefix(lines[4], "M,C,") {
 		t.Errorf("csv:\n%s", buf.String())
 	}
 	b, _ := json.Marshal(rel.Metadata())

@@ -549,7 +549,7 @@ func TestWorkloadSharesAndMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	moe := FormatCount(rel.Tables[0].MOE90)
+	moe := FormatExact(rel.Tables[0].MOE90)
 	if len(lines) != 7 || lines[0] != "sex,city,count,moe90" || !strings.HasPrefix(lines[1], `F,"A, B",`) || !strings.HasSuffix(lines[6], ","+moe) || !strings.HasPrefix(lines[6], "M,D,") {
 		t.Errorf("csv:\n%s", buf.String())
 	}

@@ -29,7 +29,7 @@ func TestSeededGaussianMatchesCore(t *testing.T) {
 			want := coreReleaseSpec(t, tb, spec, 9)
 			out := filepath.Join(dir, "gauss.csv")
 			res, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: c, Exact: exact,
-				Mechanism: cube.MechanismGaussian, Rho: rho, Delta: 1e-5, Seeded: true, Seed: 9, Out: out, FullPrecision: true})
+				Mechanism: cube.MechanismGaussian, Rho: rho, Delta: 1e-5, Seeded: true, Seed: 9, Out: out})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -66,7 +66,7 @@ func TestParquetShards(t *testing.T) {
 	eps, _ := privacy.NewEpsilon(1)
 	want := coreRelease(t, tb, cube.Base(3), exact, eps, 9)
 	out := filepath.Join(dir, "pq.csv")
-	if _, err := Run(context.Background(), Spec{Files: files, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Epsilon: eps, Seeded: true, Seed: 9, Out: out, FullPrecision: true}); err != nil {
+	if _, err := Run(context.Background(), Spec{Files: files, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Epsilon: eps, Seeded: true, Seed: 9, Out: out}); err != nil {
 		t.Fatal(err)
 	}
 	compare(t, out, want)

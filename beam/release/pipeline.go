@@ -38,7 +38,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -102,10 +101,6 @@ type Config struct {
 	Seed   uint64
 	// Dir receives one CSV file of rows per block.
 	Dir string
-	// FullPrecision writes every count with all its float64 digits instead
-	// of cube.FormatCount's 6 decimals, to verify the pipeline against the
-	// single-machine release beyond the rounding.
-	FullPrecision bool
 	// Table and CountColumn are source.Spec's, for every file.
 	Table       string
 	CountColumn string
@@ -801,7 +796,7 @@ func (f *writeFn) process(ctx context.Context, b int64, _ []byte, corr []byte) e
 			cu.inc()
 		}
 	}
-	return writeBlock(ctx, f.st, filepath.Join(f.Cfg.Dir, BlockFile(b)), lo, x, f.Cfg.MOE90, f.Cfg.FullPrecision)
+	return writeBlock(ctx, f.st, filepath.Join(f.Cfg.Dir, BlockFile(b)), lo, x, f.Cfg.MOE90)
 }
 
 // mark starts the line of a stage's error in the runner's report, which
@@ -830,7 +825,10 @@ func stageError(err error) error {
 // BlockFile is the name of block b's rows in the output directory.
 func BlockFile(b int64) string { return fmt.Sprintf("block-%012d.csv", b) }
 
-func writeBlock(ctx context.Context, st *state, path string, lo int, x []float64, moe string, full bool) error {
+// writeBlock writes a block's rows, every count in full (the shortest
+// decimal that reads back as the same float64, as knowdp release writes
+// it), so that the printed table keeps its invariants.
+func writeBlock(ctx context.Context, st *state, path string, lo int, x []float64, moe string) error {
 	dims := st.c.Dims()
 	labels := make([][]string, len(dims))
 	for k, d := range dims {
@@ -845,11 +843,7 @@ func writeBlock(ctx context.Context, st *state, path string, lo int, x []float64
 			buf = append(buf, labels[k][cu.idx[k]]...)
 			buf = append(buf, ',')
 		}
-		if full {
-			buf = strconv.AppendFloat(buf, v, 'g', -1, 64)
-		} else {
-			buf = append(buf, cube.FormatCount(v)...)
-		}
+		buf = append(buf, cube.FormatExact(v)...)
 		buf = append(buf, ',')
 		buf = append(buf, moe...)
 		buf = append(buf, '\n')

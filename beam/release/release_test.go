@@ -167,7 +167,7 @@ func readCounts(t *testing.T, path string, s *cube.Schema, c cube.Cuboid, moe st
 // same counts to 1e-9 relative and the same privacy story.
 func compare(t *testing.T, got string, want *cube.Release) {
 	t.Helper()
-	counts := readCounts(t, got, want.Schema, want.Cuboid, cube.FormatCount(want.CellMOE90()))
+	counts := readCounts(t, got, want.Schema, want.Cuboid, cube.FormatExact(want.CellMOE90()))
 	if len(counts) != len(want.Counts) {
 		t.Fatalf("%d cells, want %d", len(counts), len(want.Counts))
 	}
@@ -210,7 +210,7 @@ func TestSeededMatchesCore(t *testing.T) {
 	eps, _ := privacy.NewEpsilon(0.5)
 	want := coreRelease(t, tb, c, exact, eps, 42)
 	out := filepath.Join(dir, "beam.csv")
-	res, err := Run(context.Background(), Spec{Files: tb.shards, Schema: s, Cuboid: c, Exact: exact, Epsilon: eps, Seeded: true, Seed: 42, Out: out, FullPrecision: true})
+	res, err := Run(context.Background(), Spec{Files: tb.shards, Schema: s, Cuboid: c, Exact: exact, Epsilon: eps, Seeded: true, Seed: 42, Out: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,21 +259,21 @@ func TestPortableRunner(t *testing.T) {
 	eps, _ := privacy.NewEpsilon(2)
 	want := coreRelease(t, tb, cube.Base(3), exact, eps, 7)
 	out := filepath.Join(dir, "portable.csv")
-	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Epsilon: eps, Seeded: true, Seed: 7, Out: out, FullPrecision: true}); err != nil {
+	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Epsilon: eps, Seeded: true, Seed: 7, Out: out}); err != nil {
 		t.Fatal(err)
 	}
 	compare(t, out, want)
 	// A 2-D cuboid of the same table: one block, noised from the root
 	// generator itself.
 	want = coreRelease(t, tb, c, exact, eps, 7)
-	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: c, Exact: exact, Epsilon: eps, Seeded: true, Seed: 7, Out: out, FullPrecision: true}); err != nil {
+	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: c, Exact: exact, Epsilon: eps, Seeded: true, Seed: 7, Out: out}); err != nil {
 		t.Fatal(err)
 	}
 	compare(t, out, want)
 	// A Gaussian (zCDP) release of the base cuboid: 2 blocks.
 	rho, _ := privacy.NewRho(0.5)
 	want = coreReleaseSpec(t, tb, cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rho, Delta: 1e-6, Exact: exact, Cuboid: cube.Base(3)}, 7)
-	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Mechanism: cube.MechanismGaussian, Rho: rho, Delta: 1e-6, Seeded: true, Seed: 7, Out: out, FullPrecision: true}); err != nil {
+	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Mechanism: cube.MechanismGaussian, Rho: rho, Delta: 1e-6, Seeded: true, Seed: 7, Out: out}); err != nil {
 		t.Fatal(err)
 	}
 	compare(t, out, want)
@@ -326,7 +326,7 @@ func TestEmptyBlocksGetNoise(t *testing.T) {
 		t.Fatalf("%d blocks, want 2", Blocks(len(want.Counts)))
 	}
 	out := filepath.Join(dir, "empty.csv")
-	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Epsilon: eps, Seeded: true, Seed: 5, Out: out, FullPrecision: true}); err != nil {
+	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Epsilon: eps, Seeded: true, Seed: 5, Out: out}); err != nil {
 		t.Fatal(err)
 	}
 	compare(t, out, want)
@@ -342,7 +342,7 @@ func TestUnseededIsPrivate(t *testing.T) {
 	var runs [][]float64
 	for k := range 2 {
 		out := filepath.Join(dir, fmt.Sprintf("u%d.csv", k))
-		res, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: []cube.Cuboid{1}, Epsilon: eps, Out: out, FullPrecision: true})
+		res, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: []cube.Cuboid{1}, Epsilon: eps, Out: out})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -353,7 +353,7 @@ func TestUnseededIsPrivate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runs = append(runs, readCounts(t, out, tb.schema, cube.Base(3), cube.FormatCount(plan.CellMOE90())))
+		runs = append(runs, readCounts(t, out, tb.schema, cube.Base(3), cube.FormatExact(plan.CellMOE90())))
 	}
 	same := 0
 	for i := range runs[0] {

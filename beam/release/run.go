@@ -54,9 +54,6 @@ type Spec struct {
 	// Out is the output CSV; the privacy story goes to the same name with
 	// .json.
 	Out string
-	// FullPrecision writes the counts with every float64 digit instead of
-	// the 6 decimals of knowdp release (see Config.FullPrecision).
-	FullPrecision bool
 }
 
 // InProcessBytesPerCell is the memory a release takes per cell of the
@@ -147,13 +144,11 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		Gaussian:    rel.Mechanism == cube.MechanismGaussian,
 		L2:          rel.L2Sensitivity,
 		Rho:         rel.Rho,
-		MOE90:       cube.FormatCount(rel.CellMOE90()),
+		MOE90:       cube.FormatExact(rel.CellMOE90()),
 		Seeded:      spec.Seeded,
 		Seed:        spec.Seed,
 		Table:       spec.Table,
 		CountColumn: spec.CountColumn,
-
-		FullPrecision: spec.FullPrecision,
 	}
 	for _, v := range rel.Invariants {
 		cfg.Keeps = append(cfg.Keeps, uint64(v.Cuboid&spec.Cuboid))
