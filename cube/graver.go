@@ -765,13 +765,22 @@ func bruteForce(ctx context.Context, s *Schema, exact []Cuboid, known []ExactCel
 	if err != nil {
 		return Witness{}, err
 	}
-	w := Witness{Before: make([]int, n), After: make([]int, n), Basis: len(basis),
-		L2Before: make([]int, n), L2After: make([]int, n)}
-	proj := make([]int, s.CuboidSize(release))
 	cell := make([]int, n)
 	for a := range n {
 		cell[a] = cellProjection(s, base, release, a)
 	}
+	return worstMove(basis, cell, s.CuboidSize(release)), nil
+}
+
+// worstMove returns the witness of the largest L1 and L2 change of a
+// released table over the Graver basis elements (moves on the base cells),
+// where cell maps each base cell to its cell of the released table (of
+// cells cells).
+func worstMove(basis [][]int, cell []int, cells int) Witness {
+	n := len(cell)
+	w := Witness{Before: make([]int, n), After: make([]int, n), Basis: len(basis),
+		L2Before: make([]int, n), L2After: make([]int, n)}
+	proj := make([]int, cells)
 	for _, g := range basis {
 		clear(proj)
 		for a, v := range g {
@@ -795,5 +804,5 @@ func bruteForce(ctx context.Context, s *Schema, exact []Cuboid, known []ExactCel
 			}
 		}
 	}
-	return w, nil
+	return w
 }

@@ -504,34 +504,7 @@ func bruteForceViews(ctx context.Context, s *Schema, exact []View, release View,
 	if err != nil {
 		return Witness{}, err
 	}
-	w := Witness{Before: make([]int, n), After: make([]int, n), Basis: len(basis),
-		L2Before: make([]int, n), L2After: make([]int, n)}
-	cell := viewCellOf(s, release)
-	proj := make([]int, s.ViewSize(release))
-	for _, g := range basis {
-		clear(proj)
-		for a, v := range g {
-			proj[cell[a]] += v
-		}
-		d, d2 := 0, 0
-		for _, v := range proj {
-			d += max(v, -v)
-			d2 += v * v
-		}
-		if d > w.Value {
-			w.Value = d
-			for a, v := range g {
-				w.Before[a], w.After[a] = max(0, -v), max(0, v)
-			}
-		}
-		if d2 > w.L2Squared {
-			w.L2Squared = d2
-			for a, v := range g {
-				w.L2Before[a], w.L2After[a] = max(0, -v), max(0, v)
-			}
-		}
-	}
-	return w, nil
+	return worstMove(basis, viewCellOf(s, release), s.ViewSize(release)), nil
 }
 
 // sideDim is a dimension on which one exact view (level fine) is strictly
