@@ -351,7 +351,8 @@ func dot(a, b []float64) float64 {
 }
 
 // WriteCSV writes one row per vertex pair: "u,v,edge", the estimate of the
-// pair's edge indicator (1 for an edge, 0 for none) rounded to 6 decimals.
+// pair's edge indicator (1 for an edge, 0 for none) in full (FormatExact),
+// so that the degrees read back from the file keep the known degrees.
 func (g *GraphRelease) WriteCSV(w io.Writer) error {
 	buf := []byte("u,v,edge\n")
 	for i, val := range g.Values {

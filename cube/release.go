@@ -493,47 +493,60 @@ func cmpErr(a, b error) error {
 }
 
 // WriteCSV writes the release with one column per dimension of the cuboid,
-// then "count" and "moe90" (the cell's margin of error, CellMOE90). Counts
-// are rounded to 6 decimal places.
+// then "count" and "moe90" (the cell's margin of error, CellMOE90), every
+// number in full (WriteTableCSV).
 func (rel *Release) WriteCSV(w io.Writer) error {
-	return writeTableCSV(w, rel.Schema, rel.Cuboid, rel.Counts, rel.CellMOE90())
+	moe := rel.CellMOE90()
+	return WriteTableCSV(w, rel.Schema, ViewOf(rel.Cuboid), rel.Counts, func(int) float64 { return moe })
 }
 
-// writeTableCSV writes the counts of cuboid c (row-major) with one column
-// per dimension, then "count" and "moe90" (the same margin on every row).
-func writeTableCSV(w io.Writer, s *Schema, c Cuboid, counts []float64, moe90 float64) error {
-	dims := c.Dims()
-	var b strings.Builder
-	for _, d := range dims {
-		b.WriteString(csvField(s.Dim(d).Name))
-		b.WriteByte(',')
+// WriteTableCSV writes the counts of view v of s (row-major over its
+// dimensions at their levels) as CSV: a header row with one column per
+// dimension, "count" and "moe90", then one row per cell with the level's
+// values (quoted where they need it), the count and moe90(cell), every
+// number as FormatExact writes it, so that the printed table keeps its
+// sums.
+func WriteTableCSV(w io.Writer, s *Schema, v View, counts []float64, moe90 func(cell int) float64) error {
+	if want := s.ViewSize(v); len(counts) != want {
+		return fmt.Errorf("%d counts for the %d cells of %s", len(counts), want, s.FormatView(v))
 	}
-	b.WriteString("count,moe90\n")
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return err
-	}
-	moe := "," + FormatExact(moe90) + "\n"
-	idx := make([]int, len(dims))
-	for _, v := range counts {
-		b.Reset()
-		for k, d := range dims {
-			b.WriteString(csvField(s.Dim(d).Values[idx[k]]))
-			b.WriteByte(',')
+	dims := v.Dims.Dims()
+	buf := make([]byte, 0, 1<<16)
+	labels := make([][]string, len(dims))
+	for k, d := range dims {
+		for _, x := range s.LevelValues(d, int(v.Up[d])) {
+			labels[k] = append(labels[k], csvField(x))
 		}
-		b.WriteString(FormatExact(v))
-		b.WriteString(moe)
-		if _, err := io.WriteString(w, b.String()); err != nil {
-			return err
+		buf = append(buf, csvField(s.Dim(d).Name)...)
+		buf = append(buf, ',')
+	}
+	buf = append(buf, "count,moe90\n"...)
+	idx := make([]int, len(dims))
+	for c, x := range counts {
+		for k := range dims {
+			buf = append(buf, labels[k][idx[k]]...)
+			buf = append(buf, ',')
+		}
+		buf = append(buf, FormatExact(x)...)
+		buf = append(buf, ',')
+		buf = append(buf, FormatExact(moe90(c))...)
+		buf = append(buf, '\n')
+		if len(buf) > 1<<16-512 {
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
 		}
 		for k := len(idx) - 1; k >= 0; k-- {
 			idx[k]++
-			if idx[k] < s.Size(dims[k]) {
+			if idx[k] < len(labels[k]) {
 				break
 			}
 			idx[k] = 0
 		}
 	}
-	return nil
+	_, err := w.Write(buf)
+	return err
 }
 
 // CellMOE90 is the moe90 column of the release: MOE90, plus 1 for an

@@ -1056,29 +1056,24 @@ func TableFileName(s *Schema, c Cuboid) string {
 	return strings.NewReplacer("/", "_", `\`, "_").Replace(name) + ".csv"
 }
 
-// WriteCSV writes the table with one column per dimension of its cuboid,
-// then "count" and "moe90" (the same margin of error on every row).
+// WriteCSV writes the table with one column per dimension of its view,
+// then "count" and "moe90" (CellMOE), as WriteTableCSV does.
 func (t Table) WriteCSV(w io.Writer, s *Schema) error {
-	if t.MOE90s != nil || !t.TableView().Flat() {
-		return writeViewCSV(w, s, t.TableView(), t.Counts, t.cellMOEs())
-	}
-	return writeTableCSV(w, s, t.Cuboid, t.Counts, t.CellMOE90())
+	return WriteTableCSV(w, s, t.TableView(), t.Counts, t.CellMOE)
 }
 
-// cellMOEs returns the moe90 column cell by cell.
-func (t Table) cellMOEs() []float64 {
-	out := make([]float64, len(t.Counts))
-	for i := range out {
-		m := t.MOE90
-		if t.MOE90s != nil {
-			m = t.MOE90s[i]
-		}
-		if t.Integer {
-			m++
-		}
-		out[i] = m
+// CellMOE is the moe90 column of cell i: its margin of error (MOE90s[i],
+// or MOE90 when the margin is the same for every cell), plus 1 for an
+// integer table.
+func (t Table) CellMOE(i int) float64 {
+	m := t.MOE90
+	if t.MOE90s != nil {
+		m = t.MOE90s[i]
 	}
-	return out
+	if t.Integer {
+		m++
+	}
+	return m
 }
 
 // WorkloadMetadata is the privacy story of a workload release, as written

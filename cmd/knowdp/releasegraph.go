@@ -10,7 +10,6 @@ import (
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/fileio"
-	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/source"
 )
@@ -86,7 +85,7 @@ func runReleaseGraph(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if err := fileio.WritePairAtomic(
-		fileio.File{Path: f.out, Write: func(w io.Writer) error { return tablefile.WriteGraphCSV(w, g) }},
+		fileio.File{Path: f.out, Write: func(w io.Writer) error { return g.WriteCSV(w) }},
 		fileio.File{Path: sidecar, Write: func(w io.Writer) error { _, err := w.Write(append(metaJSON, '\n')); return err }},
 	); err != nil {
 		return err

@@ -1,8 +1,8 @@
 // Package tablefile writes the tables knowdp release publishes, as CSV or
 // Parquet with the same columns in the same order: one per dimension of
 // the table's cuboid (its values, as strings), then "count" and "moe90";
-// one row per cell, row-major (the last dimension varies fastest). It
-// also writes release-graph's CSV (WriteGraphCSV).
+// one row per cell, row-major (the last dimension varies fastest). The CSV
+// is cube.WriteTableCSV's.
 //
 // Numbers are written in full: a CSV number is the shortest decimal that
 // parses back to the same float64 (FormatNumber), a Parquet number is the
@@ -17,7 +17,6 @@ import (
 	"io"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
@@ -75,73 +74,14 @@ func Write(w io.Writer, f Format, s *cube.Schema, c cube.Cuboid, counts []float6
 func FormatNumber(v float64) string { return cube.FormatExact(v) }
 
 // WriteCSV writes the counts of cuboid c of s with the margin of error
-// moe90 on every row as CSV: a header row, then one row per cell, labels
-// quoted where they need it, numbers as FormatNumber writes them.
+// moe90 on every row as CSV (cube.WriteTableCSV): a header row, then one
+// row per cell, labels quoted where they need it, numbers as FormatNumber
+// writes them.
 func WriteCSV(w io.Writer, s *cube.Schema, c cube.Cuboid, counts []float64, moe90 float64) error {
-	dims := c.Dims()
 	if err := check(s, c, counts); err != nil {
 		return err
 	}
-	labels := make([][]string, len(dims))
-	buf := make([]byte, 0, 1<<16)
-	for k, d := range dims {
-		for _, v := range s.Dim(d).Values {
-			labels[k] = append(labels[k], csvField(v))
-		}
-		buf = append(buf, csvField(s.Dim(d).Name)...)
-		buf = append(buf, ',')
-	}
-	buf = append(buf, "count,moe90\n"...)
-	moe := "," + FormatNumber(moe90) + "\n"
-	var err error
-	eachCell(labels, counts, func(idx []int, v float64) {
-		for k := range dims {
-			buf = append(buf, labels[k][idx[k]]...)
-			buf = append(buf, ',')
-		}
-		if v == 0 {
-			v = 0 // no negative zero
-		}
-		buf = strconv.AppendFloat(buf, v, 'f', -1, 64)
-		buf = append(buf, moe...)
-		if len(buf) > 1<<16-256 && err == nil {
-			_, err = w.Write(buf)
-			buf = buf[:0]
-		}
-	})
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(buf)
-	return err
-}
-
-// WriteGraphCSV writes a graph release as CSV: "u,v,edge", one row per
-// vertex pair, the estimate of the pair's edge indicator (1 for an edge,
-// 0 for none) as FormatNumber writes it, so that the degrees read back
-// from the file keep the known degrees.
-func WriteGraphCSV(w io.Writer, g *cube.GraphRelease) error {
-	buf := []byte("u,v,edge\n")
-	for i, val := range g.Values {
-		u, v := g.Pair(i)
-		buf = strconv.AppendInt(buf, int64(u), 10)
-		buf = append(buf, ',')
-		buf = strconv.AppendInt(buf, int64(v), 10)
-		buf = append(buf, ',')
-		if val == 0 {
-			val = 0 // no negative zero
-		}
-		buf = strconv.AppendFloat(buf, val, 'f', -1, 64)
-		buf = append(buf, '\n')
-		if len(buf) > 1<<16 {
-			if _, err := w.Write(buf); err != nil {
-				return err
-			}
-			buf = buf[:0]
-		}
-	}
-	_, err := w.Write(buf)
-	return err
+	return cube.WriteTableCSV(w, s, cube.ViewOf(c), counts, func(int) float64 { return moe90 })
 }
 
 // eachCell calls f with the label indices and count of every cell, in
@@ -166,13 +106,6 @@ func check(s *cube.Schema, c cube.Cuboid, counts []float64) error {
 		return fmt.Errorf("tablefile: %d counts for the %d cells of %s", len(counts), want, s.Format(c))
 	}
 	return nil
-}
-
-func csvField(s string) string {
-	if strings.ContainsAny(s, ",\"\n\r") {
-		return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
-	}
-	return s
 }
 
 // parquetBatch is the number of rows handed to the Parquet writer at once.

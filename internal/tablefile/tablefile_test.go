@@ -43,7 +43,7 @@ func readParquet(t *testing.T, b []byte) ([]string, [][]parquet.Value) {
 }
 
 // TestTablesMatch writes the same releases as CSV (this package's and
-// cube's, which rounds to 6 decimals) and Parquet and checks that all three
+// cube's Release.WriteCSV) and Parquet and checks that all three
 // have the same columns in the same order, the same rows in the same order
 // and the same labels; that the CSV's numbers parse back to the released
 // float64 values exactly; and that the Parquet file holds them exactly.
