@@ -424,14 +424,20 @@ func dedupe(cs []Cuboid) []Cuboid {
 }
 
 func neighbours(s *Schema, exact []Cuboid) string {
-	if len(exact) == 0 {
-		return "add or remove one row"
-	}
 	names := make([]string, len(exact))
 	for i, e := range exact {
 		names[i] = s.Format(e)
 	}
-	return "worst-case induced neighbours given the exact cuboids " + strings.Join(names, ", ") + " (tables that agree on them and differ by a minimal set of added and removed rows)"
+	return inducedNeighbours("cuboids", names)
+}
+
+// inducedNeighbours describes the neighbour relation the exact tables
+// (cuboids or views, named) induce.
+func inducedNeighbours(kind string, names []string) string {
+	if len(names) == 0 {
+		return "add or remove one row"
+	}
+	return "worst-case induced neighbours given the exact " + kind + " " + strings.Join(names, ", ") + " (tables that agree on them and differ by a minimal set of added and removed rows)"
 }
 
 // noiseChunk is the number of cells noised by one split generator.

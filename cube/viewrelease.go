@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
@@ -500,14 +499,11 @@ func ReleaseViews(ctx context.Context, s *Schema, counts map[View][]float64, spe
 }
 
 func viewNeighbours(s *Schema, exact []View) string {
-	if len(exact) == 0 {
-		return "add or remove one row"
-	}
 	names := make([]string, len(exact))
 	for i, e := range exact {
 		names[i] = s.FormatView(e)
 	}
-	return "worst-case induced neighbours given the exact views " + strings.Join(names, ", ") + " (tables that agree on them and differ by a minimal set of added and removed rows)"
+	return inducedNeighbours("views", names)
 }
 
 // roundViews is RoundIntegers for a release of views: integer tables made
