@@ -89,13 +89,18 @@ func (spec ViewSpec) Needs(s *Schema) ([]View, error) {
 	if err != nil {
 		return nil, err
 	}
+	return p.needs(), nil
+}
+
+// needs lists the invariants, then the views the plan measures.
+func (p *viewPlan) needs() []View {
 	out := slices.Clone(p.exact)
 	for _, m := range p.meas {
 		if !slices.Contains(out, m.v) {
 			out = append(out, m.v)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // viewMeasurement is one noisy view of the plan.
@@ -422,8 +427,7 @@ func ReleaseViews(ctx context.Context, s *Schema, counts map[View][]float64, spe
 	if err != nil {
 		return nil, err
 	}
-	needs, _ := spec.Needs(s)
-	for _, v := range needs {
+	for _, v := range p.needs() {
 		x, ok := counts[v]
 		if !ok {
 			return nil, fmt.Errorf("release: the exact counts of view %s are missing", s.FormatView(v))
