@@ -374,16 +374,15 @@ func (p *viewPlan) chooseShares() error {
 	}
 	p.meas = kept
 	if p.split != SplitOptimal {
-		if o, err := p.viewObjective(); err == nil {
-			x := make([]float64, len(p.meas))
-			for k, m := range p.meas {
-				x[k] = m.share.Float64() / p.budget.Float64()
-				if p.mech == MechanismGaussian {
-					x[k] = m.rhoShare.Float64() / p.rho.Float64()
-				}
+		x := make([]float64, len(p.meas))
+		for k, m := range p.meas {
+			x[k] = m.share.Float64() / p.budget.Float64()
+			if p.mech == MechanismGaussian {
+				x[k] = m.rhoShare.Float64() / p.rho.Float64()
 			}
-			p.objective, _ = o.eval(x, p.mech != MechanismGaussian, nil)
 		}
+		// Every table is determined by its own measurement: no error.
+		p.objective, _ = p.viewObjective().eval(x, p.mech != MechanismGaussian, nil)
 	}
 	for i := range p.tables {
 		t := &p.tables[i]

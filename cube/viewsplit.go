@@ -76,7 +76,7 @@ type viewObjective struct {
 	childInf   [][]int
 }
 
-func (p *viewPlan) viewObjective() (*viewObjective, error) {
+func (p *viewPlan) viewObjective() *viewObjective {
 	s, h := p.s, p.h
 	L := s.NumLevels(h)
 	o := &viewObjective{gauss: p.mech == MechanismGaussian}
@@ -141,7 +141,7 @@ func (p *viewPlan) viewObjective() (*viewObjective, error) {
 		}
 		o.res = append(o.res, r)
 	}
-	return o, nil
+	return o
 }
 
 // cost returns the node visits of one evaluation of F.
@@ -339,10 +339,7 @@ func (o *viewObjective) descend(x []float64, squared bool, tol float64, steps in
 // optimalFractions chooses the shares that minimise the weighted total
 // variance, with the certificate of viewsplit.go's file comment.
 func (p *viewPlan) optimalFractions() ([]float64, error) {
-	o, err := p.viewObjective()
-	if err != nil {
-		return nil, err
-	}
+	o := p.viewObjective()
 	k := len(p.meas)
 	equal := make([]float64, k)
 	for i := range equal {
