@@ -185,12 +185,7 @@ type Table struct {
 }
 
 // TableView returns the view the table is released at.
-func (t Table) TableView() View {
-	if t.View.Dims != t.Cuboid {
-		return ViewOf(t.Cuboid)
-	}
-	return t.View
-}
+func (t Table) TableView() View { return measuredView(t.Cuboid, t.View) }
 
 // CellMOE90 is the moe90 column of the table: MOE90, plus 1 for an integer
 // table (rounding moves a cell by less than 1).
