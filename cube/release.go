@@ -516,6 +516,17 @@ func WriteTableCSV(w io.Writer, s *Schema, v View, counts []float64, moe90 func(
 	if want := s.ViewSize(v); len(counts) != want {
 		return fmt.Errorf("%d counts for the %d cells of %s", len(counts), want, s.FormatView(v))
 	}
+	return WriteTableRowsCSV(w, s, v, 0, counts, moe90)
+}
+
+// WriteTableRowsCSV writes the header row and the rows of cells first,
+// first+1, ... of view v, as WriteTableCSV writes them: one shard of a
+// table too large for one file (moe90 is given the cell's index in the
+// whole table).
+func WriteTableRowsCSV(w io.Writer, s *Schema, v View, first int, counts []float64, moe90 func(cell int) float64) error {
+	if n := s.ViewSize(v); first < 0 || first > n || len(counts) > n-first {
+		return fmt.Errorf("cells %d to %d are not all in the %d cells of %s", first, first+len(counts), n, s.FormatView(v))
+	}
 	dims := v.Dims.Dims()
 	buf := make([]byte, 0, 1<<16)
 	labels := make([][]string, len(dims))
@@ -528,14 +539,18 @@ func WriteTableCSV(w io.Writer, s *Schema, v View, counts []float64, moe90 func(
 	}
 	buf = append(buf, "count,moe90\n"...)
 	idx := make([]int, len(dims))
-	for c, x := range counts {
+	for k, rest := len(dims)-1, first; k >= 0; k-- {
+		idx[k] = rest % len(labels[k])
+		rest /= len(labels[k])
+	}
+	for i, x := range counts {
 		for k := range dims {
 			buf = append(buf, labels[k][idx[k]]...)
 			buf = append(buf, ',')
 		}
 		buf = append(buf, FormatExact(x)...)
 		buf = append(buf, ',')
-		buf = append(buf, FormatExact(moe90(c))...)
+		buf = append(buf, FormatExact(moe90(first+i))...)
 		buf = append(buf, '\n')
 		if len(buf) > 1<<16-512 {
 			if _, err := w.Write(buf); err != nil {

@@ -884,26 +884,10 @@ func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64,
 	if _, err := constraints(s, 0, make([]float64, 1), inv); err != nil {
 		return nil, fmt.Errorf("workload: %w", err)
 	}
-	rel := &WorkloadRelease{
-		Schema:          s,
-		Tables:          slices.Clone(p.tables),
-		Measurements:    p.measurements(),
-		Invariants:      inv,
-		Budget:          p.budget.Float64(),
-		Mechanism:       p.mech,
-		Split:           p.split,
-		Strategy:        p.strategy,
-		Objective:       p.objValue,
-		Neighbours:      neighbours(s, p.exact),
-		Conditional:     p.conditional,
-		Seeded:          r.Seeded(),
-		DomainsFromData: spec.DomainsFromData,
+	rel, err := p.newRelease(spec, inv, r.Seeded())
+	if err != nil {
+		return nil, err
 	}
-	if p.cert != nil {
-		c := *p.cert
-		rel.Certificate = &c
-	}
-	var spent privacy.Budget
 	noisy := make([][]float64, len(p.meas))
 	for k, m := range p.meas {
 		rk := r.Split()
@@ -912,20 +896,6 @@ func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64,
 		copy(noisy[k], exact[m.c])
 		if err := addNoise(ctx, m.dist(p.mech), rk, noisy[k]); err != nil {
 			return nil, fmt.Errorf("workload: cuboid %s: %w", s.Format(m.c), err)
-		}
-		if p.mech == MechanismGaussian {
-			spent = privacy.Sequential(spent, privacy.Concentrated(m.rhoShare))
-		} else {
-			spent = privacy.Sequential(spent, privacy.Pure(m.share))
-		}
-	}
-	rel.Epsilon = spent.Epsilon()
-	if p.mech == MechanismGaussian {
-		rel.Budget, rel.Rho, rel.RhoBudget, rel.Delta = 0, spent.Rho(), p.rho.Float64(), spec.Delta
-		if rel.Rho > 0 {
-			if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
-				return nil, fmt.Errorf("workload: %w", err)
-			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -938,6 +908,52 @@ func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64,
 		}
 	}
 	p.estimate(rel.Tables, inv, noisy)
+	return rel, nil
+}
+
+// newRelease returns the release the plan describes before any counts: its
+// tables (Counts nil), measurements, the invariants inv and the privacy
+// story, which depend on the schema and the spec alone. ReleaseWorkload and
+// PlanWorkload both build their release with it, so a planned release's
+// metadata is the drawn release's.
+func (p *workloadPlan) newRelease(spec WorkloadSpec, inv []Invariant, seeded bool) (*WorkloadRelease, error) {
+	rel := &WorkloadRelease{
+		Schema:          p.s,
+		Tables:          slices.Clone(p.tables),
+		Measurements:    p.measurements(),
+		Invariants:      inv,
+		Budget:          p.budget.Float64(),
+		Mechanism:       p.mech,
+		Split:           p.split,
+		Strategy:        p.strategy,
+		Objective:       p.objValue,
+		Neighbours:      neighbours(p.s, p.exact),
+		Conditional:     p.conditional,
+		Seeded:          seeded,
+		DomainsFromData: spec.DomainsFromData,
+	}
+	if p.cert != nil {
+		c := *p.cert
+		rel.Certificate = &c
+	}
+	var spent privacy.Budget
+	for _, m := range p.meas {
+		if p.mech == MechanismGaussian {
+			spent = privacy.Sequential(spent, privacy.Concentrated(m.rhoShare))
+		} else {
+			spent = privacy.Sequential(spent, privacy.Pure(m.share))
+		}
+	}
+	rel.Epsilon = spent.Epsilon()
+	if p.mech == MechanismGaussian {
+		rel.Budget, rel.Rho, rel.RhoBudget, rel.Delta = 0, spent.Rho(), p.rho.Float64(), spec.Delta
+		if rel.Rho > 0 {
+			var err error
+			if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
+				return nil, fmt.Errorf("workload: %w", err)
+			}
+		}
+	}
 	return rel, nil
 }
 

@@ -1,6 +1,7 @@
 package release
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,7 +23,7 @@ import (
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/fileio"
-	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/source"
 )
 
@@ -38,31 +39,30 @@ type Spec struct {
 	// each row stands for that many records (see source.WithCountColumn).
 	CountColumn string
 	Schema      *cube.Schema
-	Cuboid      cube.Cuboid
-	Exact       []cube.Cuboid
-	// Mechanism is Laplace (Epsilon, the default) or Gaussian (Rho, with
-	// the equivalent (eps, delta) guarantee stated at Delta), as
-	// cube.ReleaseSpec's.
-	Mechanism cube.Mechanism
-	Epsilon   privacy.Epsilon
-	Rho       privacy.Rho
-	Delta     float64
+	// Job is the release the flags ask for.
+	Job Job
 	// Seeded makes the noise reproducible from Seed, and the release NOT
 	// private.
 	Seeded bool
 	Seed   uint64
-	// Out is the output CSV; the privacy story goes to the same name with
-	// .json.
+	// Out is the output: a CSV file (one table, the privacy story beside it
+	// with .json) or a new directory of shards and release.json.
 	Out string
+	// Measurements, if set, receives the noisy measurements of a workload
+	// (Job.KeepMeasurements).
+	Measurements string
+	// WorkerMemory is the memory of one worker, in bytes, which bounds a
+	// release computed on one worker when the pipeline runs on a cluster
+	// (in process, the memory of this machine does).
+	WorkerMemory int64
 }
 
 // InProcessBytesPerCell is the memory a release takes per cell of the
 // released cuboid when the pipeline runs in this process (Prism, the
 // default runner), rounded up from the measured growth of the peak
 // resident memory (5.5 bytes a cell between 4.7*10^6 and 1.7*10^7 cells,
-// above about 70 MB; it was 116 bytes while the noisy blocks went through
-// the runner): Run refuses a cuboid whose cells would need more than the
-// memory available before starting.
+// above about 70 MB): Run refuses a cuboid whose cells would need more
+// than the memory available before starting.
 const InProcessBytesPerCell = 8
 
 // inProcess reports whether the pipeline runs in this process: no
@@ -81,8 +81,8 @@ func inProcess() bool {
 	return true
 }
 
-// checkSize refuses a released cuboid of more than 2^62 cells on any
-// runner, and in process one whose cells need more memory than there is.
+// checkSize refuses a cuboid of more than 2^62 cells on any runner, and in
+// process one whose cells need more memory than there is.
 func checkSize(s *cube.Schema, c cube.Cuboid) error {
 	n := uint64(1)
 	for _, d := range c.Dims() {
@@ -107,53 +107,211 @@ func checkSize(s *cube.Schema, c cube.Cuboid) error {
 
 // Result describes a finished release.
 type Result struct {
-	// Plan is the release without its counts (cube.PlanRelease's), Meta
-	// its privacy story.
-	Plan    *cube.Release
-	Meta    cube.Metadata
-	Cells   int
-	Sidecar string
+	// Sidecar is the privacy story as written (cube.Metadata for one
+	// cuboid, cube.WorkloadMetadata for several tables), and SidecarPath
+	// where.
+	Sidecar     []byte
+	SidecarPath string
+	// Files are the files written, relative to Out for a directory.
+	Files []string
+	// Directory says Out is a directory of shards; Workload that Sidecar
+	// is a cube.WorkloadMetadata (several tables, or tables at levels).
+	Directory, Workload bool
+	// Mode is the pipeline that ran (ModeCuboid, ...); Tables the number
+	// of tables released and Cells their cells.
+	Mode   int
+	Tables int
+	Cells  int64
 }
 
-// Run builds the release pipeline, runs it on the runner chosen by Beam's
-// flags (--runner, --endpoint, ...; Prism in process by default) and
-// writes the CSV and its sidecar, both or neither. The output directory
-// must be visible to the workers (workers write one file per block there
-// before the driver joins them).
-func Run(ctx context.Context, spec Spec) (*Result, error) {
+// Plan is a release checked and planned against its schema, before any
+// data is read.
+type Plan struct {
+	spec   Spec
+	jb     *job
+	mode   int
+	single bool // --out is one CSV file
+	cfg    Config
+	// sidecar is the privacy story known before the run (ModeCuboid and
+	// ModeWorkload); the one worker of ModeGather writes its own.
+	sidecar []byte
+}
+
+// NewPlan checks the spec and plans the release from the schema and the
+// flags alone. Its errors wrap ErrUsage where the flags are at fault.
+func NewPlan(spec Spec) (*Plan, error) {
 	s := spec.Schema
 	if len(spec.Files) == 0 {
 		return nil, fmt.Errorf("release: no fact table files")
 	}
-	if err := checkSize(s, spec.Cuboid); err != nil {
-		return nil, err
+	if spec.Job.Format == "" {
+		spec.Job.Format = string(tablefile.CSV)
 	}
-	rel, err := plan(s, spec)
+	jb, err := parseJob(s, spec.Job)
 	if err != nil {
 		return nil, err
+	}
+	pl := &Plan{spec: spec, jb: jb}
+	ext := strings.ToLower(filepath.Ext(spec.Out))
+	switch {
+	case spec.Out == "" || spec.Out == "-":
+		return nil, jobErr("--out: give a file or a new directory's name")
+	case !jb.several && ext == ".csv":
+		if jb.format != tablefile.CSV {
+			return nil, jobErr("--format %s does not match --out %s", jb.format, spec.Out)
+		}
+		pl.single = true
+	case !jb.several && ext == ".parquet":
+		return nil, jobErr("--out %s: knowdp-beam writes Parquet as a directory of shards (part-NNNNN.parquet, one per block of %d cells, each written by the worker that computed it); give a directory name and --format parquet", spec.Out, BlockSize)
+	default:
+		if _, err := os.Lstat(spec.Out); err == nil {
+			return nil, jobErr("--out: %s exists; a release creates a new directory (nothing is overwritten)", spec.Out)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	if spec.Measurements != "" && !jb.workload.KeepMeasurements {
+		return nil, jobErr("--measurements needs several cuboids (repeat --cuboid, or --workload)")
+	}
+	for _, c := range jb.counted {
+		if err := checkSize(s, c); err != nil {
+			return nil, err
+		}
 	}
 	sj, err := schemaJSON(s)
 	if err != nil {
 		return nil, err
 	}
-	cfg := Config{
-		Schema:      sj,
-		Cuboid:      uint64(spec.Cuboid),
-		Sensitivity: rel.Sensitivity,
-		Epsilon:     rel.Epsilon,
-		Gaussian:    rel.Mechanism == cube.MechanismGaussian,
-		L2:          rel.L2Sensitivity,
-		Rho:         rel.Rho,
-		MOE90:       cube.FormatExact(rel.CellMOE90()),
-		Seeded:      spec.Seeded,
-		Seed:        spec.Seed,
-		Table:       spec.Table,
-		CountColumn: spec.CountColumn,
+	pl.cfg = Config{Schema: sj, Job: spec.Job, Seeded: spec.Seeded, Seed: spec.Seed, Table: spec.Table, CountColumn: spec.CountColumn}
+	for _, c := range jb.counted {
+		pl.cfg.Counted = append(pl.cfg.Counted, uint64(c))
 	}
+	post := spec.Job.postProcessed()
+	switch {
+	case jb.kind == kindCuboid && !post:
+		err = pl.planCuboid()
+	case jb.kind == kindWorkload && !post && !jb.workload.KeepMeasurements:
+		err = pl.planWorkload()
+	default:
+		err = pl.planGather()
+	}
+	if err != nil {
+		return nil, err
+	}
+	pl.cfg.Mode = pl.mode
+	return pl, nil
+}
+
+// planCuboid plans one cuboid released block by block: its sensitivity,
+// noise, margin of error and privacy story, as cube.ReleaseFrom makes them.
+func (pl *Plan) planCuboid() error {
+	s, spec := pl.spec.Schema, pl.jb.single
+	rel, err := cube.PlanRelease(s, spec, pl.spec.Seeded)
+	if err != nil {
+		return err
+	}
+	pl.mode = ModeCuboid
+	cfg := &pl.cfg
+	cfg.Cuboid = uint64(spec.Cuboid)
+	cfg.Counted = []uint64{uint64(spec.Cuboid)}
+	cfg.Sensitivity, cfg.Epsilon = rel.Sensitivity, rel.Epsilon
+	cfg.Gaussian, cfg.L2, cfg.Rho = rel.Mechanism == cube.MechanismGaussian, rel.L2Sensitivity, rel.Rho
+	cfg.MOE90 = rel.CellMOE90()
 	for _, v := range rel.Invariants {
 		cfg.Keeps = append(cfg.Keeps, uint64(v.Cuboid&spec.Cuboid))
 	}
-	sidecar := strings.TrimSuffix(spec.Out, filepath.Ext(spec.Out)) + ".json"
+	return pl.setSidecar(rel.Metadata())
+}
+
+// planGather plans a release computed on one worker, refused if its
+// counts and tables would not fit the worker's memory.
+func (pl *Plan) planGather() error {
+	s, jb := pl.spec.Schema, pl.jb
+	pl.mode = ModeGather
+	var released []cube.Cuboid
+	for _, v := range jb.tables {
+		released = append(released, v.Dims)
+	}
+	// The partial counts pass through the runner to the one worker, which
+	// holds the counted cuboids at 8 bytes a cell besides the release.
+	need := cube.ReleaseMemory(s, jb.counted, released, pl.spec.Job.postProcessed())
+	why := "non-negative and integer tables are solved"
+	switch {
+	case jb.kind == kindViews:
+		why = "tables at the levels of a hierarchy are estimated"
+	case jb.workload.KeepMeasurements:
+		why = "a release that keeps its noisy measurements (--measurements) is computed"
+	}
+	if inProcess() {
+		if err := cube.CheckMemory(need); err != nil {
+			return fmt.Errorf("%s on one worker, and this one would run out of memory (%w); release smaller tables or coarsen the schema", why, err)
+		}
+		return nil
+	}
+	if limit := pl.spec.WorkerMemory; limit > 0 && need > limit {
+		return fmt.Errorf("%s on one worker, which would need about %.3g GB (counting %s), more than --worker-memory (%.3g GB); release smaller tables, coarsen the schema or give a larger --worker-memory", why, float64(need)/1e9, formatCuboids(s, jb.counted), float64(limit)/1e9)
+	}
+	return nil
+}
+
+func formatCuboids(s *cube.Schema, cs []cube.Cuboid) string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = s.Format(c)
+	}
+	return strings.Join(out, ", ")
+}
+
+func (pl *Plan) setSidecar(meta any) error {
+	b, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return err
+	}
+	pl.sidecar = append(b, '\n')
+	return nil
+}
+
+// Mode is the pipeline the plan runs (ModeCuboid, ModeWorkload or
+// ModeGather).
+func (pl *Plan) Mode() int { return pl.mode }
+
+// Outputs are the files the release writes, for checking that none of
+// them is an input.
+func (pl *Plan) Outputs() []fileio.Named {
+	out := []fileio.Named{{Flag: "--out", Path: pl.spec.Out}}
+	if pl.single {
+		out = append(out, fileio.Named{Flag: "sidecar", Path: pl.sidecarPath()})
+	}
+	if pl.spec.Measurements != "" {
+		out = append(out, fileio.Named{Flag: "--measurements", Path: pl.spec.Measurements})
+	}
+	return out
+}
+
+// sidecarPath is where the privacy story goes.
+func (pl *Plan) sidecarPath() string {
+	if pl.single {
+		return strings.TrimSuffix(pl.spec.Out, filepath.Ext(pl.spec.Out)) + ".json"
+	}
+	return filepath.Join(pl.spec.Out, sidecarName)
+}
+
+// Run plans the release (NewPlan), builds its pipeline, runs it on the
+// runner chosen by Beam's flags (--runner, --endpoint, ...; Prism in
+// process by default) and writes the tables and the privacy story, all or
+// nothing. The output's directory must be visible to the workers, which
+// write the shards there before the driver renames them into place.
+func Run(ctx context.Context, spec Spec) (*Result, error) {
+	pl, err := NewPlan(spec)
+	if err != nil {
+		return nil, err
+	}
+	return pl.Run(ctx)
+}
+
+// Run runs the planned release.
+func (pl *Plan) Run(ctx context.Context) (*Result, error) {
+	spec, s := pl.spec, pl.spec.Schema
 	inputs := make([]fileio.Named, 0, len(spec.Files))
 	for _, f := range spec.Files {
 		if source.IsPostgresURL(f) {
@@ -164,27 +322,51 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		}
 		inputs = append(inputs, fileio.Named{Flag: "--data", Path: f})
 	}
-	if err := fileio.CheckOutputs(inputs, []fileio.Named{{Flag: "--out", Path: spec.Out}, {Flag: "sidecar", Path: sidecar}}); err != nil {
-		return nil, err
+	if err := fileio.CheckOutputs(inputs, pl.Outputs()); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
-	dir, err := os.MkdirTemp(filepath.Dir(spec.Out), "."+filepath.Base(spec.Out)+".blocks*")
+	parent, base := filepath.Split(filepath.Clean(spec.Out))
+	if parent == "" {
+		parent = "."
+	}
+	stage, err := os.MkdirTemp(parent, "."+base+".stage*")
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", spec.Out, err)
 	}
-	defer removeBlocks(dir)
-	// Stopped (the context cancelled, on a signal): remove the blocks at
-	// once, even if the runner is slow to return.
+	defer removeAll(stage)
+	scratch, err := os.MkdirTemp(parent, "."+base+".scratch*")
+	if err != nil {
+		return nil, fmt.Errorf("write %s: %w", spec.Out, err)
+	}
+	defer removeAll(scratch)
+	// Stopped (the context cancelled, on a signal): remove both at once,
+	// even if the runner is slow to return.
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
 		select {
 		case <-ctx.Done():
-			removeBlocks(dir)
+			removeAll(stage)
+			removeAll(scratch)
 		case <-done:
 		}
 	}()
-	if cfg.Dir, err = filepath.Abs(dir); err != nil {
+	cfg := pl.cfg
+	if cfg.Stage, err = filepath.Abs(stage); err != nil {
 		return nil, err
+	}
+	if cfg.Scratch, err = filepath.Abs(scratch); err != nil {
+		return nil, err
+	}
+	// The workers never create directories (see removeAll): the tables'
+	// directories of shards are made here.
+	stems := pl.jb.tableStems(s)
+	for i, v := range pl.jb.tables {
+		if stems[i] != "" && Blocks(s.ViewSize(v)) > 1 {
+			if err := os.Mkdir(filepath.Join(stage, stems[i]), 0o755); err != nil {
+				return nil, fmt.Errorf("write %s: %w", spec.Out, err)
+			}
+		}
 	}
 	files := slices.Clone(spec.Files)
 	for i, f := range files {
@@ -203,44 +385,107 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		return nil, stageError(err)
 	}
 
-	cells := s.CuboidSize(spec.Cuboid)
-	meta, err := json.MarshalIndent(rel.Metadata(), "", "  ")
+	res := &Result{Mode: pl.mode, Sidecar: pl.sidecar, SidecarPath: pl.sidecarPath(), Directory: !pl.single, Workload: pl.jb.kind != kindCuboid, Tables: len(pl.jb.tables)}
+	for _, v := range pl.jb.tables {
+		res.Cells += int64(s.ViewSize(v))
+	}
+	var measurements []byte
+	if pl.mode == ModeGather {
+		if res.Sidecar, err = readScratch(scratch, sidecarName); err != nil {
+			return nil, err
+		}
+		if spec.Measurements != "" {
+			if measurements, err = readScratch(scratch, measurementsName); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if pl.single {
+		err = pl.writeSingle(stage, res.Sidecar)
+		res.Files = []string{spec.Out, res.SidecarPath}
+	} else {
+		res.Files, err = pl.writeDir(stage, res.Sidecar)
+	}
 	if err != nil {
 		return nil, err
 	}
-	err = fileio.WriteAtomic(spec.Out, func(w io.Writer) error {
-		if _, err := io.WriteString(w, Header(s, spec.Cuboid)); err != nil {
-			return err
+	if measurements != nil {
+		if err := fileio.WriteFileAtomic(spec.Measurements, measurements); err != nil {
+			return nil, err
 		}
-		for b := range Blocks(cells) {
-			f, err := os.Open(filepath.Join(dir, BlockFile(int64(b))))
+		res.Files = append(res.Files, spec.Measurements)
+	}
+	return res, nil
+}
+
+// writeSingle joins the only table's shards in order into the --out CSV,
+// with one header row, and writes the sidecar beside it: both or neither.
+func (pl *Plan) writeSingle(stage string, sidecar []byte) error {
+	s, v := pl.spec.Schema, pl.jb.tables[0]
+	join := func(w io.Writer) error {
+		for b := range Blocks(s.ViewSize(v)) {
+			f, err := os.Open(filepath.Join(stage, partFile("", 0, b, tablefile.CSV)))
 			if err != nil {
 				return fmt.Errorf("block %d of the release is missing: %w", b, err)
 			}
-			_, err = io.Copy(w, f)
+			r := bufio.NewReaderSize(f, 1<<16)
+			if b > 0 {
+				_, err = r.ReadSlice('\n') // the shard's header
+			}
+			if err == nil {
+				_, err = io.Copy(w, r)
+			}
 			f.Close()
 			if err != nil {
 				return err
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	if err := fileio.WriteFileAtomic(sidecar, append(meta, '\n')); err != nil {
-		os.Remove(spec.Out)
-		return nil, err
-	}
-	return &Result{Plan: rel, Meta: rel.Metadata(), Cells: cells, Sidecar: sidecar}, nil
+	return fileio.WritePairAtomic(
+		fileio.File{Path: pl.spec.Out, Write: join},
+		fileio.File{Path: pl.sidecarPath(), Write: func(w io.Writer) error { _, err := w.Write(sidecar); return err }},
+	)
 }
 
-// removeBlocks removes the blocks directory. A worker of an in-process
-// runner may still be writing a block when the pipeline is stopped, so
-// RemoveAll can find the directory not empty; it is retried (for up to two
-// seconds) until the directory is gone, after which no write can recreate
-// it (the workers never create directories).
-func removeBlocks(dir string) {
+// writeDir checks that the staging directory holds every shard, adds the
+// sidecar and renames it to --out. It returns the files, relative to --out.
+func (pl *Plan) writeDir(stage string, sidecar []byte) ([]string, error) {
+	s := pl.spec.Schema
+	stems := pl.jb.tableStems(s)
+	var files []string
+	for i, v := range pl.jb.tables {
+		blocks := Blocks(s.ViewSize(v))
+		for b := range blocks {
+			name := partFile(stems[i], blocks, b, pl.jb.format)
+			if _, err := os.Stat(filepath.Join(stage, name)); err != nil {
+				return nil, fmt.Errorf("block %d of table %s of the release is missing: %w", b, s.FormatView(v), err)
+			}
+			files = append(files, name)
+		}
+	}
+	if err := fileio.WriteFileAtomic(filepath.Join(stage, sidecarName), sidecar); err != nil {
+		return nil, err
+	}
+	files = append(files, sidecarName)
+	if err := os.Chmod(stage, 0o755); err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(pl.spec.Out); err == nil {
+		return nil, fmt.Errorf("write %s: it was created while the release ran; nothing is overwritten (the release is lost: run it again)", pl.spec.Out)
+	}
+	if err := os.Rename(stage, pl.spec.Out); err != nil {
+		return nil, fmt.Errorf("write %s: %w", pl.spec.Out, err)
+	}
+	return files, nil
+}
+
+// removeAll removes a staging or scratch directory. A worker of an
+// in-process runner may still be writing into it when the pipeline is
+// stopped, so RemoveAll can find the directory not empty; it is retried
+// (for up to two seconds) until the directory is gone, after which no
+// write can recreate it (the workers never create directories).
+func removeAll(dir string) {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		os.RemoveAll(dir)

@@ -85,9 +85,13 @@ func WriteCSV(w io.Writer, s *cube.Schema, c cube.Cuboid, counts []float64, moe9
 }
 
 // eachCell calls f with the label indices and count of every cell, in
-// row-major order.
-func eachCell[L any](labels [][]L, counts []float64, f func(idx []int, v float64)) {
+// row-major order, the first of counts being cell first.
+func eachCell[L any](labels [][]L, first int, counts []float64, f func(idx []int, v float64)) {
 	idx := make([]int, len(labels))
+	for j := len(idx) - 1; j >= 0; j-- {
+		idx[j] = first % len(labels[j])
+		first /= len(labels[j])
+	}
 	for _, v := range counts {
 		f(idx, v)
 		for j := len(idx) - 1; j >= 0; j-- {
@@ -119,10 +123,31 @@ const parquetBatch = 4096
 // dictionary-encoded. Counts are written at full precision (the float64
 // the release holds).
 func WriteParquet(w io.Writer, s *cube.Schema, c cube.Cuboid, counts []float64, moe90 float64) error {
-	dims := c.Dims()
 	if err := check(s, c, counts); err != nil {
 		return err
 	}
+	return writeParquetRows(w, s, cube.ViewOf(c), 0, counts, func(int) float64 { return moe90 })
+}
+
+// WriteRows writes cells first, first+1, ... of view v of s, with the
+// margin of error moe90(cell) (the cell's index in the whole table), as a
+// file of format f with its header: one shard of a table too large for one
+// file, readable on its own.
+func WriteRows(w io.Writer, f Format, s *cube.Schema, v cube.View, first int, counts []float64, moe90 func(cell int) float64) error {
+	switch f {
+	case CSV:
+		return cube.WriteTableRowsCSV(w, s, v, first, counts, moe90)
+	case Parquet:
+		if n := s.ViewSize(v); first < 0 || first > n || len(counts) > n-first {
+			return fmt.Errorf("tablefile: cells %d to %d are not all in the %d cells of %s", first, first+len(counts), n, s.FormatView(v))
+		}
+		return writeParquetRows(w, s, v, first, counts, moe90)
+	}
+	return fmt.Errorf("tablefile: unknown format %q", f)
+}
+
+func writeParquetRows(w io.Writer, s *cube.Schema, v cube.View, first int, counts []float64, moe90 func(cell int) float64) error {
+	dims := v.Dims.Dims()
 	cols := make(orderedGroup, 0, len(dims)+2)
 	for _, d := range dims {
 		cols = append(cols, field{parquet.Encoded(parquet.String(), &parquet.RLEDictionary), s.Dim(d).Name})
@@ -135,8 +160,8 @@ func WriteParquet(w io.Writer, s *cube.Schema, c cube.Cuboid, counts []float64, 
 		parquet.MaxRowsPerRowGroup(1<<20), parquet.CreatedBy("knowdp", "", ""))
 	labels := make([][][]byte, len(dims))
 	for k, d := range dims {
-		for _, v := range s.Dim(d).Values {
-			labels[k] = append(labels[k], []byte(v))
+		for _, x := range s.LevelValues(d, int(v.Up[d])) {
+			labels[k] = append(labels[k], []byte(x))
 		}
 	}
 	k := len(dims)
@@ -148,16 +173,18 @@ func WriteParquet(w io.Writer, s *cube.Schema, c cube.Cuboid, counts []float64, 
 		}
 		rows = rows[:0]
 	}
-	eachCell(labels, counts, func(idx []int, v float64) {
+	cell := first
+	eachCell(labels, first, counts, func(idx []int, x float64) {
 		row := make(parquet.Row, k+2)
 		for j := range k {
 			row[j] = parquet.ByteArrayValue(labels[j][idx[j]]).Level(0, 0, j)
 		}
-		if v == 0 {
-			v = 0 // no negative zero
+		if x == 0 {
+			x = 0 // no negative zero
 		}
-		row[k] = parquet.DoubleValue(v).Level(0, 0, k)
-		row[k+1] = parquet.DoubleValue(moe90).Level(0, 0, k+1)
+		row[k] = parquet.DoubleValue(x).Level(0, 0, k)
+		row[k+1] = parquet.DoubleValue(moe90(cell)).Level(0, 0, k+1)
+		cell++
 		if rows = append(rows, row); len(rows) == parquetBatch {
 			flush()
 		}

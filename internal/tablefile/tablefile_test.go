@@ -3,6 +3,7 @@ package tablefile
 import (
 	"bytes"
 	"encoding/csv"
+	"io"
 	"math"
 	"strconv"
 	"testing"
@@ -205,4 +206,88 @@ func TestFormats(t *testing.T) {
 	if err := WriteParquet(&bytes.Buffer{}, s, cube.Base(1), []float64{1, 2}, 0); err == nil {
 		t.Error("two counts for one cell: no error")
 	}
+}
+
+// TestWriteRowsShards writes tables in shards of a few rows each, CSV and
+// Parquet, including a view at a coarser level of a hierarchy: every shard
+// has the header, and the shards' rows in order are the whole table's.
+func TestWriteRowsShards(t *testing.T) {
+	s, err := cube.ParseSchema([]byte(`{"dimensions":[
+ {"name":"geo","levels":["region","state"],"values":["a","b","c","d","e"],
+  "parents":{"region":{"a":"N","b":"N","c":"S","d":"S","e":"S"}}},
+ {"name":"sex","values":["F","M"]},
+ {"name":"age","values":["0-17","18+",",odd\""]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	region, err := s.ParseView("geo:region,age")
+	if err != nil {
+		t.Fatal(err)
+	}
+	views := []cube.View{cube.ViewOf(cube.Base(3)), region, cube.ViewOf(0)}
+	for _, v := range views {
+		n := s.ViewSize(v)
+		counts := make([]float64, n)
+		for i := range counts {
+			counts[i] = float64(i)*1.5 - 3
+		}
+		moe := func(cell int) float64 { return float64(cell) / 7 }
+		for _, f := range []Format{CSV, Parquet} {
+			var whole bytes.Buffer
+			if err := WriteRows(&whole, f, s, v, 0, counts, moe); err != nil {
+				t.Fatal(err)
+			}
+			wantHeader, wantRows := tableRows(t, f, whole.Bytes())
+			var gotRows [][]string
+			for lo := 0; lo < n; lo += 4 {
+				var part bytes.Buffer
+				if err := WriteRows(&part, f, s, v, lo, counts[lo:min(lo+4, n)], moe); err != nil {
+					t.Fatal(err)
+				}
+				header, rows := tableRows(t, f, part.Bytes())
+				if !slicesEqual(header, wantHeader) {
+					t.Fatalf("%s %s shard at %d: header %q, want %q", s.FormatView(v), f, lo, header, wantHeader)
+				}
+				gotRows = append(gotRows, rows...)
+			}
+			if len(gotRows) != len(wantRows) {
+				t.Fatalf("%s %s: %d rows in the shards, %d in the table", s.FormatView(v), f, len(gotRows), len(wantRows))
+			}
+			for i := range gotRows {
+				if !slicesEqual(gotRows[i], wantRows[i]) {
+					t.Fatalf("%s %s row %d: %q in the shards, %q in the table", s.FormatView(v), f, i, gotRows[i], wantRows[i])
+				}
+			}
+			if len(wantRows) != n {
+				t.Fatalf("%s %s: %d rows for %d cells", s.FormatView(v), f, len(wantRows), n)
+			}
+		}
+		if err := WriteRows(io.Discard, CSV, s, v, n-1, []float64{1, 2}, moe); err == nil {
+			t.Errorf("%s: rows past the end of the table were written", s.FormatView(v))
+		}
+	}
+}
+
+// tableRows reads a CSV or Parquet table as its header and rows of text.
+func tableRows(t *testing.T, f Format, b []byte) ([]string, [][]string) {
+	t.Helper()
+	if f == CSV {
+		recs, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recs[0], recs[1:]
+	}
+	names, rows := readParquet(t, b)
+	out := make([][]string, len(rows))
+	for i, row := range rows {
+		for _, v := range row {
+			if v.Kind() == parquet.Double {
+				out[i] = append(out[i], FormatNumber(v.Double()))
+			} else {
+				out[i] = append(out[i], v.String())
+			}
+		}
+	}
+	return names, out
 }

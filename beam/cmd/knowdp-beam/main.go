@@ -15,10 +15,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,11 +36,10 @@ import (
 	"github.com/knowdp/knowdp/beam/release"
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/fileio"
-	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/source"
 )
 
-const usage = `Usage: knowdp-beam release --data FILE|'GLOB' --schema FILE (--epsilon X | --mechanism gaussian --rho R [--delta D]) [--exact DIMS]... [--cuboid DIMS] [--seed N] --out FILE [Beam pipeline options]`
+const usage = `Usage: knowdp-beam release --data FILE|'GLOB' --schema FILE (--epsilon X | --mechanism gaussian --rho R [--delta D]) [--exact DIMS]... [--cuboid DIMS]... [--workload FILE] [--nonneg | --integer] [--seed N] --out FILE|DIR [Beam pipeline options]`
 
 func main() {
 	// An interrupt or termination cancels the release, which removes its
@@ -170,15 +171,29 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	table := fs.String("table", "", "with an SQLite or PostgreSQL --data: the `TABLE` to count (the GROUP BY runs in the database)")
 	countColumn := fs.String("count-column", "", "`NAME` of a column of counts in --data: each row stands for that many records (non-negative integers)")
 	schemaPath := fs.String("schema", "", `schema JSON `+"`FILE`"+` {"dimensions":[{"name":..,"values":[..]}]} declaring every domain (required)`)
-	var exact stringList
-	fs.Var(&exact, "exact", "comma-separated `DIMS` of a cuboid published exactly (an invariant); repeatable; \"\" is the grand total")
-	epsilon := fs.Float64("epsilon", 0, "privacy loss eps > 0 with respect to the neighbours the invariants induce (required with --mechanism laplace)")
-	mechanism := fs.String("mechanism", "laplace", "`NAME` of the noise: laplace (pure eps, --epsilon) or gaussian (zCDP, --rho)")
-	rhoFlag := fs.Float64("rho", 0, "with --mechanism gaussian: the zCDP parameter rho > 0 with respect to the neighbours the invariants induce")
-	delta := fs.Float64("delta", 1e-6, "with --mechanism gaussian: the delta at which the sidecar states the equivalent (eps, delta) guarantee")
-	var cuboids stringList
-	fs.Var(&cuboids, "cuboid", "comma-separated `DIMS` of the cuboid to release; \"\" is the grand total (default: the base cuboid)")
-	out := fs.String("out", "", "output CSV `FILE` (required); the privacy story goes to the same name with .json")
+	var job release.Job
+	var exact, cuboids stringList
+	fs.Var(&exact, "exact", "comma-separated `DIMS` of a cuboid published exactly (an invariant), each DIM or DIM:LEVEL of a hierarchy; repeatable; \"\" is the grand total")
+	fs.Var(&cuboids, "cuboid", "comma-separated `DIMS` of a cuboid to release, each DIM or DIM:LEVEL of a hierarchy (geo:state,sex); repeatable: several cuboids are released together under the one budget (default: the base cuboid)")
+	workload := fs.String("workload", "", "JSON `FILE` listing cuboids to release together, with optional weights: [[\"year\"], {\"cuboid\": [\"sex\",\"age\"], \"weight\": 2}]")
+	fs.Float64Var(&job.Epsilon, "epsilon", 0, "privacy loss eps > 0 of the whole release with respect to the neighbours the invariants induce (required with --mechanism laplace)")
+	fs.StringVar(&job.Mechanism, "mechanism", "laplace", "`NAME` of the noise: laplace (pure eps, --epsilon) or gaussian (zCDP, --rho)")
+	fs.Float64Var(&job.Rho, "rho", 0, "with --mechanism gaussian: the zCDP parameter rho > 0 with respect to the neighbours the invariants induce")
+	fs.Float64Var(&job.Delta, "delta", 1e-6, "with --mechanism gaussian: the delta at which the sidecar states the equivalent (eps, delta) guarantee")
+	fs.StringVar(&job.Split, "split", "optimal", "with several cuboids, `HOW` the budget is shared among them: optimal (least weighted total variance), equal, or spine (each level of a hierarchy the same share)")
+	fs.StringVar(&job.Strategy, "strategy", "best", "with several cuboids, `WHAT` to measure: requested (the cuboids themselves), marginals (any cuboid under them, chosen by the optimal split) or best")
+	measurements := fs.String("measurements", "", "with several cuboids: also write the noisy measurements, invariants and noise to this JSON `FILE`, for knowdp estimate (as private as the release)")
+	fs.IntVar(&job.Sensitivity, "sensitivity", 0, "calibrate the noise to this generic sensitivity: refused below the value knowdp computes; where it has no closed form, the guarantee is conditional on this claim")
+	fs.BoolVar(&job.NonNeg, "nonneg", false, "least-squares consistent release with no negative counts (solved on one worker)")
+	fs.BoolVar(&job.Integer, "integer", false, "non-negative integer counts that keep every invariant exactly (unbiased controlled rounding, on one worker)")
+	fs.Float64Var(&job.Tol, "tol", 1e-6, "tolerance of --nonneg and --integer (> 0)")
+	fs.StringVar(&job.Format, "format", "", "`FORMAT` of the released tables: csv or parquet (default csv; parquet needs a directory --out)")
+	out := fs.String("out", "", "output (required): a CSV `FILE` for one table, written with its privacy story in the same name with .json; otherwise a new directory of shards (part-NNNNN.csv or .parquet, one per block of 262,144 cells written by a worker; a table of one block is one file named as knowdp release names it) and release.json")
+	workerMemory := fs.Float64("worker-memory", 8, "on a cluster, the memory of one worker in `GB`: a release solved on one worker (--nonneg, --integer, levels of a hierarchy, --measurements) that needs more is refused before it starts")
+	jsonOut := fs.Bool("json", false, "print the summary as JSON (the sidecar's fields, full precision)")
+	infer := fs.Bool("infer-domains", false, "refused: see knowdp release")
+	fs.String("dims", "", "refused with --infer-domains")
+	cellLimit := fs.Int("cell-limit", 0, "refused: see knowdp release")
 	var seed struct {
 		set bool
 		n   uint64
@@ -199,7 +214,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if helpRequested(args) {
 		fmt.Fprintln(stdout, usage)
-		fmt.Fprintln(stdout, "\nFlags (knowdp's: --data --table --count-column --schema --exact --cuboid --epsilon --mechanism --rho --delta --seed --out; the others are Beam's pipeline options):")
+		fmt.Fprintln(stdout, "\nFlags (knowdp's, as knowdp release has them, then --worker-memory; the others are Beam's pipeline options):")
 		printFlags(stdout, fs)
 		return flag.ErrHelp
 	}
@@ -215,43 +230,22 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	switch {
 	case fs.NArg() > 0:
 		return usageErr("unexpected argument %q", fs.Arg(0))
+	case *infer:
+		return usageErr("--infer-domains: a domain read from the data is not private, and knowdp-beam plans the release from the schema before any data is read; explore with knowdp release --infer-domains, then write the schema")
+	case *cellLimit != 0:
+		return usageErr("--cell-limit guards knowdp release's memory; knowdp-beam has no cell limit on a cluster and checks the memory itself in process (--worker-memory for a release solved on one worker)")
 	case *dataPath == "":
 		return usageErr("missing required flag --data")
 	case *schemaPath == "":
 		return usageErr("missing required flag --schema")
 	case *out == "":
 		return usageErr("missing required flag --out")
+	case *out == "-":
+		return usageErr("--out -: writing to standard output is not supported; give a file or directory name")
+	case !(*workerMemory > 0) || math.IsInf(*workerMemory, 0):
+		return usageErr("--worker-memory must be a positive number of GB, got %v", *workerMemory)
 	}
-	// The mechanism's flags are checked as knowdp release checks them.
-	mech, err := cube.ParseMechanism(*mechanism)
-	if err != nil {
-		return usageErr("--mechanism: %v", err)
-	}
-	var (
-		eps privacy.Epsilon
-		rho privacy.Rho
-	)
-	if mech == cube.MechanismGaussian {
-		switch {
-		case *epsilon != 0:
-			return usageErr("--mechanism gaussian is calibrated to --rho; --epsilon does not apply (the equivalent (eps, delta) is reported for --delta)")
-		case !(*delta > 0 && *delta < 1):
-			return usageErr("--delta must be in (0, 1), got %v", *delta)
-		}
-		if rho, err = privacy.NewRho(*rhoFlag); err != nil {
-			return usageErr("--rho: %v", err)
-		}
-	} else {
-		if *rhoFlag != 0 {
-			return usageErr("--rho needs --mechanism gaussian")
-		}
-		if eps, err = privacy.NewEpsilon(*epsilon); err != nil {
-			return usageErr("--epsilon: %v", err)
-		}
-	}
-	if *out == "-" {
-		return usageErr("--out -: writing to standard output is not supported; give a file name")
-	}
+	job.Cuboids, job.Exact, job.KeepMeasurements = cuboids, exact, *measurements != ""
 	sb, err := os.ReadFile(*schemaPath)
 	if err != nil {
 		return fmt.Errorf("--schema: %w", err)
@@ -260,35 +254,14 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("--schema %s: %w", *schemaPath, err)
 	}
-	spec := release.Spec{Schema: s, Mechanism: mech, Epsilon: eps, Rho: rho, Seeded: seed.set, Seed: seed.n, Out: *out, Table: *table, CountColumn: *countColumn}
-	if mech == cube.MechanismGaussian {
-		spec.Delta = *delta
+	if *workload != "" {
+		if job.Workload, err = os.ReadFile(*workload); err != nil {
+			return fmt.Errorf("--workload: %w", err)
+		}
+		job.WorkloadName = *workload
 	}
-	spec.Cuboid = cube.Base(s.NumDims())
-	switch len(cuboids) {
-	case 0:
-	case 1:
-		v, err := s.ParseView(cuboids[0])
-		if err != nil {
-			return fmt.Errorf("--cuboid: %w", err)
-		}
-		if !v.Flat() {
-			return usageErr("--cuboid %s: tables at coarser levels of a hierarchy are knowdp release's (knowdp-beam releases cuboids at their finest levels)", s.FormatView(v))
-		}
-		spec.Cuboid = v.Dims
-	default:
-		return usageErr("--cuboid is given more than once: knowdp-beam releases one cuboid (workloads of several cuboids are knowdp release's)")
-	}
-	for _, x := range exact {
-		v, err := s.ParseView(x)
-		if err != nil {
-			return fmt.Errorf("--exact %q: %w", x, err)
-		}
-		if !v.Flat() {
-			return usageErr("--exact %s: invariants at coarser levels of a hierarchy are knowdp release's (knowdp-beam takes cuboids at their finest levels)", s.FormatView(v))
-		}
-		spec.Exact = append(spec.Exact, v.Dims)
-	}
+	spec := release.Spec{Schema: s, Job: job, Seeded: seed.set, Seed: seed.n, Out: *out, Table: *table, CountColumn: *countColumn,
+		Measurements: *measurements, WorkerMemory: int64(*workerMemory * 1e9)}
 	if source.IsPostgresURL(*dataPath) {
 		spec.Files = []string{*dataPath}
 	} else if spec.Files, err = filepath.Glob(*dataPath); err != nil {
@@ -297,56 +270,112 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(spec.Files) == 0 {
 		return fmt.Errorf("--data %q: no such file", *dataPath)
 	}
+	// Beam reads its own flags from the global flag set; Init also turns
+	// this binary into a worker when a runner starts it as one.
+	beam.Init()
+	plan, err := release.NewPlan(spec)
+	if errors.Is(err, release.ErrUsage) {
+		return usageErr("%s", strings.TrimPrefix(err.Error(), "usage: "))
+	}
+	if err != nil {
+		return err
+	}
 	// Outputs never replace an input (symbolic and hard links included),
 	// checked before anything is read.
-	inputs := []fileio.Named{{Flag: "--schema", Path: *schemaPath}}
+	inputs := []fileio.Named{{Flag: "--schema", Path: *schemaPath}, {Flag: "--workload", Path: *workload}}
 	for _, f := range spec.Files {
 		if !source.IsPostgresURL(f) {
 			inputs = append(inputs, fileio.Named{Flag: "--data", Path: f})
 		}
 	}
-	outputs := []fileio.Named{{Flag: "--out", Path: *out}, {Flag: "sidecar", Path: strings.TrimSuffix(*out, filepath.Ext(*out)) + ".json"}}
-	if err := fileio.CheckOutputs(inputs, outputs); err != nil {
+	if err := fileio.CheckOutputs(inputs, plan.Outputs()); err != nil {
 		return usageErr("%v", err)
 	}
 	if seed.set {
 		fmt.Fprintf(stderr, "WARNING: --seed %d makes the noise predictable; this output is NOT differentially private\n", seed.n)
 	}
-	// Beam reads its own flags from the global flag set; Init also turns
-	// this binary into a worker when a runner starts it as one.
-	beam.Init()
-	res, err := release.Run(ctx, spec)
+	res, err := plan.Run(ctx)
+	if errors.Is(err, release.ErrUsage) {
+		return usageErr("%s", strings.TrimPrefix(err.Error(), "usage: "))
+	}
 	if err != nil {
 		return err
 	}
-	m := res.Meta
+	return printSummary(stdout, s, spec, res, *jsonOut)
+}
+
+// printSummary prints what the release wrote and its privacy story, as
+// knowdp release prints it (or, with --json, the sidecar with the files).
+func printSummary(w io.Writer, s *cube.Schema, spec release.Spec, res *release.Result, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Out     string          `json:"out"`
+			Sidecar string          `json:"sidecar"`
+			Files   []string        `json:"files"`
+			Cells   int64           `json:"cells"`
+			Privacy json.RawMessage `json:"privacy"`
+		}{spec.Out, res.SidecarPath, res.Files, res.Cells, res.Sidecar})
+	}
+	if res.Workload {
+		var m cube.WorkloadMetadata
+		if err := json.Unmarshal(res.Sidecar, &m); err != nil {
+			return err
+		}
+		if m.Rho > 0 {
+			fmt.Fprintf(w, "released %d tables (%d cells) for rho %.6g in all ((%.6g, %g)-DP; %s) w.r.t. %s\n", res.Tables, res.Cells, m.Rho, m.Epsilon, m.Delta, m.Composition, m.Neighbours)
+		} else {
+			fmt.Fprintf(w, "released %d tables (%d cells) for epsilon %.6g in all (%s) w.r.t. %s\n", res.Tables, res.Cells, m.Epsilon, m.Composition, m.Neighbours)
+		}
+		for _, t := range m.Tables {
+			fmt.Fprintf(w, "  %s: moe90 %.4g, %s\n", "{"+strings.Join(t.Cuboid, ",")+"}", t.MOE90, t.File)
+		}
+		if !m.Private {
+			fmt.Fprintln(w, "guarantee: none: this release is NOT differentially private (seeded)")
+		}
+		if res.Directory {
+			fmt.Fprintf(w, "wrote %s/ (%d files)\n", strings.TrimSuffix(spec.Out, "/"), len(res.Files))
+		} else {
+			fmt.Fprintf(w, "wrote %s and %s\n", spec.Out, res.SidecarPath)
+		}
+		return nil
+	}
+	var m cube.Metadata
+	if err := json.Unmarshal(res.Sidecar, &m); err != nil {
+		return err
+	}
 	// As knowdp release prints it; the number of rows read is not
 	// printed: it is the true total, private unless an invariant has it.
-	fmt.Fprintf(stdout, "released cuboid %s: %d cells\n", s.Format(spec.Cuboid), res.Cells)
+	fmt.Fprintf(w, "released cuboid {%s}: %d cells\n", strings.Join(m.Cuboid, ","), res.Cells)
 	if len(m.Exact) > 0 {
 		var ex []string
 		for _, e := range m.Exact {
 			ex = append(ex, "{"+strings.Join(e, ",")+"}")
 		}
-		fmt.Fprintf(stdout, "exact cuboids (published as they are): %s\n", strings.Join(ex, ", "))
+		fmt.Fprintf(w, "exact cuboids (published as they are): %s\n", strings.Join(ex, ", "))
 	}
-	gaussian := mech == cube.MechanismGaussian
+	gaussian := m.Rho > 0
 	if gaussian {
-		fmt.Fprintf(stdout, "rho %.6g (zCDP; (%.6g, %g)-DP) w.r.t. %s\n", m.Rho, m.Epsilon, m.Delta, m.Neighbours)
+		fmt.Fprintf(w, "rho %.6g (zCDP; (%.6g, %g)-DP) w.r.t. %s\n", m.Rho, m.Epsilon, m.Delta, m.Neighbours)
 	} else {
-		fmt.Fprintf(stdout, "epsilon %g w.r.t. %s\n", m.Epsilon, m.Neighbours)
+		fmt.Fprintf(w, "epsilon %g w.r.t. %s\n", m.Epsilon, m.Neighbours)
 	}
 	switch {
-	case m.Sensitivity == 0:
-		fmt.Fprintf(stdout, "no noise: the cuboid is determined by the exact cuboids (%s); its counts are the TRUE counts\n", res.Plan.SensitivityRule)
+	case m.Sensitivity == 0 && !gaussian:
+		fmt.Fprintf(w, "no noise: the cuboid is determined by the exact cuboids (%s); its counts are the TRUE counts\n", m.SensitivityRule)
 	case gaussian:
-		fmt.Fprintf(stdout, "L2 generic sensitivity %.6g (%s); Gaussian sigma %.6g per cell\n", m.L2Sensitivity, m.L2SensitivityRule, m.Sigma)
+		fmt.Fprintf(w, "L2 generic sensitivity %.6g (%s); Gaussian sigma %.6g per cell\n", m.L2Sensitivity, m.L2SensitivityRule, m.Sigma)
 	default:
-		fmt.Fprintf(stdout, "generic sensitivity %d (%s); Laplace scale %.6g per cell\n", m.Sensitivity, m.SensitivityRule, m.Scale)
+		fmt.Fprintf(w, "generic sensitivity %d (%s); Laplace scale %.6g per cell\n", m.Sensitivity, m.SensitivityRule, m.Scale)
 	}
 	if m.Guarantee == cube.GuaranteeNone {
-		fmt.Fprintln(stdout, "guarantee: none: this release is NOT differentially private (seeded)")
+		fmt.Fprintln(w, "guarantee: none: this release is NOT differentially private (seeded)")
 	}
-	fmt.Fprintf(stdout, "wrote %s and %s\n", *out, res.Sidecar)
+	if res.Directory {
+		fmt.Fprintf(w, "wrote %s/ (%d files)\n", strings.TrimSuffix(spec.Out, "/"), len(res.Files))
+	} else {
+		fmt.Fprintf(w, "wrote %s and %s\n", spec.Out, res.SidecarPath)
+	}
 	return nil
 }

@@ -1,0 +1,322 @@
+package release
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/internal/tablefile"
+	"github.com/knowdp/knowdp/noise"
+)
+
+// noiseFn sums a block's partial counts, adds noise and emits the noisy
+// block and its marginals on every K_i.
+type noiseFn struct {
+	Cfg  Config
+	st   *state
+	dist interface {
+		AddTo(r *noise.Rand, xs []float64) error
+	}
+	root *noise.Rand // seeded root, and how many splits it has given
+	next int64
+}
+
+func (f *noiseFn) Setup() error {
+	var err error
+	if f.st, err = f.Cfg.decode(); err != nil {
+		return err
+	}
+	switch {
+	case f.Cfg.Sensitivity == 0:
+	case f.Cfg.Gaussian:
+		f.dist, err = noise.NewGaussian(f.Cfg.L2, f.Cfg.Rho)
+	default:
+		f.dist, err = noise.NewLaplace(float64(f.Cfg.Sensitivity), f.Cfg.Epsilon)
+	}
+	return err
+}
+
+// rand returns block b's generator, as cube.Release derives it.
+func (f *noiseFn) rand(b int64) *noise.Rand {
+	if !f.Cfg.Seeded {
+		return noise.NewRand()
+	}
+	if f.st.blocks <= 1 {
+		return noise.NewSeeded(f.Cfg.Seed)
+	}
+	if f.root == nil || b < f.next {
+		f.root, f.next = noise.NewSeeded(f.Cfg.Seed), 0
+	}
+	for f.next < b {
+		f.root.Split()
+		f.next++
+	}
+	f.next++
+	return f.root.Split()
+}
+
+// ProcessElement marks its errors for the driver (see marked).
+func (f *noiseFn) ProcessElement(ctx context.Context, b int64, parts func(*[]byte) bool, emit func(int64, []byte), emitMarg func(int, []byte)) error {
+	return marked(f.process(ctx, b, parts, emit, emitMarg))
+}
+
+func (f *noiseFn) process(ctx context.Context, b int64, parts func(*[]byte) bool, emit func(int64, []byte), emitMarg func(int, []byte)) error {
+	st := f.st
+	x := make([]float64, blockLen(st.cells, int(b)))
+	var p []byte
+	for parts(&p) {
+		if err := addSparse(x, p); err != nil {
+			return fmt.Errorf("block %d: %w", b, err)
+		}
+	}
+	lo := int(b) * BlockSize
+	var exact [][]float64
+	var ranges [][2]int
+	if f.Cfg.Sensitivity > 0 {
+		for _, k := range f.Cfg.Keeps {
+			m, r := marginal(st.s, st.c, cube.Cuboid(k), lo, x)
+			exact, ranges = append(exact, m), append(ranges, r)
+		}
+		if err := f.dist.AddTo(f.rand(b), x); err != nil {
+			return fmt.Errorf("block %d: %w", b, err)
+		}
+		for i, k := range f.Cfg.Keeps {
+			m, _ := marginal(st.s, st.c, cube.Cuboid(k), lo, x)
+			emitMarg(i, encodeMarginal(ranges[i][0], m, exact[i]))
+		}
+	}
+	// The noisy block goes to a file of the output's temporary directory,
+	// not into the pipeline: the runner would otherwise hold every block
+	// (8 bytes a cell, and its copies) until the corrections are known.
+	// The write stage reads it back.
+	if err := writeFileAtomic(filepath.Join(f.Cfg.Scratch, noisyFile(b)), appendFloats(make([]byte, 0, 8*len(x)), x)); err != nil {
+		return fmt.Errorf("block %d: %w", b, err)
+	}
+	emit(b, nil)
+	return ctx.Err()
+}
+
+// noisyFile is the name of block b's noisy counts in the output's
+// temporary directory.
+func noisyFile(b int64) string { return fmt.Sprintf("noisy-%012d.bin", b) }
+
+// marginal returns the sums of the block x (cells lo, lo+1, ... of c) on
+// the cells of keep it touches, as a dense range [r[0], r[1]) of K's cells.
+func marginal(s *cube.Schema, c, keep cube.Cuboid, lo int, x []float64) ([]float64, [2]int) {
+	cu := newCursor(s, c, keep, lo)
+	r := [2]int{math.MaxInt, 0}
+	ks := make([]int, len(x))
+	for i := range x {
+		ks[i] = cu.k
+		r[0], r[1] = min(r[0], cu.k), max(r[1], cu.k+1)
+		cu.inc()
+	}
+	m := make([]float64, r[1]-r[0])
+	for i, v := range x {
+		m[ks[i]-r[0]] += v
+	}
+	return m, r
+}
+
+// margAcc accumulates an invariant's marginals over the range of its cells
+// [Lo, Lo+len(Noisy)): of the noisy counts and of the exact counts.
+type margAcc struct {
+	Lo           int
+	Noisy, Exact []float64
+}
+
+// encodeMarginal encodes a block's marginal on the cells [lo, lo+len(noisy))
+// of its cuboid, with the exact counts' marginal or without (exact nil).
+func encodeMarginal(lo int, noisy, exact []float64) []byte {
+	enc := binary.AppendUvarint(nil, uint64(lo))
+	enc = binary.AppendUvarint(enc, uint64(len(noisy)))
+	enc = appendFloats(enc, noisy)
+	return appendFloats(enc, exact)
+}
+
+// margCombine sums the block marginals of one invariant (noisy and exact)
+// or of one measurement (noisy only).
+type margCombine struct{}
+
+func (margCombine) CreateAccumulator() margAcc { return margAcc{} }
+
+func (c margCombine) AddInput(a margAcc, in []byte) (margAcc, error) {
+	lo, n := binary.Uvarint(in)
+	if n <= 0 {
+		return a, errors.New("corrupt marginal")
+	}
+	cnt, m := binary.Uvarint(in[n:])
+	if size := uint64(len(in) - n - m); m <= 0 || (size != 16*cnt && size != 8*cnt) {
+		return a, errors.New("corrupt marginal")
+	}
+	fl, err := decodeFloats(in[n+m:])
+	if err != nil {
+		return a, err
+	}
+	b := margAcc{Lo: int(lo), Noisy: fl[:cnt]}
+	if len(fl) > int(cnt) {
+		b.Exact = fl[cnt:]
+	}
+	return c.MergeAccumulators(a, b), nil
+}
+
+func (margCombine) MergeAccumulators(a, b margAcc) margAcc {
+	if len(a.Noisy) == 0 {
+		return b
+	}
+	if len(b.Noisy) == 0 {
+		return a
+	}
+	lo := min(a.Lo, b.Lo)
+	hi := max(a.Lo+len(a.Noisy), b.Lo+len(b.Noisy))
+	if lo != a.Lo || hi != a.Lo+len(a.Noisy) {
+		out := margAcc{Lo: lo, Noisy: make([]float64, hi-lo)}
+		if a.Exact != nil {
+			out.Exact = make([]float64, hi-lo)
+		}
+		a = addAcc(out, a)
+	}
+	return addAcc(a, b)
+}
+
+// addAcc adds b into a, whose range covers b's, and returns a.
+func addAcc(a, b margAcc) margAcc {
+	for i, v := range b.Noisy {
+		a.Noisy[b.Lo-a.Lo+i] += v
+	}
+	for i, v := range b.Exact {
+		a.Exact[b.Lo-a.Lo+i] += v
+	}
+	return a
+}
+
+// correctFn computes the consistency corrections from the invariants'
+// combined marginals, on one worker.
+type correctFn struct {
+	Cfg Config
+}
+
+// ProcessElement marks its errors for the driver (see marked).
+func (f *correctFn) ProcessElement(imp []byte, totals func(*int, *margAcc) bool, emit func([]byte)) error {
+	return marked(f.process(imp, totals, emit))
+}
+
+func (f *correctFn) process(_ []byte, totals func(*int, *margAcc) bool, emit func([]byte)) error {
+	st, err := f.Cfg.decode()
+	if err != nil {
+		return err
+	}
+	n := len(f.Cfg.Keeps)
+	xMarg := make([][]float64, n)
+	inv := make([]cube.Invariant, n)
+	for i, k := range f.Cfg.Keeps {
+		size := st.s.CuboidSize(cube.Cuboid(k))
+		xMarg[i] = make([]float64, size)
+		inv[i] = cube.Invariant{Cuboid: cube.Cuboid(k), Counts: make([]float64, size)}
+	}
+	var (
+		i int
+		a margAcc
+	)
+	for totals(&i, &a) {
+		if i < 0 || i >= n || a.Lo < 0 || a.Lo+len(a.Noisy) > len(xMarg[i]) {
+			return fmt.Errorf("corrupt marginal of invariant %d", i)
+		}
+		for j := range a.Noisy {
+			xMarg[i][a.Lo+j] += a.Noisy[j]
+			inv[i].Counts[a.Lo+j] += a.Exact[j]
+		}
+	}
+	if f.Cfg.Sensitivity == 0 || n == 0 {
+		emit(nil)
+		return nil
+	}
+	corr, err := cube.Corrections(st.s, st.c, xMarg, inv)
+	if err != nil {
+		return err
+	}
+	var out []byte
+	for _, c := range corr {
+		out = binary.AppendUvarint(out, uint64(c.Keep))
+		out = binary.AppendUvarint(out, uint64(len(c.Delta)))
+		out = appendFloats(out, c.Delta)
+	}
+	emit(out)
+	return nil
+}
+
+func decodeCorrections(b []byte) ([]cube.Correction, error) {
+	var out []cube.Correction
+	for len(b) > 0 {
+		k, n := binary.Uvarint(b)
+		if n <= 0 {
+			return nil, errors.New("corrupt corrections")
+		}
+		cnt, m := binary.Uvarint(b[n:])
+		if m <= 0 || uint64(len(b)-n-m) < 8*cnt {
+			return nil, errors.New("corrupt corrections")
+		}
+		end := n + m + 8*int(cnt)
+		d, err := decodeFloats(b[n+m : end])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cube.Correction{Keep: cube.Cuboid(k), Delta: d})
+		b = b[end:]
+	}
+	return out, nil
+}
+
+// writeFn adds the corrections to a noisy block and writes it as a shard
+// of the output.
+type writeFn struct {
+	Cfg  Config
+	st   *state
+	corr []cube.Correction
+	seen []byte
+}
+
+func (f *writeFn) Setup() error {
+	var err error
+	f.st, err = f.Cfg.decode()
+	return err
+}
+
+// ProcessElement marks its errors for the driver (see marked).
+func (f *writeFn) ProcessElement(ctx context.Context, b int64, data []byte, corr []byte) error {
+	return marked(f.process(ctx, b, data, corr))
+}
+
+func (f *writeFn) process(ctx context.Context, b int64, _ []byte, corr []byte) error {
+	data, err := os.ReadFile(filepath.Join(f.Cfg.Scratch, noisyFile(b)))
+	if err != nil {
+		return fmt.Errorf("block %d: %w", b, err)
+	}
+	x, err := decodeFloats(data)
+	if err != nil {
+		return fmt.Errorf("block %d: %w", b, err)
+	}
+	if f.corr == nil || !slices.Equal(f.seen, corr) {
+		if f.corr, err = decodeCorrections(corr); err != nil {
+			return err
+		}
+		f.seen = slices.Clone(corr)
+	}
+	lo := int(b) * BlockSize
+	for _, c := range f.corr {
+		cu := newCursor(f.st.s, f.st.c, c.Keep, lo)
+		for i := range x {
+			x[i] += c.Delta[cu.k]
+			cu.inc()
+		}
+	}
+	moe := f.Cfg.MOE90
+	return writePart(ctx, f.st.s, cube.ViewOf(f.st.c), f.Cfg.Stage, "", int(b), x, func(int) float64 { return moe }, tablefile.Format(f.Cfg.Job.Format))
+}
+

@@ -1,0 +1,336 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/internal/tablefile"
+	"github.com/knowdp/knowdp/noise"
+)
+
+// A workload release on the cluster: the sources (the invariants, then the
+// measurements, as cube.WorkloadPlan numbers them) are counted block by
+// block; each measurement's block gets its noise; each block emits its
+// marginals on the margins the tables' estimates need, combined per
+// (source, margin) into side inputs; and each block of each table is its
+// estimate, Σ coef · broadcast(marginal), plus, where the table is itself
+// a source, that source's block times its coefficient (the local term,
+// read from the scratch directory rather than moved through the runner).
+
+func init() {
+	register.DoFn4x1[context.Context, int64, func(*[]byte) bool, func(int, []byte), error](&sourceFn{})
+	register.DoFn3x1[context.Context, int64, func(*int, *margAcc) bool, error](&tableFn{})
+	register.DoFn2x1[[]byte, func(int64), error](&tableBlocksFn{})
+	register.Emitter1[int64]()
+}
+
+// SourceNoise is the noise of one source of a workload: none for an
+// invariant; for measurement Index, Laplace noise of sensitivity Sens and
+// privacy loss Param (epsilon), or Gaussian noise of L2 sensitivity Sens
+// and Param (rho), as cube.WorkloadPlan planned it.
+type SourceNoise struct {
+	Measured    bool
+	Index       int
+	Sens, Param float64
+}
+
+// TableTerms is one table of a workload and its estimate (see
+// cube.WorkloadPlan.Terms): Pair indexes the combined marginal
+// Config.Pairs[Pair] of a term, or is -1 for the local term.
+type TableTerms struct {
+	Cuboid uint64
+	Stem   string
+	MOE90  float64
+	Terms  []Term
+}
+
+// Term is one term of a table's estimate.
+type Term struct {
+	Source int
+	Coef   float64
+	Pair   int
+}
+
+// Pair is a marginal some table's estimate needs: source Source's counts
+// summed onto Margin.
+type Pair struct {
+	Source int
+	Margin uint64
+}
+
+// planWorkload plans a workload released block by block (cube.PlanWorkload):
+// its sources, their noise, every table's estimate and the privacy story.
+func (pl *Plan) planWorkload() error {
+	s, jb := pl.spec.Schema, pl.jb
+	wp, err := cube.PlanWorkload(s, jb.workload, pl.spec.Seeded)
+	if err != nil {
+		return err
+	}
+	pl.mode = ModeWorkload
+	cfg := &pl.cfg
+	nInv := len(wp.Release.Invariants)
+	cfg.Counted, cfg.Noise = nil, nil
+	for i := range wp.NumSources() {
+		cfg.Counted = append(cfg.Counted, uint64(wp.Source(i)))
+		sn := SourceNoise{}
+		if i >= nInv {
+			m := wp.Release.Measurements[i-nInv]
+			sn = SourceNoise{Measured: true, Index: i - nInv, Sens: float64(m.Sensitivity), Param: m.Share}
+			if wp.Release.Mechanism == cube.MechanismGaussian {
+				sn.Sens, sn.Param = m.L2Sensitivity, m.RhoShare
+			}
+		}
+		cfg.Noise = append(cfg.Noise, sn)
+	}
+	for i := range cfg.Counted {
+		if err := checkSize(s, cube.Cuboid(cfg.Counted[i])); err != nil {
+			return err
+		}
+	}
+	cfg.Gaussian = wp.Release.Mechanism == cube.MechanismGaussian
+	cfg.Local = make([]bool, wp.NumSources())
+	pairs := map[Pair]int{}
+	stems := jb.tableStems(s)
+	meta := wp.Release.Metadata()
+	for t, tab := range wp.Release.Tables {
+		tt := TableTerms{Cuboid: uint64(tab.Cuboid), Stem: stems[t], MOE90: tab.CellMOE90()}
+		for _, term := range wp.Terms(t) {
+			x := Term{Source: term.Source, Coef: term.Coef, Pair: -1}
+			if src := wp.Source(term.Source); term.Margin == src && src == tab.Cuboid {
+				cfg.Local[term.Source] = true
+			} else {
+				p := Pair{Source: term.Source, Margin: uint64(term.Margin)}
+				k, ok := pairs[p]
+				if !ok {
+					k = len(cfg.Pairs)
+					pairs[p] = k
+					cfg.Pairs = append(cfg.Pairs, p)
+				}
+				x.Pair = k
+			}
+			tt.Terms = append(tt.Terms, x)
+		}
+		cfg.Tables = append(cfg.Tables, tt)
+		meta.Tables[t].File = tableFile(stems[t], s.CuboidSize(tab.Cuboid), jb.format)
+	}
+	return pl.setSidecar(meta)
+}
+
+// buildWorkload adds the stages after the count of a workload release.
+func buildWorkload(s beam.Scope, cfg Config, partials beam.PCollection) {
+	domain := beam.ParDo(s, &domainFn{Cfg: cfg}, beam.Impulse(s))
+	grouped := beam.GroupByKey(s, beam.Flatten(s, domain, partials))
+	margs := beam.ParDo(s, &sourceFn{Cfg: cfg}, grouped)
+	totals := beam.CombinePerKey(s, &margCombine{}, margs)
+	blocks := beam.Reshuffle(s, beam.ParDo(s, &tableBlocksFn{Cfg: cfg}, beam.Impulse(s)))
+	beam.ParDo0(s, &tableFn{Cfg: cfg}, blocks, beam.SideInput{Input: totals})
+}
+
+// sourceFn sums a source's block from its partial counts, adds a
+// measurement's noise, emits the block's marginals on every margin a table
+// needs, and keeps the block in the scratch directory if a table is the
+// source itself.
+type sourceFn struct {
+	Cfg   Config
+	st    *state
+	dists []interface {
+		AddTo(r *noise.Rand, xs []float64) error
+	}
+	// gens holds, per measurement, its seeded generator and the number of
+	// block generators split from it so far.
+	gens map[int]*blockGen
+}
+
+type blockGen struct {
+	r    *noise.Rand
+	next int
+}
+
+func (f *sourceFn) Setup() error {
+	var err error
+	if f.st, err = f.Cfg.decode(); err != nil {
+		return err
+	}
+	f.dists = make([]interface {
+		AddTo(r *noise.Rand, xs []float64) error
+	}, len(f.Cfg.Noise))
+	for i, sn := range f.Cfg.Noise {
+		switch {
+		case !sn.Measured:
+		case f.Cfg.Gaussian:
+			f.dists[i], err = noise.NewGaussian(sn.Sens, sn.Param)
+		default:
+			f.dists[i], err = noise.NewLaplace(sn.Sens, sn.Param)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	f.gens = map[int]*blockGen{}
+	return nil
+}
+
+// rand returns the generator of block b of source i, as
+// cube.ReleaseWorkload derives it: measurement k's generator is the
+// (k+1)-th split of the root, and with more than one block, block b's is
+// the (b+1)-th split of that.
+func (f *sourceFn) rand(i, b int) *noise.Rand {
+	if !f.Cfg.Seeded {
+		return noise.NewRand()
+	}
+	k := f.Cfg.Noise[i].Index
+	g := f.gens[k]
+	if g == nil || b < g.next {
+		root := noise.NewSeeded(f.Cfg.Seed)
+		g = &blockGen{}
+		for range k + 1 {
+			g.r = root.Split()
+		}
+		f.gens[k] = g
+	}
+	if f.st.counted[i].blocks <= 1 {
+		return g.r
+	}
+	for g.next < b {
+		g.r.Split()
+		g.next++
+	}
+	g.next++
+	return g.r.Split()
+}
+
+// ProcessElement marks its errors for the driver (see marked).
+func (f *sourceFn) ProcessElement(ctx context.Context, key int64, parts func(*[]byte) bool, emit func(int, []byte)) error {
+	return marked(f.process(ctx, key, parts, emit))
+}
+
+func (f *sourceFn) process(ctx context.Context, key int64, parts func(*[]byte) bool, emit func(int, []byte)) error {
+	st := f.st
+	i, b := st.unkey(key)
+	cc := st.counted[i]
+	x := make([]float64, blockLen(cc.cells, b))
+	var p []byte
+	for parts(&p) {
+		if err := addSparse(x, p); err != nil {
+			return fmt.Errorf("block %d of %s: %w", b, st.s.Format(cc.c), err)
+		}
+	}
+	if d := f.dists[i]; d != nil {
+		if err := d.AddTo(f.rand(i, b), x); err != nil {
+			return fmt.Errorf("block %d of %s: %w", b, st.s.Format(cc.c), err)
+		}
+	}
+	lo := b * BlockSize
+	for k, pr := range f.Cfg.Pairs {
+		if pr.Source == i {
+			m, r := marginal(st.s, cc.c, cube.Cuboid(pr.Margin), lo, x)
+			emit(k, encodeMarginal(r[0], m, nil))
+		}
+	}
+	if f.Cfg.Local[i] {
+		if err := writeFileAtomic(filepath.Join(f.Cfg.Scratch, sourceFile(i, b)), appendFloats(make([]byte, 0, 8*len(x)), x)); err != nil {
+			return fmt.Errorf("block %d of %s: %w", b, st.s.Format(cc.c), err)
+		}
+	}
+	return ctx.Err()
+}
+
+// sourceFile is the name of block b of source i in the scratch directory.
+func sourceFile(i, b int) string { return fmt.Sprintf("source-%d-%012d.bin", i, b) }
+
+// tableBlocksFn emits the key of every block of every table.
+type tableBlocksFn struct {
+	Cfg Config
+}
+
+func (f *tableBlocksFn) ProcessElement(_ []byte, emit func(int64)) error {
+	st, err := f.Cfg.decode()
+	if err != nil {
+		return marked(err)
+	}
+	n := int64(len(f.Cfg.Tables))
+	for t, tab := range f.Cfg.Tables {
+		for b := range Blocks(st.s.CuboidSize(cube.Cuboid(tab.Cuboid))) {
+			emit(int64(b)*n + int64(t))
+		}
+	}
+	return nil
+}
+
+// tableFn computes one block of one table from its terms and writes it as
+// a shard of the output.
+type tableFn struct {
+	Cfg   Config
+	st    *state
+	margs []margAcc // the combined marginals, by pair, once read
+}
+
+func (f *tableFn) Setup() error {
+	var err error
+	f.st, err = f.Cfg.decode()
+	return err
+}
+
+// ProcessElement marks its errors for the driver (see marked).
+func (f *tableFn) ProcessElement(ctx context.Context, key int64, totals func(*int, *margAcc) bool) error {
+	return marked(f.process(ctx, key, totals))
+}
+
+func (f *tableFn) process(ctx context.Context, key int64, totals func(*int, *margAcc) bool) error {
+	s := f.st.s
+	if f.margs == nil {
+		f.margs = make([]margAcc, len(f.Cfg.Pairs))
+		var (
+			k int
+			a margAcc
+		)
+		for totals(&k, &a) {
+			if k < 0 || k >= len(f.margs) {
+				return fmt.Errorf("corrupt marginal %d", k)
+			}
+			f.margs[k] = a
+		}
+	}
+	n := int64(len(f.Cfg.Tables))
+	t, b := int(key%n), int(key/n)
+	tab := f.Cfg.Tables[t]
+	c := cube.Cuboid(tab.Cuboid)
+	cells := s.CuboidSize(c)
+	y := make([]float64, blockLen(cells, b))
+	lo := b * BlockSize
+	for _, term := range tab.Terms {
+		if term.Pair < 0 {
+			data, err := os.ReadFile(filepath.Join(f.Cfg.Scratch, sourceFile(term.Source, b)))
+			if err != nil {
+				return fmt.Errorf("block %d of %s: %w", b, s.Format(c), err)
+			}
+			x, err := decodeFloats(data)
+			if err != nil || len(x) != len(y) {
+				return fmt.Errorf("block %d of %s: corrupt source block", b, s.Format(c))
+			}
+			for j, v := range x {
+				y[j] += term.Coef * v
+			}
+			continue
+		}
+		m := f.margs[term.Pair]
+		cu := newCursor(s, c, cube.Cuboid(f.Cfg.Pairs[term.Pair].Margin), lo)
+		for j := range y {
+			at := cu.k - m.Lo
+			if at < 0 || at >= len(m.Noisy) {
+				return errors.New("corrupt marginal: a cell outside its range")
+			}
+			y[j] += term.Coef * m.Noisy[at]
+			cu.inc()
+		}
+	}
+	moe := tab.MOE90
+	return writePart(ctx, s, cube.ViewOf(c), f.Cfg.Stage, tab.Stem, b, y, func(int) float64 { return moe }, tablefile.Format(f.Cfg.Job.Format))
+}
