@@ -23,8 +23,6 @@ package cube
 
 import (
 	"cmp"
-	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/knowdp/knowdp/noise"
@@ -182,24 +180,20 @@ func (p *workloadPlan) appendTerms(out []EstimateTerm, i int, c, src Cuboid, w [
 	return out
 }
 
-// AddNoise adds measurement k's noise (Release.Measurements[k]: its
-// Laplace or Gaussian distribution, as ReleaseWorkload draws it) to x, any
-// block of the measurement's cells, drawing from r. ReleaseWorkload's
-// noise is reproduced exactly when measurement k's generator is the
+// Noise returns the distribution of the measurement's noise, as
+// ReleaseWorkload draws it: grid Laplace noise of its Sensitivity and
+// Share, or, for a Gaussian measurement (RhoShare > 0), the grid discrete
+// Gaussian of its L2Sensitivity and RhoShare. ReleaseWorkload's noise is
+// reproduced block by block when measurement k's generator is the
 // (k+1)-th Split of the release's generator and, for a measurement of more
 // than 1<<18 cells, block i (cells [i<<18, (i+1)<<18)) is noised from the
 // i-th Split of that generator (a measurement of at most 1<<18 cells is
 // noised from the generator itself, in one block).
-func (p *WorkloadPlan) AddNoise(k int, r *noise.Rand, x []float64) error {
-	if k < 0 || k >= len(p.p.meas) {
-		return fmt.Errorf("workload: no measurement %d (the release has %d)", k, len(p.p.meas))
+func (m Measurement) Noise() (interface {
+	AddTo(r *noise.Rand, xs []float64) error
+}, error) {
+	if m.RhoShare > 0 {
+		return noise.NewGaussian(m.L2Sensitivity, m.RhoShare)
 	}
-	if r == nil {
-		return errors.New("workload: nil generator")
-	}
-	m := p.p.meas[k]
-	if err := m.dist(p.p.mech).AddTo(r, x); err != nil {
-		return fmt.Errorf("workload: cuboid %s: %w", p.p.s.Format(m.c), err)
-	}
-	return nil
+	return noise.NewLaplace(float64(m.Sensitivity), m.Share)
 }

@@ -22,7 +22,7 @@ func BenchmarkRelease(b *testing.B) {
 	rows, cells := 400000.0, 1050000.0
 	b.Run("beam", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Epsilon: eps, Out: filepath.Join(dir, "b.csv")}); err != nil {
+			if _, err := Run(context.Background(), cuboidSpec(tb, cube.Base(3), exact, eps, filepath.Join(dir, "b.csv"))); err != nil {
 				b.Fatal(err)
 			}
 		}

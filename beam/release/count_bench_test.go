@@ -66,7 +66,7 @@ func BenchmarkCountRandomOrder(b *testing.B) {
 			w.Flush()
 			f.Close()
 			sj, _ := schemaJSON(s)
-			fn := &countFn{Cfg: Config{Schema: sj, Cuboid: uint64(cube.Base(3))}}
+			fn := &countFn{Cfg: Config{Schema: sj, Cuboid: uint64(cube.Base(3)), Counted: []uint64{uint64(cube.Base(3))}}}
 			if err := fn.Setup(); err != nil {
 				b.Fatal(err)
 			}
@@ -96,8 +96,8 @@ func TestCellCounts(t *testing.T) {
 		want := make([]float64, tc.cells)
 		got := make([]float64, tc.cells)
 		c := newCellCounts()
-		emit := func(b int64, p []byte) {
-			lo := int(b) * BlockSize
+		emit := func(b int, p []byte) {
+			lo := b * BlockSize
 			if err := addSparse(got[lo:min(lo+BlockSize, tc.cells)], p); err != nil {
 				t.Fatal(err)
 			}

@@ -319,4 +319,3 @@ func (f *writeFn) process(ctx context.Context, b int64, _ []byte, corr []byte) e
 	moe := f.Cfg.MOE90
 	return writePart(ctx, f.st.s, cube.ViewOf(f.st.c), f.Cfg.Stage, "", int(b), x, func(int) float64 { return moe }, tablefile.Format(f.Cfg.Job.Format))
 }
-

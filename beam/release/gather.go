@@ -248,4 +248,3 @@ func readScratch(dir, name string) ([]byte, error) {
 	}
 	return b, nil
 }
-

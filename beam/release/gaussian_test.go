@@ -3,6 +3,7 @@ package release
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -28,13 +29,12 @@ func TestSeededGaussianMatchesCore(t *testing.T) {
 			spec := cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rho, Delta: 1e-5, Exact: exact, Cuboid: c}
 			want := coreReleaseSpec(t, tb, spec, 9)
 			out := filepath.Join(dir, "gauss.csv")
-			res, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: c, Exact: exact,
-				Mechanism: cube.MechanismGaussian, Rho: rho, Delta: 1e-5, Seeded: true, Seed: 9, Out: out})
+			res, err := Run(context.Background(), gaussian(seeded(cuboidSpec(tb, c, exact, privacy.Epsilon{}, out), 9), rho, 1e-5))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Meta.Rho != 0.25 || res.Meta.Sigma == 0 || res.Meta.L2Sensitivity == 0 || res.Meta.Delta != 1e-5 || res.Meta.Guarantee != cube.GuaranteeNone {
-				t.Fatalf("sidecar %+v", res.Meta)
+			if m := metadata(t, res); m.Rho != 0.25 || m.Sigma == 0 || m.L2Sensitivity == 0 || m.Delta != 1e-5 || m.Guarantee != cube.GuaranteeNone {
+				t.Fatalf("sidecar %+v", m)
 			}
 			compare(t, out, want)
 		})
@@ -100,7 +100,10 @@ func TestGaussianPlanMatchesCore(t *testing.T) {
 				r = noise.NewSeeded(1)
 			}
 			want, werr := cube.ReleaseFrom(context.Background(), s, tables, spec, r)
-			got, err := plan(s, Spec{Schema: s, Cuboid: tc.c, Exact: tc.exact, Mechanism: cube.MechanismGaussian, Rho: rho, Delta: tc.delta, Seeded: seeded})
+			tb := table{schema: s, shards: []string{"unread.csv"}}
+			bspec := gaussian(cuboidSpec(tb, tc.c, tc.exact, privacy.Epsilon{}, "out.csv"), rho, tc.delta)
+			bspec.Seeded = seeded
+			got, err := NewPlan(bspec)
 			if werr != nil || err != nil {
 				// Refused alike (no closed form for the sensitivity).
 				if werr == nil || err == nil || err.Error() != werr.Error() {
@@ -108,40 +111,37 @@ func TestGaussianPlanMatchesCore(t *testing.T) {
 				}
 				continue
 			}
-			gm, _ := json.MarshalIndent(got.Metadata(), "", "  ")
 			wm, _ := json.MarshalIndent(want.Metadata(), "", "  ")
-			if string(gm) != string(wm) {
-				t.Fatalf("case %d (seeded %v): plan\n%s\nsingle machine\n%s", i, seeded, gm, wm)
+			if string(got.sidecar) != string(wm)+"\n" {
+				t.Fatalf("case %d (seeded %v): plan\n%s\nsingle machine\n%s", i, seeded, got.sidecar, wm)
 			}
-			if got.CellMOE90() != want.CellMOE90() || got.MOE90 != want.MOE90 || got.Sigma != want.Sigma || got.Grid != want.Grid || got.Epsilon != want.Epsilon {
-				t.Fatalf("case %d: plan %+v, single machine %+v", i, got, want)
+			if got.cfg.MOE90 != want.CellMOE90() || got.cfg.L2 != want.L2Sensitivity || got.cfg.Rho != want.Rho {
+				t.Fatalf("case %d: plan %+v, single machine %+v", i, got.cfg, want)
 			}
 		}
 	}
 }
 
-// TestGaussianPlanErrors checks a Gaussian spec (and a Laplace one with a
-// delta) is refused as the single machine refuses it.
+// TestGaussianPlanErrors checks a Gaussian job (and a Laplace one with
+// rho) is refused before anything runs, as a usage error, as knowdp
+// release refuses its flags.
 func TestGaussianPlanErrors(t *testing.T) {
 	tb := writeTable(t, t.TempDir(), []int{3, 4}, 0, 1, 1)
-	rho, _ := privacy.NewRho(1)
-	eps, _ := privacy.NewEpsilon(1)
 	for _, tc := range []struct {
-		spec Spec
+		job  Job
 		want string
 	}{
-		{Spec{Mechanism: cube.MechanismGaussian, Delta: 1e-6}, "needs rho"},
-		{Spec{Mechanism: cube.MechanismGaussian, Rho: rho, Epsilon: eps, Delta: 1e-6}, "leave epsilon unset"},
-		{Spec{Mechanism: cube.MechanismGaussian, Rho: rho}, "at a delta in (0, 1)"},
-		{Spec{Mechanism: cube.MechanismGaussian, Rho: rho, Delta: 1}, "at a delta in (0, 1)"},
-		{Spec{Epsilon: eps, Delta: 1e-6}, "delta applies to Gaussian releases only"},
+		{Job{Mechanism: "gaussian", Delta: 1e-6}, "--rho"},
+		{Job{Mechanism: "gaussian", Rho: 1, Epsilon: 1, Delta: 1e-6}, "--epsilon does not apply"},
+		{Job{Mechanism: "gaussian", Rho: 1}, "--delta must be in (0, 1)"},
+		{Job{Mechanism: "gaussian", Rho: 1, Delta: 1}, "--delta must be in (0, 1)"},
+		{Job{Mechanism: "gaussian", Rho: 1, Delta: 1e-6, Sensitivity: 3}, "--sensitivity overrides the L1"},
+		{Job{Epsilon: 1, Rho: 1}, "--rho needs --mechanism gaussian"},
+		{Job{Mechanism: "uniform", Epsilon: 1}, "--mechanism"},
 	} {
-		tc.spec.Schema, tc.spec.Cuboid = tb.schema, cube.Base(2)
-		_, err := plan(tb.schema, tc.spec)
-		core, cerr := cube.ReleaseFrom(context.Background(), tb.schema, map[cube.Cuboid][]float64{cube.Base(2): make([]float64, 12)},
-			cube.ReleaseSpec{Mechanism: tc.spec.Mechanism, Rho: tc.spec.Rho, Epsilon: tc.spec.Epsilon, Delta: tc.spec.Delta, Cuboid: cube.Base(2)}, noise.NewSeeded(1))
-		if err == nil || cerr == nil || err.Error() != cerr.Error() || !strings.Contains(err.Error(), tc.want) {
-			t.Fatalf("%+v: %v, single machine %v (%v)", tc.spec, err, cerr, core)
+		_, err := NewPlan(Spec{Files: tb.shards, Schema: tb.schema, Job: tc.job, Out: "x.csv"})
+		if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want a usage error saying %q", tc.job, err, tc.want)
 		}
 	}
 }

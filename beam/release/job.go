@@ -12,8 +12,8 @@ import (
 	"github.com/knowdp/knowdp/privacy"
 )
 
-// Job is what a release asks for, in the terms of knowdp release's flags.
-// It travels to the workers in Config, where parseJob reads it again, so
+// Job is what a release asks for, in the terms of knowdp release's flags
+// (a zero field is the flag's default). It travels to the workers in Config, where parseJob reads it again, so
 // the driver and the workers plan the same release from the same words.
 type Job struct {
 	// Cuboids are the --cuboid flags (DIMS, or DIM:LEVEL of a hierarchy);
@@ -82,6 +82,9 @@ func jobErr(format string, a ...any) error {
 // coarser level of a hierarchy, or --split spine, makes a release of views.
 // Every error it returns is decided by the schema and the flags alone.
 func parseJob(s *cube.Schema, j Job) (*job, error) {
+	// A Job's zero values are knowdp release's defaults.
+	j.Mechanism, j.Split, j.Strategy = cmp.Or(j.Mechanism, "laplace"), cmp.Or(j.Split, "optimal"), cmp.Or(j.Strategy, "best")
+	j.Tol = cmp.Or(j.Tol, 1e-6)
 	mech, err := cube.ParseMechanism(j.Mechanism)
 	if err != nil {
 		return nil, jobErr("--mechanism: %v", err)

@@ -30,7 +30,7 @@ func noisyBlock(t *testing.T, count uint64, seed uint64) (x []float64, lo int, n
 	}
 	sj, _ := schemaJSON(s)
 	dir := t.TempDir()
-	f := &noiseFn{Cfg: Config{Schema: sj, Cuboid: 3, Keeps: []uint64{1}, Sensitivity: 1, Epsilon: 1, Seeded: true, Seed: seed, Dir: dir}}
+	f := &noiseFn{Cfg: Config{Schema: sj, Cuboid: 3, Keeps: []uint64{1}, Sensitivity: 1, Epsilon: 1, Seeded: true, Seed: seed, Scratch: dir, Counted: []uint64{3}}}
 	if err := f.Setup(); err != nil {
 		t.Fatal(err)
 	}

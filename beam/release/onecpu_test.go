@@ -26,7 +26,7 @@ func TestOneCPU(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := Run(ctx, Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: []cube.Cuboid{1}, Epsilon: eps, Seeded: true, Seed: 2, Out: filepath.Join(dir, "r.csv")})
+	_, err := Run(ctx, seeded(cuboidSpec(tb, cube.Base(3), []cube.Cuboid{1}, eps, filepath.Join(dir, "r.csv")), 2))
 	if err != nil {
 		t.Fatalf("after %v: %v", time.Since(start), err)
 	}

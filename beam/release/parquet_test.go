@@ -66,7 +66,7 @@ func TestParquetShards(t *testing.T) {
 	eps, _ := privacy.NewEpsilon(1)
 	want := coreRelease(t, tb, cube.Base(3), exact, eps, 9)
 	out := filepath.Join(dir, "pq.csv")
-	if _, err := Run(context.Background(), Spec{Files: files, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Epsilon: eps, Seeded: true, Seed: 9, Out: out}); err != nil {
+	if _, err := Run(context.Background(), seeded(cuboidSpec(table{schema: tb.schema, shards: files}, cube.Base(3), exact, eps, out), 9)); err != nil {
 		t.Fatal(err)
 	}
 	compare(t, out, want)
@@ -78,7 +78,7 @@ func TestParquetShards(t *testing.T) {
 	w.Write([]fact{{D0: "d0_1", D1: "d1_1", D2: "d2_1"}, {D0: "d0_1", D1: "nope", D2: "d2_1"}})
 	w.Close()
 	wf.Close()
-	_, err := Run(context.Background(), Spec{Files: []string{bad}, Schema: tb.schema, Cuboid: 1, Epsilon: eps, Out: filepath.Join(dir, "bad.csv")})
+	_, err := Run(context.Background(), cuboidSpec(table{schema: tb.schema, shards: []string{bad}}, 1, nil, eps, filepath.Join(dir, "bad.csv")))
 	if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), `"d1"`) || !strings.Contains(err.Error(), `value "nope" is not in the declared domain`) {
 		t.Fatalf("got %v, want an error naming %s, column d1 and the value", err, bad)
 	}

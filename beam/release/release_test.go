@@ -101,6 +101,43 @@ func writeTable(t testing.TB, dir string, sizes []int, rows, shards int, seed ui
 	return tb
 }
 
+// flagDims is a cuboid as a flag names it: "d0,d2".
+func flagDims(s *cube.Schema, c cube.Cuboid) string {
+	return strings.Join(s.ViewNames(cube.ViewOf(c)), ",")
+}
+
+// cuboidSpec is the Spec of knowdp release --data <shards> --cuboid c
+// --exact e... --epsilon eps --out out: one cuboid, Laplace noise.
+func cuboidSpec(tb table, c cube.Cuboid, exact []cube.Cuboid, eps privacy.Epsilon, out string) Spec {
+	j := Job{Cuboids: []string{flagDims(tb.schema, c)}, Epsilon: eps.Float64()}
+	for _, e := range exact {
+		j.Exact = append(j.Exact, flagDims(tb.schema, e))
+	}
+	return Spec{Files: tb.shards, Schema: tb.schema, Job: j, Out: out}
+}
+
+// seeded is spec with --seed seed.
+func seeded(spec Spec, seed uint64) Spec {
+	spec.Seeded, spec.Seed = true, seed
+	return spec
+}
+
+// gaussian is spec with --mechanism gaussian --rho rho --delta delta.
+func gaussian(spec Spec, rho privacy.Rho, delta float64) Spec {
+	spec.Job.Mechanism, spec.Job.Epsilon, spec.Job.Rho, spec.Job.Delta = "gaussian", 0, rho.Float64(), delta
+	return spec
+}
+
+// metadata is a single table's sidecar as the release wrote it.
+func metadata(t *testing.T, res *Result) cube.Metadata {
+	t.Helper()
+	var m cube.Metadata
+	if err := json.Unmarshal(res.Sidecar, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // coreRelease is the single-machine seeded release of the same table.
 func coreRelease(t *testing.T, tb table, c cube.Cuboid, exact []cube.Cuboid, eps privacy.Epsilon, seed uint64) *cube.Release {
 	t.Helper()
@@ -131,7 +168,7 @@ func readCounts(t *testing.T, path string, s *cube.Schema, c cube.Cuboid, moe st
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	if got, want := lines[0]+"\n", Header(s, c); got != want {
+	if got, want := lines[0], strings.Join(append(s.ViewNames(cube.ViewOf(c)), "count", "moe90"), ","); got != want {
 		t.Fatalf("header %q, want %q", got, want)
 	}
 	dims := c.Dims()
@@ -204,17 +241,16 @@ func compare(t *testing.T, got string, want *cube.Release) {
 func TestSeededMatchesCore(t *testing.T) {
 	dir := t.TempDir()
 	tb := writeTable(t, dir, []int{100, 105, 100}, 150000, 3, 1)
-	s := tb.schema
 	c := cube.Base(3)
 	exact := []cube.Cuboid{0b011, 0b110, 0b011}
 	eps, _ := privacy.NewEpsilon(0.5)
 	want := coreRelease(t, tb, c, exact, eps, 42)
 	out := filepath.Join(dir, "beam.csv")
-	res, err := Run(context.Background(), Spec{Files: tb.shards, Schema: s, Cuboid: c, Exact: exact, Epsilon: eps, Seeded: true, Seed: 42, Out: out})
+	res, err := Run(context.Background(), seeded(cuboidSpec(tb, c, exact, eps, out), 42))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Cells != 1050000 || !res.Meta.Seeded || res.Meta.Private {
+	if m := metadata(t, res); res.Cells != 1050000 || res.Mode != ModeCuboid || !m.Seeded || m.Private {
 		t.Fatalf("result %+v", res)
 	}
 	compare(t, out, want)
@@ -259,21 +295,21 @@ func TestPortableRunner(t *testing.T) {
 	eps, _ := privacy.NewEpsilon(2)
 	want := coreRelease(t, tb, cube.Base(3), exact, eps, 7)
 	out := filepath.Join(dir, "portable.csv")
-	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Epsilon: eps, Seeded: true, Seed: 7, Out: out}); err != nil {
+	if _, err := Run(context.Background(), seeded(cuboidSpec(tb, cube.Base(3), exact, eps, out), 7)); err != nil {
 		t.Fatal(err)
 	}
 	compare(t, out, want)
 	// A 2-D cuboid of the same table: one block, noised from the root
 	// generator itself.
 	want = coreRelease(t, tb, c, exact, eps, 7)
-	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: c, Exact: exact, Epsilon: eps, Seeded: true, Seed: 7, Out: out}); err != nil {
+	if _, err := Run(context.Background(), seeded(cuboidSpec(tb, c, exact, eps, out), 7)); err != nil {
 		t.Fatal(err)
 	}
 	compare(t, out, want)
 	// A Gaussian (zCDP) release of the base cuboid: 2 blocks.
 	rho, _ := privacy.NewRho(0.5)
 	want = coreReleaseSpec(t, tb, cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rho, Delta: 1e-6, Exact: exact, Cuboid: cube.Base(3)}, 7)
-	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Mechanism: cube.MechanismGaussian, Rho: rho, Delta: 1e-6, Seeded: true, Seed: 7, Out: out}); err != nil {
+	if _, err := Run(context.Background(), gaussian(seeded(cuboidSpec(tb, cube.Base(3), exact, eps, out), 7), rho, 1e-6)); err != nil {
 		t.Fatal(err)
 	}
 	compare(t, out, want)
@@ -326,7 +362,7 @@ func TestEmptyBlocksGetNoise(t *testing.T) {
 		t.Fatalf("%d blocks, want 2", Blocks(len(want.Counts)))
 	}
 	out := filepath.Join(dir, "empty.csv")
-	if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: exact, Epsilon: eps, Seeded: true, Seed: 5, Out: out}); err != nil {
+	if _, err := Run(context.Background(), seeded(cuboidSpec(tb, cube.Base(3), exact, eps, out), 5)); err != nil {
 		t.Fatal(err)
 	}
 	compare(t, out, want)
@@ -342,12 +378,12 @@ func TestUnseededIsPrivate(t *testing.T) {
 	var runs [][]float64
 	for k := range 2 {
 		out := filepath.Join(dir, fmt.Sprintf("u%d.csv", k))
-		res, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Cuboid: cube.Base(3), Exact: []cube.Cuboid{1}, Epsilon: eps, Out: out})
+		res, err := Run(context.Background(), cuboidSpec(tb, cube.Base(3), []cube.Cuboid{1}, eps, out))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Meta.Seeded || !res.Meta.Private || res.Meta.Guarantee != cube.GuaranteeUnconditional {
-			t.Fatalf("unseeded release labelled %+v", res.Meta)
+		if m := metadata(t, res); m.Seeded || !m.Private || m.Guarantee != cube.GuaranteeUnconditional {
+			t.Fatalf("unseeded release labelled %+v", m)
 		}
 		plan, err := cube.PlanRelease(tb.schema, cube.ReleaseSpec{Epsilon: eps, Cuboid: cube.Base(3), Exact: []cube.Cuboid{1}}, false)
 		if err != nil {

@@ -163,12 +163,6 @@ func NewPlan(spec Spec) (*Plan, error) {
 		pl.single = true
 	case !jb.several && ext == ".parquet":
 		return nil, jobErr("--out %s: knowdp-beam writes Parquet as a directory of shards (part-NNNNN.parquet, one per block of %d cells, each written by the worker that computed it); give a directory name and --format parquet", spec.Out, BlockSize)
-	default:
-		if _, err := os.Lstat(spec.Out); err == nil {
-			return nil, jobErr("--out: %s exists; a release creates a new directory (nothing is overwritten)", spec.Out)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
-		}
 	}
 	if spec.Measurements != "" && !jb.workload.KeepMeasurements {
 		return nil, jobErr("--measurements needs several cuboids (repeat --cuboid, or --workload)")
@@ -324,6 +318,13 @@ func (pl *Plan) Run(ctx context.Context) (*Result, error) {
 	}
 	if err := fileio.CheckOutputs(inputs, pl.Outputs()); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	if !pl.single {
+		if _, err := os.Lstat(spec.Out); err == nil {
+			return nil, jobErr("--out: %s exists; a release creates a new directory (nothing is overwritten)", spec.Out)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
 	}
 	parent, base := filepath.Split(filepath.Clean(spec.Out))
 	if parent == "" {

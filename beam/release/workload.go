@@ -32,13 +32,12 @@ func init() {
 }
 
 // SourceNoise is the noise of one source of a workload: none for an
-// invariant; for measurement Index, Laplace noise of sensitivity Sens and
-// privacy loss Param (epsilon), or Gaussian noise of L2 sensitivity Sens
-// and Param (rho), as cube.WorkloadPlan planned it.
+// invariant; for a measurement, Measurement (number Index of the release),
+// whose noise is Measurement.Noise().
 type SourceNoise struct {
 	Measured    bool
 	Index       int
-	Sens, Param float64
+	Measurement cube.Measurement
 }
 
 // TableTerms is one table of a workload and its estimate (see
@@ -81,11 +80,7 @@ func (pl *Plan) planWorkload() error {
 		cfg.Counted = append(cfg.Counted, uint64(wp.Source(i)))
 		sn := SourceNoise{}
 		if i >= nInv {
-			m := wp.Release.Measurements[i-nInv]
-			sn = SourceNoise{Measured: true, Index: i - nInv, Sens: float64(m.Sensitivity), Param: m.Share}
-			if wp.Release.Mechanism == cube.MechanismGaussian {
-				sn.Sens, sn.Param = m.L2Sensitivity, m.RhoShare
-			}
+			sn = SourceNoise{Measured: true, Index: i - nInv, Measurement: wp.Release.Measurements[i-nInv]}
 		}
 		cfg.Noise = append(cfg.Noise, sn)
 	}
@@ -94,7 +89,6 @@ func (pl *Plan) planWorkload() error {
 			return err
 		}
 	}
-	cfg.Gaussian = wp.Release.Mechanism == cube.MechanismGaussian
 	cfg.Local = make([]bool, wp.NumSources())
 	pairs := map[Pair]int{}
 	stems := jb.tableStems(s)
@@ -162,15 +156,10 @@ func (f *sourceFn) Setup() error {
 		AddTo(r *noise.Rand, xs []float64) error
 	}, len(f.Cfg.Noise))
 	for i, sn := range f.Cfg.Noise {
-		switch {
-		case !sn.Measured:
-		case f.Cfg.Gaussian:
-			f.dists[i], err = noise.NewGaussian(sn.Sens, sn.Param)
-		default:
-			f.dists[i], err = noise.NewLaplace(sn.Sens, sn.Param)
-		}
-		if err != nil {
-			return err
+		if sn.Measured {
+			if f.dists[i], err = sn.Measurement.Noise(); err != nil {
+				return err
+			}
 		}
 	}
 	f.gens = map[int]*blockGen{}
