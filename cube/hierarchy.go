@@ -528,8 +528,13 @@ func measuredView(c Cuboid, v View) View {
 // the same float64, in fixed notation (12345678, not 1.2345678e+07),
 // without a negative zero: printed tables keep their sums exactly.
 func FormatExact(v float64) string {
+	return string(AppendExact(nil, v))
+}
+
+// AppendExact appends FormatExact(v) to b, for writers of many rows.
+func AppendExact(b []byte, v float64) []byte {
 	if v == 0 {
 		v = 0
 	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
+	return strconv.AppendFloat(b, v, 'f', -1, 64)
 }

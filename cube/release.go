@@ -543,14 +543,21 @@ func WriteTableRowsCSV(w io.Writer, s *Schema, v View, first int, counts []float
 		idx[k] = rest % len(labels[k])
 		rest /= len(labels[k])
 	}
+	// The margin of error is mostly one number for a whole table: it is
+	// formatted again only when it changes.
+	var moe []byte
+	lastMOE := math.NaN()
 	for i, x := range counts {
 		for k := range dims {
 			buf = append(buf, labels[k][idx[k]]...)
 			buf = append(buf, ',')
 		}
-		buf = append(buf, FormatExact(x)...)
+		buf = AppendExact(buf, x)
 		buf = append(buf, ',')
-		buf = append(buf, FormatExact(moe90(first+i))...)
+		if m := moe90(first + i); m != lastMOE || moe == nil {
+			moe, lastMOE = AppendExact(moe[:0], m), m
+		}
+		buf = append(buf, moe...)
 		buf = append(buf, '\n')
 		if len(buf) > 1<<16-512 {
 			if _, err := w.Write(buf); err != nil {

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/tablefile"
@@ -197,17 +196,18 @@ func addAcc(a, b margAcc) margAcc {
 }
 
 // correctFn computes the consistency corrections from the invariants'
-// combined marginals, on one worker.
+// combined marginals, all on one worker, writes them to the scratch
+// directory and emits every block's key, for the write stage to join.
 type correctFn struct {
 	Cfg Config
 }
 
 // ProcessElement marks its errors for the driver (see marked).
-func (f *correctFn) ProcessElement(imp []byte, totals func(*int, *margAcc) bool, emit func([]byte)) error {
-	return marked(f.process(imp, totals, emit))
+func (f *correctFn) ProcessElement(_ int64, totals func(*[]byte) bool, emit func(int64, []byte)) error {
+	return marked(f.process(totals, emit))
 }
 
-func (f *correctFn) process(_ []byte, totals func(*int, *margAcc) bool, emit func([]byte)) error {
+func (f *correctFn) process(totals func(*[]byte) bool, emit func(int64, []byte)) error {
 	st, err := f.Cfg.decode()
 	if err != nil {
 		return err
@@ -220,12 +220,10 @@ func (f *correctFn) process(_ []byte, totals func(*int, *margAcc) bool, emit fun
 		xMarg[i] = make([]float64, size)
 		inv[i] = cube.Invariant{Cuboid: cube.Cuboid(k), Counts: make([]float64, size)}
 	}
-	var (
-		i int
-		a margAcc
-	)
-	for totals(&i, &a) {
-		if i < 0 || i >= n || a.Lo < 0 || a.Lo+len(a.Noisy) > len(xMarg[i]) {
+	var p []byte
+	for totals(&p) {
+		i, a, err := decodeKeyedMarginal(p)
+		if err != nil || i >= n || a.Lo+len(a.Noisy) > len(xMarg[i]) || len(a.Exact) != len(a.Noisy) {
 			return fmt.Errorf("corrupt marginal of invariant %d", i)
 		}
 		for j := range a.Noisy {
@@ -233,22 +231,46 @@ func (f *correctFn) process(_ []byte, totals func(*int, *margAcc) bool, emit fun
 			inv[i].Counts[a.Lo+j] += a.Exact[j]
 		}
 	}
-	if f.Cfg.Sensitivity == 0 || n == 0 {
-		emit(nil)
-		return nil
+	var out []byte
+	if f.Cfg.Sensitivity > 0 && n > 0 {
+		corr, err := cube.Corrections(st.s, st.c, xMarg, inv)
+		if err != nil {
+			return err
+		}
+		for _, c := range corr {
+			out = binary.AppendUvarint(out, uint64(c.Keep))
+			out = binary.AppendUvarint(out, uint64(len(c.Delta)))
+			out = appendFloats(out, c.Delta)
+		}
 	}
-	corr, err := cube.Corrections(st.s, st.c, xMarg, inv)
-	if err != nil {
+	if err := writeFileAtomic(filepath.Join(f.Cfg.Scratch, correctionsName), out); err != nil {
 		return err
 	}
-	var out []byte
-	for _, c := range corr {
-		out = binary.AppendUvarint(out, uint64(c.Keep))
-		out = binary.AppendUvarint(out, uint64(len(c.Delta)))
-		out = appendFloats(out, c.Delta)
+	for b := range st.blocks {
+		emit(int64(b), nil)
 	}
-	emit(out)
 	return nil
+}
+
+// correctionsName is the file of the corrections in the scratch directory.
+const correctionsName = "corrections.bin"
+
+// keyMarginalFn sends every combined marginal to one worker, its index in
+// front.
+type keyMarginalFn struct{}
+
+func (keyMarginalFn) ProcessElement(i int, a margAcc, emit func(int64, []byte)) {
+	emit(0, append(binary.AppendUvarint(nil, uint64(i)), encodeMarginal(a.Lo, a.Noisy, a.Exact)...))
+}
+
+// decodeKeyedMarginal decodes keyMarginalFn's element.
+func decodeKeyedMarginal(p []byte) (int, margAcc, error) {
+	i, n := binary.Uvarint(p)
+	if n <= 0 {
+		return 0, margAcc{}, errors.New("corrupt marginal")
+	}
+	a, err := margCombine{}.AddInput(margAcc{}, p[n:])
+	return int(i), a, err
 }
 
 func decodeCorrections(b []byte) ([]cube.Correction, error) {
@@ -274,12 +296,17 @@ func decodeCorrections(b []byte) ([]cube.Correction, error) {
 }
 
 // writeFn adds the corrections to a noisy block and writes it as a shard
-// of the output.
+// of the output. Its input is the block's key grouped with the noise
+// stage's and the corrections stage's signals, so it runs once both are
+// done; both leave their data in the scratch directory. (A side input
+// would do the same, but Prism, the in-process runner, polls without
+// pause while a stage that reads a side input runs: measured, a second of
+// CPU for every second such a stage takes.)
 type writeFn struct {
 	Cfg  Config
 	st   *state
 	corr []cube.Correction
-	seen []byte
+	read bool
 }
 
 func (f *writeFn) Setup() error {
@@ -289,11 +316,15 @@ func (f *writeFn) Setup() error {
 }
 
 // ProcessElement marks its errors for the driver (see marked).
-func (f *writeFn) ProcessElement(ctx context.Context, b int64, data []byte, corr []byte) error {
-	return marked(f.process(ctx, b, data, corr))
+func (f *writeFn) ProcessElement(ctx context.Context, b int64, _ func(*[]byte) bool, done func(int)) error {
+	if err := f.process(ctx, b); err != nil {
+		return marked(err)
+	}
+	done(1)
+	return nil
 }
 
-func (f *writeFn) process(ctx context.Context, b int64, _ []byte, corr []byte) error {
+func (f *writeFn) process(ctx context.Context, b int64) error {
 	data, err := os.ReadFile(filepath.Join(f.Cfg.Scratch, noisyFile(b)))
 	if err != nil {
 		return fmt.Errorf("block %d: %w", b, err)
@@ -302,11 +333,15 @@ func (f *writeFn) process(ctx context.Context, b int64, _ []byte, corr []byte) e
 	if err != nil {
 		return fmt.Errorf("block %d: %w", b, err)
 	}
-	if f.corr == nil || !slices.Equal(f.seen, corr) {
+	if !f.read {
+		corr, err := os.ReadFile(filepath.Join(f.Cfg.Scratch, correctionsName))
+		if err != nil {
+			return err
+		}
 		if f.corr, err = decodeCorrections(corr); err != nil {
 			return err
 		}
-		f.seen = slices.Clone(corr)
+		f.read = true
 	}
 	lo := int(b) * BlockSize
 	for _, c := range f.corr {

@@ -37,8 +37,12 @@ type gatherFn struct {
 }
 
 // ProcessElement marks its errors for the driver (see marked).
-func (f *gatherFn) ProcessElement(ctx context.Context, _ int64, parts func(*[]byte) bool) error {
-	return marked(f.process(ctx, parts))
+func (f *gatherFn) ProcessElement(ctx context.Context, _ int64, parts func(*[]byte) bool, done func(int)) error {
+	if err := f.process(ctx, parts); err != nil {
+		return marked(err)
+	}
+	done(1)
+	return nil
 }
 
 func (f *gatherFn) process(ctx context.Context, parts func(*[]byte) bool) error {

@@ -55,7 +55,8 @@ type job struct {
 	single   cube.ReleaseSpec
 	workload cube.WorkloadSpec
 	views    cube.ViewSpec
-	// counted are the finest-level cuboids counted from the rows.
+	// counted are the finest-level cuboids counted from the rows (for a
+	// workload, set by NewPlan from the plan).
 	counted []cube.Cuboid
 	// tables are the released tables, in the order of the release;
 	// several says they are written as a directory of tables (several
@@ -208,9 +209,8 @@ func parseJob(s *cube.Schema, j Job) (*job, error) {
 		if mech == cube.MechanismGaussian {
 			jb.workload.Delta = j.Delta
 		}
-		if jb.counted, err = jb.workload.Needs(s); err != nil {
-			return nil, err
-		}
+		// The cuboids counted are the plan's (planned once, by the driver:
+		// see Plan).
 		return jb, nil
 	}
 	jb.kind = kindCuboid

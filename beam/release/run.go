@@ -167,6 +167,17 @@ func NewPlan(spec Spec) (*Plan, error) {
 	if spec.Measurements != "" && !jb.workload.KeepMeasurements {
 		return nil, jobErr("--measurements needs several cuboids (repeat --cuboid, or --workload)")
 	}
+	var wp *cube.WorkloadPlan
+	if jb.kind == kindWorkload {
+		// Planned once: a workload's optimal split is a convex program
+		// (tenths of a second); the sources it measures are what is counted.
+		if wp, err = cube.PlanWorkload(s, jb.workload, spec.Seeded); err != nil {
+			return nil, err
+		}
+		for i := range wp.NumSources() {
+			jb.counted = append(jb.counted, wp.Source(i))
+		}
+	}
 	for _, c := range jb.counted {
 		if err := checkSize(s, c); err != nil {
 			return nil, err
@@ -185,7 +196,7 @@ func NewPlan(spec Spec) (*Plan, error) {
 	case jb.kind == kindCuboid && !post:
 		err = pl.planCuboid()
 	case jb.kind == kindWorkload && !post && !jb.workload.KeepMeasurements:
-		err = pl.planWorkload()
+		err = pl.planWorkload(wp)
 	default:
 		err = pl.planGather()
 	}
@@ -316,15 +327,17 @@ func (pl *Plan) Run(ctx context.Context) (*Result, error) {
 		}
 		inputs = append(inputs, fileio.Named{Flag: "--data", Path: f})
 	}
-	if err := fileio.CheckOutputs(inputs, pl.Outputs()); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
-	}
+	// Checked before CheckOutputs, which would call an existing directory
+	// "is a directory" (knowdp release checks it first too).
 	if !pl.single {
 		if _, err := os.Lstat(spec.Out); err == nil {
 			return nil, jobErr("--out: %s exists; a release creates a new directory (nothing is overwritten)", spec.Out)
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
+	}
+	if err := fileio.CheckOutputs(inputs, pl.Outputs()); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	parent, base := filepath.Split(filepath.Clean(spec.Out))
 	if parent == "" {
@@ -383,6 +396,11 @@ func (pl *Plan) Run(ctx context.Context) (*Result, error) {
 	Build(root, cfg, files)
 	if err := beamx.Run(ctx, p); err != nil {
 		slog.Debug("release pipeline failed", "report", err)
+		if ctx.Err() != nil {
+			// Stopped: the runner's report ("failed to get metrics", ...)
+			// would not say why.
+			return nil, fmt.Errorf("release pipeline stopped: %w", context.Cause(ctx))
+		}
 		return nil, stageError(err)
 	}
 

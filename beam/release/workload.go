@@ -2,10 +2,12 @@ package release
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
@@ -26,8 +28,8 @@ import (
 
 func init() {
 	register.DoFn4x1[context.Context, int64, func(*[]byte) bool, func(int, []byte), error](&sourceFn{})
-	register.DoFn3x1[context.Context, int64, func(*int, *margAcc) bool, error](&tableFn{})
-	register.DoFn2x1[[]byte, func(int64), error](&tableBlocksFn{})
+	register.DoFn3x1[context.Context, int64, func(int), error](&tableFn{})
+	register.DoFn3x1[int64, func(*[]byte) bool, func(int64), error](&publishFn{})
 	register.Emitter1[int64]()
 }
 
@@ -64,14 +66,10 @@ type Pair struct {
 	Margin uint64
 }
 
-// planWorkload plans a workload released block by block (cube.PlanWorkload):
-// its sources, their noise, every table's estimate and the privacy story.
-func (pl *Plan) planWorkload() error {
+// planWorkload plans a workload released block by block from its plan: its
+// sources, their noise, every table's estimate and the privacy story.
+func (pl *Plan) planWorkload(wp *cube.WorkloadPlan) error {
 	s, jb := pl.spec.Schema, pl.jb
-	wp, err := cube.PlanWorkload(s, jb.workload, pl.spec.Seeded)
-	if err != nil {
-		return err
-	}
 	pl.mode = ModeWorkload
 	cfg := &pl.cfg
 	nInv := len(wp.Release.Invariants)
@@ -83,11 +81,6 @@ func (pl *Plan) planWorkload() error {
 			sn = SourceNoise{Measured: true, Index: i - nInv, Measurement: wp.Release.Measurements[i-nInv]}
 		}
 		cfg.Noise = append(cfg.Noise, sn)
-	}
-	for i := range cfg.Counted {
-		if err := checkSize(s, cube.Cuboid(cfg.Counted[i])); err != nil {
-			return err
-		}
 	}
 	cfg.Local = make([]bool, wp.NumSources())
 	pairs := map[Pair]int{}
@@ -122,9 +115,8 @@ func buildWorkload(s beam.Scope, cfg Config, partials beam.PCollection) {
 	domain := beam.ParDo(s, &domainFn{Cfg: cfg}, beam.Impulse(s))
 	grouped := beam.GroupByKey(s, beam.Flatten(s, domain, partials))
 	margs := beam.ParDo(s, &sourceFn{Cfg: cfg}, grouped)
-	totals := beam.CombinePerKey(s, &margCombine{}, margs)
-	blocks := beam.Reshuffle(s, beam.ParDo(s, &tableBlocksFn{Cfg: cfg}, beam.Impulse(s)))
-	beam.ParDo0(s, &tableFn{Cfg: cfg}, blocks, beam.SideInput{Input: totals})
+	blocks := beam.ParDo(s, &publishFn{Cfg: cfg}, gatherMarginals(s, margs))
+	finish(s, beam.ParDo(s, &tableFn{Cfg: cfg}, beam.Reshuffle(s, blocks)))
 }
 
 // sourceFn sums a source's block from its partial counts, adds a
@@ -234,15 +226,42 @@ func (f *sourceFn) process(ctx context.Context, key int64, parts func(*[]byte) b
 // sourceFile is the name of block b of source i in the scratch directory.
 func sourceFile(i, b int) string { return fmt.Sprintf("source-%d-%012d.bin", i, b) }
 
-// tableBlocksFn emits the key of every block of every table.
-type tableBlocksFn struct {
+// publishFn writes the combined marginals, all of them, to the scratch
+// directory, and emits the key of every block of every table (the table
+// stage then reads them there: see writeFn for why not a side input).
+type publishFn struct {
 	Cfg Config
 }
 
-func (f *tableBlocksFn) ProcessElement(_ []byte, emit func(int64)) error {
+// ProcessElement marks its errors for the driver (see marked).
+func (f *publishFn) ProcessElement(_ int64, totals func(*[]byte) bool, emit func(int64)) error {
+	return marked(f.process(totals, emit))
+}
+
+func (f *publishFn) process(totals func(*[]byte) bool, emit func(int64)) error {
 	st, err := f.Cfg.decode()
 	if err != nil {
-		return marked(err)
+		return err
+	}
+	margs := make([][]byte, len(f.Cfg.Pairs))
+	var p []byte
+	for totals(&p) {
+		k, _, err := decodeKeyedMarginal(p)
+		if err != nil || k >= len(margs) {
+			return fmt.Errorf("corrupt marginal %d", k)
+		}
+		margs[k] = slices.Clone(p)
+	}
+	var out []byte
+	for k, m := range margs {
+		if m == nil {
+			return fmt.Errorf("the marginal of %s on %s is missing", st.s.Format(cube.Cuboid(f.Cfg.Counted[f.Cfg.Pairs[k].Source])), st.s.Format(cube.Cuboid(f.Cfg.Pairs[k].Margin)))
+		}
+		out = binary.AppendUvarint(out, uint64(len(m)))
+		out = append(out, m...)
+	}
+	if err := writeFileAtomic(filepath.Join(f.Cfg.Scratch, marginalsName), out); err != nil {
+		return err
 	}
 	n := int64(len(f.Cfg.Tables))
 	for t, tab := range f.Cfg.Tables {
@@ -251,6 +270,32 @@ func (f *tableBlocksFn) ProcessElement(_ []byte, emit func(int64)) error {
 		}
 	}
 	return nil
+}
+
+// marginalsName is the file of the combined marginals in the scratch
+// directory: each keyMarginalFn element, preceded by its length.
+const marginalsName = "marginals.bin"
+
+// readMarginals reads publishFn's file.
+func readMarginals(path string, pairs int) ([]margAcc, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]margAcc, pairs)
+	for len(b) > 0 {
+		n, m := binary.Uvarint(b)
+		if m <= 0 || uint64(len(b)-m) < n {
+			return nil, errors.New("corrupt marginals file")
+		}
+		k, a, err := decodeKeyedMarginal(b[m : m+int(n)])
+		if err != nil || k >= pairs {
+			return nil, errors.New("corrupt marginals file")
+		}
+		out[k] = a
+		b = b[m+int(n):]
+	}
+	return out, nil
 }
 
 // tableFn computes one block of one table from its terms and writes it as
@@ -268,23 +313,20 @@ func (f *tableFn) Setup() error {
 }
 
 // ProcessElement marks its errors for the driver (see marked).
-func (f *tableFn) ProcessElement(ctx context.Context, key int64, totals func(*int, *margAcc) bool) error {
-	return marked(f.process(ctx, key, totals))
+func (f *tableFn) ProcessElement(ctx context.Context, key int64, done func(int)) error {
+	if err := f.process(ctx, key); err != nil {
+		return marked(err)
+	}
+	done(1)
+	return nil
 }
 
-func (f *tableFn) process(ctx context.Context, key int64, totals func(*int, *margAcc) bool) error {
+func (f *tableFn) process(ctx context.Context, key int64) error {
 	s := f.st.s
 	if f.margs == nil {
-		f.margs = make([]margAcc, len(f.Cfg.Pairs))
-		var (
-			k int
-			a margAcc
-		)
-		for totals(&k, &a) {
-			if k < 0 || k >= len(f.margs) {
-				return fmt.Errorf("corrupt marginal %d", k)
-			}
-			f.margs[k] = a
+		var err error
+		if f.margs, err = readMarginals(filepath.Join(f.Cfg.Scratch, marginalsName), len(f.Cfg.Pairs)); err != nil {
+			return err
 		}
 	}
 	n := int64(len(f.Cfg.Tables))

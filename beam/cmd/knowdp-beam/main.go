@@ -26,6 +26,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -192,7 +193,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	workerMemory := fs.Float64("worker-memory", 8, "on a cluster, the memory of one worker in `GB`: a release solved on one worker (--nonneg, --integer, levels of a hierarchy, --measurements) that needs more is refused before it starts")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON (the sidecar's fields, full precision)")
 	infer := fs.Bool("infer-domains", false, "refused: see knowdp release")
-	fs.String("dims", "", "refused with --infer-domains")
+	fs.String("dims", "", "with --infer-domains, which is refused: comma-separated dimension `COLUMNS`")
 	cellLimit := fs.Int("cell-limit", 0, "refused: see knowdp release")
 	var seed struct {
 		set bool
@@ -244,6 +245,21 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageErr("--out -: writing to standard output is not supported; give a file or directory name")
 	case !(*workerMemory > 0) || math.IsInf(*workerMemory, 0):
 		return usageErr("--worker-memory must be a positive number of GB, got %v", *workerMemory)
+	case !(job.Tol > 0) || math.IsInf(job.Tol, 0):
+		// As knowdp release: release.Job reads a zero --tol as the default
+		// and would pass NaN or an infinity on to the workers.
+		return usageErr("--tol must be a positive number, got %v", job.Tol)
+	}
+	// release.Job reads an empty --mechanism, --split or --strategy as the
+	// default; knowdp release refuses them, and so does this command.
+	if _, err := cube.ParseMechanism(job.Mechanism); err != nil {
+		return usageErr("--mechanism: %v", err)
+	}
+	if _, err := cube.ParseSplit(job.Split); err != nil {
+		return usageErr("--split: %v", err)
+	}
+	if _, err := cube.ParseMeasureStrategy(job.Strategy); err != nil {
+		return usageErr("--strategy: %v", err)
 	}
 	job.Cuboids, job.Exact, job.KeepMeasurements = cuboids, exact, *measurements != ""
 	sb, err := os.ReadFile(*schemaPath)
@@ -287,6 +303,12 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if !source.IsPostgresURL(f) {
 			inputs = append(inputs, fileio.Named{Flag: "--data", Path: f})
 		}
+	}
+	// A directory --out that exists is refused as knowdp release refuses
+	// it, before CheckOutputs would call it "is a directory" (the one
+	// table's CSV file form, whose outputs include the sidecar, keeps that).
+	if st, err := os.Stat(*out); err == nil && st.IsDir() && !slices.ContainsFunc(plan.Outputs(), func(n fileio.Named) bool { return n.Flag == "sidecar" }) {
+		return usageErr("--out: %s exists; a release creates a new directory (nothing is overwritten)", *out)
 	}
 	if err := fileio.CheckOutputs(inputs, plan.Outputs()); err != nil {
 		return usageErr("%v", err)

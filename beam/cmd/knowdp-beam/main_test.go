@@ -27,7 +27,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv("KNOWDP_BEAM_RUN_MAIN") == "1" {
 		main() // as the command runs, signal handling included
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if knowdpCLI.dir != "" { // the knowdp command the parity tests built
+		os.RemoveAll(knowdpCLI.dir)
+	}
+	os.Exit(code)
 }
 
 // knowdpBeam runs the command and returns its exit code, stdout and stderr.
@@ -237,7 +241,10 @@ func TestErrors(t *testing.T) {
 		{"out -", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--out", "-"}, 2, "--out -: writing to standard output is not supported"},
 		{"missing schema file", []string{"release", "--data", table, "--schema", filepath.Join(dir, "none.json"), "--epsilon", "1", "--out", out}, 1,
 			"knowdp-beam release: --schema: open " + filepath.Join(dir, "none.json") + ": no such file or directory"},
-		{"two cuboids", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex", "--cuboid", "age", "--out", out}, 2, "--cuboid is given more than once"},
+		// Several cuboids are a workload, written as a new directory
+		// (here named rel.csv): planned, then refused for the data.
+		{"two cuboids", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex", "--cuboid", "age", "--out", out}, 1,
+			table + `: row 6, column "town": value "Pine" is not in the declared domain of "town"`},
 		{"bad epsilon", []string{"release", "--data", table, "--schema", schema, "--epsilon", "-1", "--out", out}, 2, "--epsilon"},
 		{"bad mechanism", []string{"release", "--data", table, "--schema", schema, "--mechanism", "exponential", "--out", out}, 2, `knowdp-beam release: --mechanism: unknown mechanism "exponential": use laplace or gaussian`},
 		{"rho without gaussian", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--rho", "0.5", "--out", out}, 2, "knowdp-beam release: --rho needs --mechanism gaussian\nRun 'knowdp-beam release --help' for usage."},
@@ -248,11 +255,27 @@ func TestErrors(t *testing.T) {
 		{"delta 0", []string{"release", "--data", table, "--schema", schema, "--mechanism", "gaussian", "--rho", "0.5", "--delta", "0", "--out", out}, 2, "knowdp-beam release: --delta must be in (0, 1), got 0"},
 		{"gaussian value outside the domain", []string{"release", "--data", table, "--schema", schema, "--mechanism", "gaussian", "--rho", "0.5", "--out", out}, 1,
 			table + `: row 6, column "town": value "Pine" is not in the declared domain of "town"`},
-		{"bad cuboid", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex,colour", "--out", out}, 1, `--cuboid: unknown dimension "colour"`},
-		{"level cuboid", []string{"release", "--data", filepath.Join("..", "..", "..", "data", "us-persons.csv"), "--schema", filepath.Join("..", "..", "..", "data", "us-geo.schema.json"), "--epsilon", "1", "--cuboid", "geo:state,sex", "--out", out}, 2,
-			"--cuboid {geo:state,sex}: tables at coarser levels of a hierarchy are knowdp release's"},
-		{"level invariant", []string{"release", "--data", filepath.Join("..", "..", "..", "data", "us-persons.csv"), "--schema", filepath.Join("..", "..", "..", "data", "us-geo.schema.json"), "--epsilon", "1", "--cuboid", "geo,sex", "--exact", "geo:state", "--out", out}, 2,
-			"--exact {geo:state}: invariants at coarser levels of a hierarchy are knowdp release's"},
+		{"bad cuboid", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex,colour", "--out", out}, 1, `--cuboid "sex,colour": unknown dimension "colour"`},
+		// Levels of a hierarchy are released (see TestParity); what knowdp
+		// release refuses with them is refused.
+		{"unknown level", []string{"release", "--data", filepath.Join("..", "..", "..", "data", "us-persons.csv"), "--schema", filepath.Join("..", "..", "..", "data", "us-geo.schema.json"), "--epsilon", "1", "--cuboid", "geo:county,sex", "--out", out}, 1, `--cuboid "geo:county,sex": `},
+		{"level cuboid nonneg", []string{"release", "--data", filepath.Join("..", "..", "..", "data", "us-persons.csv"), "--schema", filepath.Join("..", "..", "..", "data", "us-geo.schema.json"), "--epsilon", "1", "--cuboid", "geo:state,sex", "--nonneg", "--out", out}, 2,
+			"knowdp-beam release: --nonneg: views at coarser levels are published as real counts or, with --integer, as non-negative integers that add up level by level; use --integer\nRun 'knowdp-beam release --help' for usage."},
+		{"level invariant measurements", []string{"release", "--data", filepath.Join("..", "..", "..", "data", "us-persons.csv"), "--schema", filepath.Join("..", "..", "..", "data", "us-geo.schema.json"), "--epsilon", "1", "--cuboid", "geo,sex", "--cuboid", "sex", "--exact", "geo:state", "--measurements", filepath.Join(dir, "m.json"), "--out", out}, 2,
+			"knowdp-beam release: --measurements: the noisy measurements of views at coarser levels are not saved"},
+		{"measurements with one cuboid", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--measurements", filepath.Join(dir, "m.json"), "--out", out}, 2,
+			"knowdp-beam release: --measurements needs several cuboids (repeat --cuboid, or --workload)"},
+		{"infer domains", []string{"release", "--data", table, "--infer-domains", "--dims", "sex", "--epsilon", "1", "--out", out}, 2, "knowdp-beam release: --infer-domains: a domain read from the data is not private"},
+		{"cell limit", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cell-limit", "1000", "--out", out}, 2, "knowdp-beam release: --cell-limit guards knowdp release's memory"},
+		{"parquet file", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--format", "parquet", "--out", filepath.Join(dir, "rel.parquet")}, 2,
+			"knowdp-beam release: --out " + filepath.Join(dir, "rel.parquet") + ": knowdp-beam writes Parquet as a directory of shards"},
+		{"format mismatch", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--format", "parquet", "--out", out}, 2, "knowdp-beam release: --format parquet does not match --out " + out},
+		{"nonneg and integer", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--nonneg", "--integer", "--out", out}, 2, "knowdp-beam release: --nonneg and --integer exclude each other"},
+		{"tol 0", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--nonneg", "--tol", "0", "--out", out}, 2, "knowdp-beam release: --tol must be a positive number, got 0\nRun 'knowdp-beam release --help' for usage."},
+		{"tol NaN", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--tol", "NaN", "--out", out}, 2, "knowdp-beam release: --tol must be a positive number, got NaN"},
+		{"empty split", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex", "--cuboid", "age", "--split", "", "--out", out}, 2, `knowdp-beam release: --split: split "": want optimal, equal or spine`},
+		{"worker memory", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--worker-memory", "0", "--out", out}, 2, "knowdp-beam release: --worker-memory must be a positive number of GB, got 0"},
+		{"missing workload", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--workload", filepath.Join(dir, "none.json"), "--out", out}, 1, "knowdp-beam release: --workload: open " + filepath.Join(dir, "none.json")},
 		{"no data", []string{"release", "--data", filepath.Join(dir, "none*.csv"), "--schema", schema, "--epsilon", "1", "--out", out}, 1, "no such file"},
 		{"value outside the domain", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--out", out}, 1,
 			table + `: row 6, column "town": value "Pine" is not in the declared domain of "town" (Ash, Elm, North, Oak)`},
@@ -266,7 +289,13 @@ func TestErrors(t *testing.T) {
 			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("a failed release left %s behind", out)
 			}
+			if _, err := os.Stat(filepath.Join(dir, "m.json")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatal("a failed release left its --measurements behind")
+			}
 		})
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, ".*")); len(m) != 0 {
+		t.Errorf("temporaries left behind: %v", m)
 	}
 }
 

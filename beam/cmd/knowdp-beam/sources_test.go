@@ -167,18 +167,35 @@ func TestOutputsNeverReplaceInputs(t *testing.T) {
 	for _, p := range []string{schema, table} {
 		before[p], _ = os.ReadFile(p)
 	}
-	for _, tc := range []struct{ out, want string }{
-		{table, "is the same file as --data"},
-		{filepath.Join(dir, "schema.csv"), "sidecar " + filepath.Join(dir, "schema.json") + " is the same file as --schema"},
-		{schema, "is the same file as --schema"},
-		{filepath.Join(dir, "link.csv"), "is the same file as --data"},
-		{filepath.Join(dir, "hard.csv"), "is the same file as --data"},
-		{filepath.Join(dir, "via", "facts.csv"), "is the same file as --data"},
+	several := []string{"--cuboid", "sex", "--cuboid", "age"}
+	for _, tc := range []struct {
+		out, want string
+		args      []string
+	}{
+		{table, "is the same file as --data", nil},
+		{filepath.Join(dir, "schema.csv"), "sidecar " + filepath.Join(dir, "schema.json") + " is the same file as --schema", nil},
+		// A name not ending in .csv is a new directory (part-NNNNN.csv
+		// and release.json), here an input's name.
+		{schema, "--out " + schema + " is the same file as --schema", nil},
+		{filepath.Join(dir, "link.csv"), "is the same file as --data", nil},
+		{filepath.Join(dir, "hard.csv"), "is the same file as --data", nil},
+		{filepath.Join(dir, "via", "facts.csv"), "is the same file as --data", nil},
+		// Several cuboids are always a directory, whatever its name.
+		{table, "--out " + table + " is the same file as --data", several},
+		{filepath.Join(dir, "link.csv"), "is the same file as --data", several},
+		{schema, "--out " + schema + " is the same file as --schema", several},
 	} {
-		code, _, stderr := knowdpBeam(t, "release", "--data", table, "--schema", schema, "--epsilon", "1", "--out", tc.out)
+		args := append([]string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--out", tc.out}, tc.args...)
+		code, _, stderr := knowdpBeam(t, args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
-			t.Errorf("--out %s: exit %d, stderr %q, want exit 2 and %q", tc.out, code, stderr, tc.want)
+			t.Errorf("--out %s %q: exit %d, stderr %q, want exit 2 and %q", tc.out, tc.args, code, stderr, tc.want)
 		}
+	}
+	// --measurements on an input.
+	code, _, stderr := knowdpBeam(t, "release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex", "--cuboid", "age",
+		"--measurements", schema, "--out", filepath.Join(dir, "rel"))
+	if want := "--measurements " + schema + " is the same file as --schema"; code != 2 || !strings.Contains(stderr, want) {
+		t.Errorf("--measurements on the schema: exit %d, stderr %q, want exit 2 and %q", code, stderr, want)
 	}
 	for p, b := range before {
 		if now, _ := os.ReadFile(p); !bytes.Equal(now, b) {
