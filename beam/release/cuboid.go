@@ -222,6 +222,9 @@ func (f *correctFn) process(totals func(*[]byte) bool, emit func(int64, []byte))
 	}
 	var p []byte
 	for totals(&p) {
+		if len(p) == 0 {
+			continue // gatherMarginals' empty element
+		}
 		i, a, err := decodeKeyedMarginal(p)
 		if err != nil || i >= n || a.Lo+len(a.Noisy) > len(xMarg[i]) || len(a.Exact) != len(a.Noisy) {
 			return fmt.Errorf("corrupt marginal of invariant %d", i)

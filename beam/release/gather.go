@@ -80,7 +80,7 @@ func (f *gatherFn) process(ctx context.Context, parts func(*[]byte) bool) error 
 	if f.Cfg.Seeded {
 		r = noise.NewSeeded(f.Cfg.Seed)
 	}
-	out, err := releaseOnOne(ctx, st.s, jb, exact, r)
+	out, err := releaseOnOne(ctx, st.s, jb, exact, r, f.Cfg.Directory)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ type releasedTable struct {
 // knowdp release does with the same flags: the same core calls, in the
 // same order, from the same generator, so a seeded run writes the same
 // tables and privacy story.
-func releaseOnOne(ctx context.Context, s *cube.Schema, jb *job, exact map[cube.Cuboid][]float64, r *noise.Rand) (*released, error) {
+func releaseOnOne(ctx context.Context, s *cube.Schema, jb *job, exact map[cube.Cuboid][]float64, r *noise.Rand, directory bool) (*released, error) {
 	out := &released{}
 	var meta any
 	switch jb.kind {
@@ -192,8 +192,11 @@ func releaseOnOne(ctx context.Context, s *cube.Schema, jb *job, exact map[cube.C
 		stems := jb.tableStems(s)
 		for i, t := range w.Tables {
 			out.tables = append(out.tables, releasedTable{view: t.TableView(), counts: t.Counts, moe90: t.CellMOE})
-			if stems[i] != "" {
+			switch {
+			case stems[i] != "":
 				m.Tables[i].File = tableFile(stems[i], len(t.Counts), jb.format)
+			case directory:
+				m.Tables[i].File = onlyTableFile(len(t.Counts), jb.format)
 			}
 		}
 		meta = m
@@ -242,6 +245,15 @@ func tableFile(stem string, cells int, f tablefile.Format) string {
 		return stem + f.Ext()
 	}
 	return stem + "/"
+}
+
+// onlyTableFile is the name release.json gives the only table of a
+// directory: its one part, or its parts.
+func onlyTableFile(cells int, f tablefile.Format) string {
+	if Blocks(cells) == 1 {
+		return partFile("", 1, 0, f)
+	}
+	return "part-*" + f.Ext()
 }
 
 // readScratch reads a file the one worker left in the scratch directory.

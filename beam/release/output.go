@@ -1,7 +1,7 @@
 package release
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -46,15 +46,28 @@ func partFile(stem string, blocks, b int, f tablefile.Format) string {
 // staging directory stage, atomically (a retried bundle never leaves half
 // a file). moe90 is given the cell's index in the whole table.
 func writePart(ctx context.Context, s *cube.Schema, v cube.View, stage, stem string, b int, x []float64, moe90 func(cell int) float64, f tablefile.Format) error {
-	var buf bytes.Buffer
-	buf.Grow(48 * len(x))
-	if err := tablefile.WriteRows(&buf, f, s, v, b*BlockSize, x, moe90); err != nil {
+	path := filepath.Join(stage, partFile(stem, Blocks(s.ViewSize(v)), b, f))
+	tmp := path + ".tmp"
+	out, err := os.Create(tmp)
+	if err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	w := bufio.NewWriterSize(out, 1<<20)
+	err = tablefile.WriteRows(w, f, s, v, b*BlockSize, x, moe90)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		os.Remove(tmp)
 		return err
 	}
-	return writeFileAtomic(filepath.Join(stage, partFile(stem, Blocks(s.ViewSize(v)), b, f)), buf.Bytes())
+	return os.Rename(tmp, path)
 }
 
 // writeFileAtomic writes a file under a temporary name and renames it, so

@@ -69,6 +69,7 @@ func init() {
 	register.Combiner3[margAcc, []byte, margAcc](&margCombine{})
 	register.DoFn3x1[int64, func(*[]byte) bool, func(int64, []byte), error](&correctFn{})
 	register.DoFn3x0[int, margAcc, func(int64, []byte)](&keyMarginalFn{})
+	register.DoFn2x0[[]byte, func(int64, []byte)](&emptyFn{})
 	register.DoFn4x1[context.Context, int64, func(*[]byte) bool, func(int), error](&writeFn{})
 	register.DoFn3x1[int64, []byte, func(int64, []byte), error](&gatherKeyFn{})
 	register.DoFn4x1[context.Context, int64, func(*[]byte) bool, func(int), error](&gatherFn{})
@@ -129,6 +130,8 @@ type Config struct {
 	Local  []bool
 	Pairs  []Pair
 	Tables []TableTerms
+	// Directory says the output is a directory (not one CSV file).
+	Directory bool
 	// Scratch receives the noisy blocks between stages; Stage receives the
 	// output's files (see writePart).
 	Scratch, Stage string
@@ -224,11 +227,18 @@ func Build(s beam.Scope, cfg Config, files []string) {
 }
 
 // gatherMarginals combines the block marginals per key and sends them all
-// to one worker.
+// to one worker, with an empty element, so that the worker runs even when
+// no block emits a marginal (no invariant, or a release without noise).
 func gatherMarginals(s beam.Scope, margs beam.PCollection) beam.PCollection {
 	totals := beam.CombinePerKey(s, &margCombine{}, margs)
-	return beam.GroupByKey(s, beam.ParDo(s, &keyMarginalFn{}, totals))
+	keyed := beam.ParDo(s, &keyMarginalFn{}, totals)
+	return beam.GroupByKey(s, beam.Flatten(s, keyed, beam.ParDo(s, &emptyFn{}, beam.Impulse(s))))
 }
+
+// emptyFn emits one empty element to key 0.
+type emptyFn struct{}
+
+func (emptyFn) ProcessElement(_ []byte, emit func(int64, []byte)) { emit(0, nil) }
 
 // finish sums the blocks the last stage wrote. The sum itself is unused:
 // it is there because Prism, the in-process runner, polls its watermarks

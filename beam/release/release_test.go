@@ -2,6 +2,7 @@ package release
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -313,6 +314,44 @@ func TestPortableRunner(t *testing.T) {
 		t.Fatal(err)
 	}
 	compare(t, out, want)
+
+	// A workload (ModeWorkload) with the base cuboid, 2 blocks, among its
+	// tables: the stages after the count, and the side inputs of the
+	// tables' estimates, through the job server.
+	wc := wcase{cuboids: []string{"d0,d1,d2", "d0,d2", "d1"}, exact: []string{"d0", "d1,d2"}, eps: 1}
+	w := coreWorkload(t, tb, wc, 7)
+	wout := filepath.Join(dir, "portable-workload")
+	res, err := Run(context.Background(), Spec{Files: tb.shards, Schema: tb.schema, Job: wc.job(), Out: wout, Seeded: true, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Mode != ModeWorkload {
+		t.Fatalf("mode %d, want ModeWorkload", res.Mode)
+	}
+	if cells, nonInt := compareWorkloadDir(t, wout, w, false); nonInt < cells/2 {
+		t.Fatalf("only %d of %d noisy cells are not integers: was noise added?", nonInt, cells)
+	}
+	checkNoLeftovers(t, wout)
+
+	// An --integer cuboid (ModeGather): the counts gathered on one worker
+	// of the job server, the same table and sidecar as the single machine.
+	c2 := parseCuboid(t, tb.schema, "d0,d2")
+	rel := coreCuboid(t, tb, cube.ReleaseSpec{Epsilon: eps, Exact: exact[:1], Cuboid: c2, Integer: true, Tol: 1e-6}, 7)
+	iout := filepath.Join(dir, "portable-integer.csv")
+	ispec := seeded(cuboidSpec(tb, c2, exact[:1], eps, iout), 7)
+	ispec.Job.Integer = true
+	if res, err = Run(context.Background(), ispec); err != nil {
+		t.Fatal(err)
+	}
+	if res.Mode != ModeGather {
+		t.Fatalf("mode %d, want ModeGather", res.Mode)
+	}
+	if got, want := readFile(t, iout), releaseCSV(t, rel); !bytes.Equal(got, want) {
+		t.Fatalf("integer table differs from the single machine's (%d and %d bytes)", len(got), len(want))
+	}
+	if got, want := readFile(t, strings.TrimSuffix(iout, ".csv")+".json"), sidecarJSON(t, rel.Metadata()); !bytes.Equal(got, want) {
+		t.Fatalf("sidecar\n%s\nwant\n%s", got, want)
+	}
 }
 
 func freePort(t *testing.T) int {

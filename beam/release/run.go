@@ -203,7 +203,7 @@ func NewPlan(spec Spec) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl.cfg.Mode = pl.mode
+	pl.cfg.Mode, pl.cfg.Directory = pl.mode, !pl.single
 	return pl, nil
 }
 

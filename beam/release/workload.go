@@ -246,6 +246,9 @@ func (f *publishFn) process(totals func(*[]byte) bool, emit func(int64)) error {
 	margs := make([][]byte, len(f.Cfg.Pairs))
 	var p []byte
 	for totals(&p) {
+		if len(p) == 0 {
+			continue // gatherMarginals' empty element
+		}
 		k, _, err := decodeKeyedMarginal(p)
 		if err != nil || k >= len(margs) {
 			return fmt.Errorf("corrupt marginal %d", k)

@@ -425,7 +425,7 @@ func TestCancelledRun(t *testing.T) {
 		job  Job
 	}{
 		{"workload", Job{Cuboids: []string{"d0,d1", "d1"}, Exact: []string{"d2,d3"}, Epsilon: 1}},
-		{"gather", Job{Cuboids: []string{"d0,d1", "d1"}, Epsilon: 1, Integer: true}},
+		{"gather", Job{Cuboids: []string{"d0,d1", "d1"}, Epsilon: 1, KeepMeasurements: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(dir, "cancelled-"+tc.name)
@@ -447,7 +447,11 @@ func TestCancelledRun(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 			}()
-			res, err := Run(ctx, Spec{Files: tb.shards, Schema: tb.schema, Job: tc.job, Out: out, Seeded: true, Seed: 1})
+			spec := Spec{Files: tb.shards, Schema: tb.schema, Job: tc.job, Out: out, Seeded: true, Seed: 1}
+			if tc.job.KeepMeasurements {
+				spec.Measurements = out + "-measurements.json"
+			}
+			res, err := Run(ctx, spec)
 			<-started
 			if err == nil {
 				t.Fatalf("a cancelled release succeeded: %v", res.Files)
@@ -460,6 +464,9 @@ func TestCancelledRun(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 			if _, err := os.Lstat(out); err == nil {
 				t.Fatal("a cancelled release left --out")
+			}
+			if _, err := os.Lstat(out + "-measurements.json"); err == nil {
+				t.Fatal("a cancelled release wrote its measurements")
 			}
 			checkNoLeftovers(t, out)
 		})
