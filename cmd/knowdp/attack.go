@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/knowdp/knowdp/audit"
+	"github.com/knowdp/knowdp/internal/cli"
 	"github.com/knowdp/knowdp/internal/fileio"
 )
 
@@ -40,7 +41,7 @@ func runAttack(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(w, "  %-10s %s\n", a.Name, a.Summary)
 		}
 		fmt.Fprintln(w, "\nFlags:")
-		printFlags(fs)
+		cli.PrintFlags(fs.Output(), fs)
 	}
 	which, err := parseNamedFlags(fs, args)
 	if err != nil {

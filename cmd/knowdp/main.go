@@ -19,11 +19,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime"
-	"runtime/debug"
-	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/knowdp/knowdp/internal/cli"
 )
 
 // command is one knowdp subcommand.
@@ -89,7 +88,7 @@ func run(ctx context.Context, e *env, args []string) int {
 		// "knowdp help CMD [SUB]" is "knowdp CMD [SUB] --help".
 		return run(ctx, e, append(append([]string(nil), args[1:]...), "--help"))
 	case "version", "-version", "--version":
-		printVersion(e.stdout)
+		cli.PrintVersion(e.stdout, "knowdp")
 		return 0
 	}
 	for _, c := range commands() {
@@ -97,7 +96,7 @@ func run(ctx context.Context, e *env, args []string) int {
 			continue
 		}
 		ce := e
-		if helpRequested(args[1:]) {
+		if cli.HelpRequested(args[1:]) {
 			// Help is what the user asked for: it goes to stdout, whoever
 			// prints it.
 			cp := *e
@@ -127,21 +126,6 @@ func run(ctx context.Context, e *env, args []string) int {
 	return 2
 }
 
-// helpRequested reports whether args ask for help: -h, -help or --help
-// before any "--". (A flag value spelt --help counts too; that is the
-// price of help working wherever it is typed.)
-func helpRequested(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "--":
-			return false
-		case "-h", "-help", "--help":
-			return true
-		}
-	}
-	return false
-}
-
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "knowdp: differential privacy that accounts for public knowledge")
 	fmt.Fprintln(w, "\nUsage: knowdp <command> [flags]\n\nCommands:")
@@ -150,34 +134,6 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nRun 'knowdp help <command>' (or 'knowdp <command> --help') for a command's flags,")
 	fmt.Fprintln(w, "'knowdp --version' for the version.")
-}
-
-// printVersion prints the module version and the VCS revision the binary
-// was built from, as recorded by the Go toolchain.
-func printVersion(w io.Writer) {
-	version, rev, when, dirty := "(unknown)", "not recorded (built without VCS information: go run, or -buildvcs=false)", "", false
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version = bi.Main.Version
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.time":
-				when = s.Value
-			case "vcs.modified":
-				dirty = s.Value == "true"
-			}
-		}
-	}
-	fmt.Fprintf(w, "knowdp %s\n", version)
-	fmt.Fprintf(w, "revision %s", rev)
-	if when != "" {
-		fmt.Fprintf(w, " (%s)", when)
-	}
-	if dirty {
-		fmt.Fprint(w, " with uncommitted changes")
-	}
-	fmt.Fprintf(w, "\n%s\n", runtime.Version())
 }
 
 // errUsage marks an error already reported to the user; run exits with
@@ -240,42 +196,9 @@ func newFlagSet(e *env, name, usageLine string) *flag.FlagSet {
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: knowdp %s\n\nFlags:\n", usageLine)
-		printFlags(fs)
+		cli.PrintFlags(fs.Output(), fs)
 	}
 	return fs
-}
-
-// printFlags lists the flags of fs as "--name VALUE" lines with their
-// usage, in the style of flag.PrintDefaults but with two dashes. The value
-// name is the back-quoted word of the usage text if any (flag.UnquoteUsage),
-// else N for integers, X for floats, STRING for strings.
-func printFlags(fs *flag.FlagSet) {
-	w := fs.Output()
-	fs.VisitAll(func(f *flag.Flag) {
-		name, text := flag.UnquoteUsage(f)
-		switch name {
-		case "int", "uint", "int64", "uint64":
-			name = "N"
-		case "float":
-			name = "X"
-		case "string", "value":
-			name = strings.ToUpper(name)
-		case "duration":
-			name = "DURATION"
-		}
-		line := "  --" + f.Name
-		if name != "" {
-			line += " " + name
-		}
-		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(text, "\n", "\n    \t"))
-		if d := f.DefValue; d != "" && d != "0" && d != "false" {
-			if name == "STRING" {
-				d = strconv.Quote(d)
-			}
-			fmt.Fprintf(w, " (default %s)", d)
-		}
-		fmt.Fprintln(w)
-	})
 }
 
 // parseFlags parses args. --help anywhere prints the usage and returns
@@ -294,7 +217,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 // parse parses args with the flag package's own messages rewritten to the
 // --flag style and reported as usage errors.
 func parse(fs *flag.FlagSet, args []string) error {
-	if helpRequested(args) {
+	if cli.HelpRequested(args) {
 		fs.Usage()
 		return flag.ErrHelp
 	}

@@ -14,6 +14,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/knowdp/knowdp/internal/cli"
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/refine"
@@ -74,7 +75,7 @@ that satisfy every constraint. Values are written rounded to 12 significant digi
 
 Flags:
 `)
-		printFlags(fs)
+		cli.PrintFlags(fs.Output(), fs)
 		fmt.Fprint(fs.Output(), "\n"+refineSpecHelp)
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -353,7 +354,7 @@ status 1 when rho is infinite at every scale.
 
 Flags:
 `)
-		printFlags(fs)
+		cli.PrintFlags(fs.Output(), fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err

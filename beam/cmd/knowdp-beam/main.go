@@ -24,8 +24,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +34,7 @@ import (
 
 	"github.com/knowdp/knowdp/beam/release"
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/internal/cli"
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/source"
 )
@@ -80,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "\nRun 'knowdp-beam release --help' for its flags, 'knowdp-beam --version' for the version.")
 		return 0
 	case len(args) > 0 && (args[0] == "version" || args[0] == "-version" || args[0] == "--version"):
-		printVersion(stdout)
+		cli.PrintVersion(stdout, "knowdp-beam")
 		return 0
 	case len(args) == 0:
 		fmt.Fprintf(stderr, "knowdp-beam: missing command (want release)\n%s\n", usage)
@@ -100,68 +99,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "knowdp-beam release:", strings.TrimPrefix(err.Error(), "release: "))
 	return 1
-}
-
-// printVersion prints the module version and the VCS revision the binary
-// was built from, as recorded by the Go toolchain (as knowdp --version).
-func printVersion(w io.Writer) {
-	version, rev, dirty := "(unknown)", "not recorded (built without VCS information: go run, or -buildvcs=false)", false
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version = bi.Main.Version
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				dirty = s.Value == "true"
-			}
-		}
-	}
-	fmt.Fprintf(w, "knowdp-beam %s\nrevision %s", version, rev)
-	if dirty {
-		fmt.Fprint(w, " with uncommitted changes")
-	}
-	fmt.Fprintf(w, "\n%s\n", runtime.Version())
-}
-
-// printFlags lists the flags of fs as "--name VALUE" lines with their
-// usage, as knowdp's help does.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		name, text := flag.UnquoteUsage(f)
-		switch name {
-		case "int", "uint", "int64", "uint64":
-			name = "N"
-		case "float":
-			name = "X"
-		case "string", "value":
-			name = strings.ToUpper(name)
-		case "duration":
-			name = "DURATION"
-		}
-		line := "  --" + f.Name
-		if name != "" {
-			line += " " + name
-		}
-		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(text, "\n", "\n    \t"))
-		if d := f.DefValue; d != "" && d != "0" && d != "false" && d != "[]" {
-			fmt.Fprintf(w, " (default %s)", strconv.Quote(d))
-		}
-		fmt.Fprintln(w)
-	})
-}
-
-// helpRequested reports whether args ask for help before any "--".
-func helpRequested(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "--":
-			return false
-		case "-h", "-help", "--help":
-			return true
-		}
-	}
-	return false
 }
 
 func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -213,10 +150,10 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stderr, "knowdp-beam release: %s\nRun 'knowdp-beam release --help' for usage.\n", fmt.Sprintf(format, a...))
 		return errUsage
 	}
-	if helpRequested(args) {
+	if cli.HelpRequested(args) {
 		fmt.Fprintln(stdout, usage)
 		fmt.Fprintln(stdout, "\nFlags (knowdp's, as knowdp release has them, then --worker-memory; the others are Beam's pipeline options):")
-		printFlags(stdout, fs)
+		cli.PrintFlags(stdout, fs)
 		return flag.ErrHelp
 	}
 	fs.SetOutput(io.Discard)
