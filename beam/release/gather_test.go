@@ -33,7 +33,7 @@ func coreCuboid(t *testing.T, tb table, spec cube.ReleaseSpec, seed uint64) *cub
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := cube.ReleaseFrom(context.Background(), tb.schema, exact, spec, noise.NewSeeded(seed+1))
+	rel, err := cube.ReleaseFrom(context.Background(), tb.schema, exact, spec, noise.NewSeeded(seed))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func coreViews(t *testing.T, tb table, spec cube.ViewSpec, integer bool, seed ui
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := noise.NewSeeded(seed + 1)
+	r := noise.NewSeeded(seed)
 	w, err := cube.ReleaseViews(ctx, tb.schema, counts, spec, r)
 	if err != nil {
 		t.Fatal(err)

@@ -141,7 +141,7 @@ func TestSourceStageNeighbours(t *testing.T) {
 		t.Fatalf("noise mean %v variance %v, want 0 and %v", mean, v, want)
 	}
 
-	bound := math.Exp(m.Share / float64(m.Sensitivity))
+	bound := math.Exp(0.8 * m.Share / float64(m.Sensitivity))
 	hist := func(x []float64) map[int]float64 {
 		h := map[int]float64{}
 		for _, z := range x {

@@ -132,7 +132,7 @@ func coreWorkload(t *testing.T, tb table, wc wcase, seed uint64) *cube.WorkloadR
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := noise.NewSeeded(seed + 1)
+	r := noise.NewSeeded(seed)
 	w, err := cube.ReleaseWorkload(ctx, s, exact, spec, r)
 	if err != nil {
 		t.Fatal(err)

@@ -173,14 +173,11 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if coarse || split == cube.SplitSpine {
-		if format == tablefile.Parquet {
-			return usageErr(fs, "--format parquet: tables at coarser levels of a hierarchy are written as CSV only")
-		}
 		vspec := cube.ViewSpec{Epsilon: eps, Split: split, Sensitivity: f.sensitivity, DomainsFromData: f.infer, Mechanism: mech, Rho: rho}
 		if mech == cube.MechanismGaussian {
 			vspec.Delta = f.delta
 		}
-		return releaseViews(ctx, e, s, vs, vspec, &f)
+		return releaseViews(ctx, e, s, vs, vspec, &f, format)
 	}
 	var cuboids []cube.Cuboid
 	var weights []float64

@@ -13,6 +13,7 @@ import (
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/fileio"
+	"github.com/knowdp/knowdp/internal/tablefile"
 )
 
 // releaseViewsSpec is a release whose cuboids name levels of a hierarchy
@@ -64,7 +65,7 @@ func parseViews(s *cube.Schema, f *releaseFlags) (releaseViewsSpec, bool, error)
 // releaseViews releases views at several levels of a hierarchy under one
 // budget and writes them, with release.json, into the new directory f.out
 // (or, for one view, f.out and its sidecar).
-func releaseViews(ctx context.Context, e *env, s *cube.Schema, vs releaseViewsSpec, spec cube.ViewSpec, f *releaseFlags) error {
+func releaseViews(ctx context.Context, e *env, s *cube.Schema, vs releaseViewsSpec, spec cube.ViewSpec, f *releaseFlags, format tablefile.Format) error {
 	if f.nonneg {
 		return errors.New("--nonneg: views at coarser levels are published as real counts or, with --integer, as non-negative integers that add up level by level; use --integer")
 	}
@@ -105,19 +106,20 @@ func releaseViews(ctx context.Context, e *env, s *cube.Schema, vs releaseViewsSp
 		}
 	}
 	meta := w.Metadata()
-	metaJSON, err := json.MarshalIndent(meta, "", "  ")
-	if err != nil {
-		return err
-	}
+	// Written last: the tables' file names are set below.
 	sidecar := func(out io.Writer) error {
-		_, err := out.Write(append(metaJSON, '\n'))
+		metaJSON, err := json.MarshalIndent(meta, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(append(metaJSON, '\n'))
 		return err
 	}
 	var names []string
 	if len(w.Tables) == 1 && f.workload == "" {
 		t := w.Tables[0]
 		if err := fileio.WritePairAtomic(
-			fileio.File{Path: f.out, Write: func(out io.Writer) error { return t.WriteCSV(out, s) }},
+			fileio.File{Path: f.out, Write: func(out io.Writer) error { return writeTable(out, format, s, t) }},
 			fileio.File{Path: sidecarPath(f.out), Write: sidecar},
 		); err != nil {
 			return err
@@ -126,8 +128,9 @@ func releaseViews(ctx context.Context, e *env, s *cube.Schema, vs releaseViewsSp
 	} else {
 		var files []fileio.File
 		for _, t := range w.Tables {
-			name := s.ViewFileName(t.TableView())
-			files = append(files, fileio.File{Path: name, Write: func(out io.Writer) error { return t.WriteCSV(out, s) }})
+			name := strings.TrimSuffix(s.ViewFileName(t.TableView()), ".csv") + format.Ext()
+			meta.Tables[len(files)].File = name
+			files = append(files, fileio.File{Path: name, Write: func(out io.Writer) error { return writeTable(out, format, s, t) }})
 			names = append(names, name)
 		}
 		files = append(files, fileio.File{Path: "release.json", Write: sidecar})
@@ -149,6 +152,12 @@ func releaseViews(ctx context.Context, e *env, s *cube.Schema, vs releaseViewsSp
 		fmt.Fprintf(e.stdout, "wrote %s/ (%d files)\n", strings.TrimSuffix(f.out, "/"), len(names))
 	}
 	return nil
+}
+
+// writeTable writes a released table in the format asked for, with its
+// margin of error cell by cell.
+func writeTable(w io.Writer, format tablefile.Format, s *cube.Schema, t cube.Table) error {
+	return tablefile.WriteRows(w, format, s, t.TableView(), 0, t.Counts, t.CellMOE)
 }
 
 // printViewsSummary prints what a release of views spent and its error

@@ -693,39 +693,30 @@ func TestParityJSON(t *testing.T) {
 	}
 }
 
-// TestParityParquetViews: knowdp writes tables at the levels of a hierarchy
-// as CSV only and refuses --format parquet; knowdp-beam writes them as
-// Parquet, with the rows and privacy story of its CSV run.
+// TestParityParquetViews: tables at the levels of a hierarchy written as
+// Parquet by both commands have the same rows and privacy story.
 func TestParityParquetViews(t *testing.T) {
 	d := writeParityData(t)
 	dir := t.TempDir()
 	args := []string{"release", "--data", d.geoFacts, "--schema", d.geoSchema, "--epsilon", "1", "--seed", "8",
-		"--cuboid", "geo:state,sex", "--cuboid", "geo:region", "--integer"}
-	kc, _, kstderr := knowdp(t, append(args, "--format", "parquet", "--out", filepath.Join(dir, "k"))...)
-	if kc != 2 || !strings.Contains(kstderr, "--format parquet") {
-		t.Errorf("knowdp: exit %d, stderr %q; want exit 2 for --format parquet (knowdp-beam's Parquet views are its own)", kc, kstderr)
+		"--cuboid", "geo:state,sex", "--cuboid", "geo:region", "--integer", "--format", "parquet"}
+	kOut, pqOut := filepath.Join(dir, "k"), filepath.Join(dir, "pq")
+	if c, _, stderr := knowdp(t, append(args, "--out", kOut)...); c != 0 {
+		t.Fatalf("knowdp: exit %d: %s", c, stderr)
 	}
-	csvOut, pqOut := filepath.Join(dir, "csv"), filepath.Join(dir, "pq")
-	if c, _, stderr := knowdpBeam(t, append(args, "--out", csvOut)...); c != 0 {
-		t.Fatalf("csv: exit %d: %s", c, stderr)
+	if c, _, stderr := knowdpBeam(t, append(args, "--out", pqOut)...); c != 0 {
+		t.Fatalf("knowdp-beam: exit %d: %s", c, stderr)
 	}
-	if c, _, stderr := knowdpBeam(t, append(args, "--format", "parquet", "--out", pqOut)...); c != 0 {
-		t.Fatalf("parquet: exit %d: %s", c, stderr)
+	got, want := readOutput(t, pqOut), readOutput(t, kOut)
+	if len(got.tables) != 2 {
+		t.Fatalf("%d tables, want 2", len(got.tables))
 	}
-	got, want := readOutput(t, pqOut), readOutput(t, csvOut)
-	renamed := releaseOutput{tables: map[string]releaseTable{}, sidecar: got.sidecar}
-	for name, tab := range got.tables {
-		renamed.tables[strings.TrimSuffix(name, ".parquet")+".csv"] = tab
-	}
-	for _, x := range got.sidecar["tables"].([]any) {
-		m := x.(map[string]any)
-		if !strings.HasSuffix(m["file"].(string), ".parquet") {
-			t.Errorf("table file %q is not Parquet", m["file"])
+	for name := range got.tables {
+		if !strings.HasSuffix(name, ".parquet") {
+			t.Errorf("table file %q is not Parquet", name)
 		}
-		m["file"] = strings.TrimSuffix(m["file"].(string), ".parquet") + ".csv"
 	}
-	renamed.renamed = true
-	compareOutputs(t, renamed, want)
+	compareOutputs(t, got, want)
 }
 
 // TestParityOneViewDirectory: the only table of a release in directory
