@@ -74,22 +74,53 @@ func (spec ViewSpec) flat() (WorkloadSpec, bool) {
 // invariants, then the views that will be measured. It depends on the
 // schema and the spec only.
 func (spec ViewSpec) Needs(s *Schema) ([]View, error) {
+	p, err := PlanViews(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	return p.Needs(), nil
+}
+
+// ViewPlan is a release of views planned from the schema and the spec
+// alone (what to measure, the split, the errors): counting the views it
+// Needs and releasing them from the plan plans once, where Needs and
+// ReleaseViews would plan twice.
+type ViewPlan struct {
+	spec ViewSpec
+	// flat is the plan of a spec whose views all stand at their finest
+	// levels (a workload); p the plan across a hierarchy otherwise.
+	flat *WorkloadPlan
+	p    *viewPlan
+}
+
+// PlanViews plans the release spec describes, as ReleaseViews would, and
+// returns its errors.
+func PlanViews(s *Schema, spec ViewSpec) (*ViewPlan, error) {
 	if w, ok := spec.flat(); ok {
-		cs, err := w.Needs(s)
+		wp, err := PlanWorkload(s, w, false)
 		if err != nil {
 			return nil, err
 		}
-		out := make([]View, len(cs))
-		for i, c := range cs {
-			out[i] = ViewOf(c)
-		}
-		return out, nil
+		return &ViewPlan{spec: spec, flat: wp}, nil
 	}
 	p, err := planViews(s, spec)
 	if err != nil {
 		return nil, err
 	}
-	return p.needs(), nil
+	return &ViewPlan{spec: spec, p: p}, nil
+}
+
+// Needs returns the views whose exact counts ReleaseFrom needs.
+func (vp *ViewPlan) Needs() []View {
+	if vp.flat != nil {
+		cs := vp.flat.Needs()
+		out := make([]View, len(cs))
+		for i, c := range cs {
+			out[i] = ViewOf(c)
+		}
+		return out
+	}
+	return vp.p.needs()
 }
 
 // needs lists the invariants, then the views the plan measures.
@@ -413,19 +444,26 @@ func (p *viewPlan) chooseShares() error {
 // (MOE90s: the error's law differs from one node of the hierarchy to
 // another).
 func ReleaseViews(ctx context.Context, s *Schema, counts map[View][]float64, spec ViewSpec, r *noise.Rand) (*WorkloadRelease, error) {
-	if w, ok := spec.flat(); ok {
+	p, err := PlanViews(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	return p.ReleaseFrom(ctx, counts, r)
+}
+
+// ReleaseFrom draws the planned release from the exact counts of the views
+// Needs lists, as ReleaseViews does with the same spec and generator.
+func (vp *ViewPlan) ReleaseFrom(ctx context.Context, counts map[View][]float64, r *noise.Rand) (*WorkloadRelease, error) {
+	if vp.flat != nil {
 		exact := make(map[Cuboid][]float64, len(counts))
 		for v, x := range counts {
 			if v.Flat() {
 				exact[v.Dims] = x
 			}
 		}
-		return ReleaseWorkload(ctx, s, exact, w, r)
+		return vp.flat.ReleaseFrom(ctx, exact, r)
 	}
-	p, err := planViews(s, spec)
-	if err != nil {
-		return nil, err
-	}
+	p, spec, s := vp.p, vp.spec, vp.p.s
 	for _, v := range p.needs() {
 		x, ok := counts[v]
 		if !ok {
@@ -486,6 +524,7 @@ func ReleaseViews(ctx context.Context, s *Schema, counts map[View][]float64, spe
 	if p.mech == MechanismGaussian {
 		rel.Budget, rel.Rho, rel.RhoBudget, rel.Delta = 0, spent.Rho(), p.rho.Float64(), spec.Delta
 		if rel.Rho > 0 {
+			var err error
 			if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
 				return nil, fmt.Errorf("release: %w", err)
 			}

@@ -866,6 +866,12 @@ func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64,
 	if err != nil {
 		return nil, err
 	}
+	return p.release(ctx, spec, exact, r)
+}
+
+// release draws the planned release from the exact counts.
+func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map[Cuboid][]float64, r *noise.Rand) (*WorkloadRelease, error) {
+	s := p.s
 	for _, c := range p.needs() {
 		x, ok := exact[c]
 		if !ok {

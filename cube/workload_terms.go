@@ -23,6 +23,7 @@ package cube
 
 import (
 	"cmp"
+	"context"
 	"slices"
 
 	"github.com/knowdp/knowdp/noise"
@@ -36,6 +37,7 @@ import (
 // table on one machine noise the measurements and compute the tables in
 // blocks of cells, with a seeded output equal to ReleaseWorkload's.
 type WorkloadPlan struct {
+	spec WorkloadSpec
 	// Release is the release the plan describes, without counts: every
 	// table (Counts nil), measurement and invariant (Counts nil), and the
 	// privacy story, so that Release.Metadata() is the metadata of
@@ -63,7 +65,18 @@ func PlanWorkload(s *Schema, spec WorkloadSpec, seeded bool) (*WorkloadPlan, err
 	if err != nil {
 		return nil, err
 	}
-	return &WorkloadPlan{Release: rel, p: p}, nil
+	return &WorkloadPlan{spec: spec, Release: rel, p: p}, nil
+}
+
+// Needs returns the cuboids whose exact counts ReleaseFrom needs: the
+// invariants, then the measured cuboids (the sources, in Source's order).
+func (p *WorkloadPlan) Needs() []Cuboid { return p.p.needs() }
+
+// ReleaseFrom draws the planned release from the exact counts of the
+// cuboids Needs lists, as ReleaseWorkload does with the same spec and
+// generator, without planning it again.
+func (p *WorkloadPlan) ReleaseFrom(ctx context.Context, exact map[Cuboid][]float64, r *noise.Rand) (*WorkloadRelease, error) {
+	return p.p.release(ctx, p.spec, exact, r)
 }
 
 // NumSources returns the number of sources the tables are estimated from:

@@ -222,7 +222,8 @@ func planViewQuery(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.
 	// Refuse what the release would refuse (duplicates, weights <= 0, two
 	// hierarchies at coarser levels, a budget too small for the noise),
 	// from the request and the policy alone.
-	if _, err := spec.Needs(s); err != nil {
+	vplan, err := cube.PlanViews(s, spec)
+	if err != nil {
 		if split == cube.SplitOptimal {
 			eq := spec
 			eq.Split = cube.SplitEqual
@@ -270,7 +271,7 @@ func planViewQuery(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.
 	}
 	h.int(int64(split))
 	h.postProcessing(q)
-	return &plan{hash: h.sum(), uniform: charge, compute: releaseViewsAnswer(d, spec, !workload, q.Integer, guarantee)}, nil
+	return &plan{hash: h.sum(), uniform: charge, compute: releaseViewsAnswer(d, vplan, !workload, q.Integer, guarantee)}, nil
 }
 
 // checkRoundViews refuses, before any data is read, views that integer
@@ -314,18 +315,14 @@ func (d *dataset) viewCounts(views []cube.View) (map[cube.View][]float64, error)
 
 // releaseViewsAnswer returns the computation of an answer released as
 // views: the release, then integer rounding if asked for.
-func releaseViewsAnswer(d *dataset, spec cube.ViewSpec, single, integer bool, guarantee string) func(context.Context, *noise.Rand) (any, error) {
+func releaseViewsAnswer(d *dataset, vplan *cube.ViewPlan, single, integer bool, guarantee string) func(context.Context, *noise.Rand) (any, error) {
 	s := d.schema
 	return func(ctx context.Context, r *noise.Rand) (any, error) {
-		needs, err := spec.Needs(s)
-		if err != nil {
-			return nil, fmt.Errorf("views: %w", err)
-		}
-		counts, err := d.viewCounts(needs)
+		counts, err := d.viewCounts(vplan.Needs())
 		if err != nil {
 			return nil, err
 		}
-		w, err := cube.ReleaseViews(ctx, s, counts, spec, r)
+		w, err := vplan.ReleaseFrom(ctx, counts, r)
 		if err != nil {
 			return nil, fmt.Errorf("release views: %w", err)
 		}

@@ -222,12 +222,12 @@ func releaseOnOne(ctx context.Context, s *cube.Schema, jb *job, exact map[cube.C
 // releaseViews rolls the counted finest-level cuboids up to the views the
 // release needs and releases them (cube.ReleaseViews).
 func releaseViews(ctx context.Context, s *cube.Schema, jb *job, exact map[cube.Cuboid][]float64, r *noise.Rand) (*cube.WorkloadRelease, error) {
-	needs, err := jb.views.Needs(s)
+	plan, err := cube.PlanViews(s, jb.views)
 	if err != nil {
 		return nil, err
 	}
-	counts := make(map[cube.View][]float64, len(needs))
-	for _, v := range needs {
+	counts := make(map[cube.View][]float64)
+	for _, v := range plan.Needs() {
 		if _, done := counts[v]; done {
 			continue
 		}
@@ -235,7 +235,7 @@ func releaseViews(ctx context.Context, s *cube.Schema, jb *job, exact map[cube.C
 			return nil, err
 		}
 	}
-	return cube.ReleaseViews(ctx, s, counts, jb.views, r)
+	return plan.ReleaseFrom(ctx, counts, r)
 }
 
 // tableFile is the name release.json gives a table of a directory: its

@@ -88,6 +88,8 @@ func TestGatherCuboidMatchesCore(t *testing.T) {
 		out             string
 	}{
 		{"nonneg-file", true, false, "nonneg.csv"},
+		{"nonneg-dir", true, false, "nonneg"},
+		{"integer-file", false, true, "integer.csv"},
 		{"integer-dir", false, true, "integer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/knowdp/knowdp/cube"
@@ -56,7 +55,7 @@ type job struct {
 	workload cube.WorkloadSpec
 	views    cube.ViewSpec
 	// counted are the finest-level cuboids counted from the rows (for a
-	// workload, set by NewPlan from the plan).
+	// workload or views, set by NewPlan from the plan).
 	counted []cube.Cuboid
 	// tables are the released tables, in the order of the release;
 	// several says they are written as a directory of tables (several
@@ -183,15 +182,6 @@ func parseJob(s *cube.Schema, j Job) (*job, error) {
 			Split: split, Sensitivity: j.Sensitivity}
 		if mech == cube.MechanismGaussian {
 			jb.views.Delta = j.Delta
-		}
-		needs, err := jb.views.Needs(s)
-		if err != nil {
-			return nil, err
-		}
-		for _, v := range needs {
-			if !slices.Contains(jb.counted, v.Dims) {
-				jb.counted = append(jb.counted, v.Dims)
-			}
 		}
 		return jb, nil
 	}

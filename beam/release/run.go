@@ -168,6 +168,17 @@ func NewPlan(spec Spec) (*Plan, error) {
 		return nil, jobErr("--measurements needs several cuboids (repeat --cuboid, or --workload)")
 	}
 	var wp *cube.WorkloadPlan
+	if jb.kind == kindViews {
+		vp, err := cube.PlanViews(s, jb.views)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vp.Needs() {
+			if !slices.Contains(jb.counted, v.Dims) {
+				jb.counted = append(jb.counted, v.Dims)
+			}
+		}
+	}
 	if jb.kind == kindWorkload {
 		// Planned once: a workload's optimal split is a convex program
 		// (tenths of a second); the sources it measures are what is counted.

@@ -141,7 +141,7 @@ func TestSourceStageNeighbours(t *testing.T) {
 		t.Fatalf("noise mean %v variance %v, want 0 and %v", mean, v, want)
 	}
 
-	bound := math.Exp(0.8 * m.Share / float64(m.Sensitivity))
+	bound := math.Exp(m.Share / float64(m.Sensitivity))
 	hist := func(x []float64) map[int]float64 {
 		h := map[int]float64{}
 		for _, z := range x {
@@ -166,9 +166,10 @@ func TestSourceStageNeighbours(t *testing.T) {
 	if checked < 6 {
 		t.Fatalf("only %d bins with enough mass", checked)
 	}
-	// Above both inputs the ratio is the bound itself. With share 1 (scale
-	// 1) about 12% of the 2^18 samples of count 0 fall in [1, 2), 31,000:
-	// the ratio's standard error is under 1%, and 10% is over ten of them.
+	// Above both inputs the ratio is the bound itself. With a share of
+	// about 0.9 about 12% of the 2^18 samples of count 0 fall in [1, 2),
+	// 31,000 (30% of count 1's): the ratio's standard error is under 1%,
+	// and 10% is over ten of them.
 	if r := h1[1] / h0[1]; r < bound/1.1 || r > bound*1.1 {
 		t.Errorf("P(bin [1,2) | count 1) / P(bin [1,2) | count 0) = %v, want about %v", r, bound)
 	}

@@ -225,10 +225,14 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		spec.Delta = f.delta
 	}
 	needs := spec.Needs()
+	var plan *cube.WorkloadPlan
 	if workload {
-		if needs, err = wspec.Needs(s); err != nil {
+		// Planned once, before the data is read: the optimal split can
+		// take seconds for a large workload.
+		if plan, err = cube.PlanWorkload(s, wspec, false); err != nil {
 			return err
 		}
+		needs = plan.Needs()
 	}
 	if err := cube.CheckMemory(cube.ReleaseMemory(s, needs, cuboids, f.nonneg || f.integer)); err != nil {
 		return fmt.Errorf("releasing %s would run out of memory (%w); %s; coarsen the schema or release smaller cuboids", formatCuboids(s, cuboids), err, largestTable(s, needs, exact))
@@ -242,7 +246,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if workload {
-		return releaseWorkload(ctx, e, s, tables, wspec, &f, format)
+		return releaseWorkload(ctx, e, s, tables, plan, &f, format)
 	}
 
 	// One cuboid: a CSV and its sidecar.

@@ -70,10 +70,13 @@ func releaseViews(ctx context.Context, e *env, s *cube.Schema, vs releaseViewsSp
 		return errors.New("--nonneg: views at coarser levels are published as real counts or, with --integer, as non-negative integers that add up level by level; use --integer")
 	}
 	spec.Views, spec.Weights, spec.Exact = vs.views, vs.weights, vs.exact
-	needs, err := spec.Needs(s)
+	// Planned once, before the data is read: the optimal split across a
+	// hierarchy takes seconds at national scale.
+	plan, err := cube.PlanViews(s, spec)
 	if err != nil {
 		return err
 	}
+	needs := plan.Needs()
 	leaves := map[cube.Cuboid]bool{}
 	var leafCuboids []cube.Cuboid
 	for _, v := range needs {
@@ -96,7 +99,7 @@ func releaseViews(ctx context.Context, e *env, s *cube.Schema, vs releaseViewsSp
 		return err
 	}
 	r := f.seed.rand(e)
-	w, err := cube.ReleaseViews(ctx, s, counts, spec, r)
+	w, err := plan.ReleaseFrom(ctx, counts, r)
 	if err != nil {
 		return err
 	}

@@ -39,9 +39,9 @@ type workloadSummary struct {
 
 // releaseWorkload releases several cuboids together and writes them, with
 // release.json, into the new directory f.out.
-func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cube.Cuboid][]float64, spec cube.WorkloadSpec, f *releaseFlags, format tablefile.Format) error {
+func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cube.Cuboid][]float64, plan *cube.WorkloadPlan, f *releaseFlags, format tablefile.Format) error {
 	r := f.seed.rand(e)
-	w, err := cube.ReleaseWorkload(ctx, s, tables, spec, r)
+	w, err := plan.ReleaseFrom(ctx, tables, r)
 	if err != nil {
 		return err
 	}
