@@ -146,3 +146,37 @@ func BenchmarkWorkload(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkCells measures what a release costs per cell once the rows are
+// counted: a 16,777,216-cell cuboid (64 blocks) from 10,000 rows, with
+// one invariant, in the directory form (noise, marginals, corrections,
+// formatting and writing every row), and a workload of that cuboid and
+// two of its marginals. With BenchmarkCountRandomOrder (per row) it gives
+// docs/beam.md's estimate for 10^10 cells.
+func BenchmarkCells(b *testing.B) {
+	dir := b.TempDir()
+	tb := writeTable(b, dir, []int{256, 256, 256}, 10000, 2, 9)
+	s := tb.schema
+	eps, _ := privacy.NewEpsilon(1)
+	cells := float64(s.CuboidSize(cube.Base(3)))
+	b.Run("cuboid", func(b *testing.B) {
+		measure(b, 10000, cells, func(i int) {
+			out := filepath.Join(dir, fmt.Sprint("c-", i))
+			if _, err := Run(context.Background(), cuboidSpec(tb, cube.Base(3), []cube.Cuboid{0b001}, eps, out)); err != nil {
+				b.Fatal(err)
+			}
+			os.RemoveAll(out)
+		})
+	})
+	b.Run("workload", func(b *testing.B) {
+		job := Job{Epsilon: 1, Exact: []string{flagDims(s, 0b001)},
+			Cuboids: []string{flagDims(s, 0b111), flagDims(s, 0b011), flagDims(s, 0b110)}}
+		measure(b, 10000, cells+2*65536, func(i int) {
+			out := filepath.Join(dir, fmt.Sprint("w-", i))
+			if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: s, Job: job, Out: out}); err != nil {
+				b.Fatal(err)
+			}
+			os.RemoveAll(out)
+		})
+	})
+}
