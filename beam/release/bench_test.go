@@ -117,61 +117,56 @@ func BenchmarkWorkload(b *testing.B) {
 		})
 	})
 	b.Run("single", func(b *testing.B) {
-		measure(b, rows, cells, func(int) {
-			needs, err := spec.Needs(s)
-			if err != nil {
-				b.Fatal(err)
-			}
-			t, err := source.OpenCSV(tb.whole)
-			if err != nil {
-				b.Fatal(err)
-			}
-			counts, _, err := cube.Aggregate(context.Background(), t, s, needs, cube.Options{})
-			t.Close()
-			if err != nil {
-				b.Fatal(err)
-			}
-			w, err := cube.ReleaseWorkload(context.Background(), s, counts, spec, noise.NewRand())
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, tab := range w.Tables {
-				err := fileio.WriteAtomic(filepath.Join(dir, cube.TableFileName(s, tab.Cuboid)), func(w io.Writer) error {
-					return tablefile.Write(w, tablefile.CSV, s, tab.Cuboid, tab.Counts, tab.CellMOE90())
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		measure(b, rows, cells, func(int) { singleWorkload(b, tb, spec, dir) })
 	})
 }
 
 // BenchmarkCells measures what a release costs per cell once the rows are
-// counted: a 16,777,216-cell cuboid (64 blocks) from 10,000 rows, with
-// one invariant, in the directory form (noise, marginals, corrections,
-// formatting and writing every row), and a workload of that cuboid and
-// two of its marginals. With BenchmarkCountRandomOrder (per row) it gives
-// docs/beam.md's estimate for 10^10 cells.
+// counted: a 16,777,216-cell cuboid (64 blocks) from 10,000 rows, with one
+// invariant (noise, marginals, corrections, formatting and writing every
+// row), and a workload of that cuboid and two of its marginals, on the
+// pipeline (directory form) and on the single machine. With
+// BenchmarkCountRandomOrder (per row) it gives docs/beam.md's estimate for
+// 10^10 cells.
 func BenchmarkCells(b *testing.B) {
 	dir := b.TempDir()
 	tb := writeTable(b, dir, []int{256, 256, 256}, 10000, 2, 9)
 	s := tb.schema
 	eps, _ := privacy.NewEpsilon(1)
+	exact := []cube.Cuboid{0b001}
+	tables := []cube.Cuboid{0b111, 0b011, 0b110}
 	cells := float64(s.CuboidSize(cube.Base(3)))
-	b.Run("cuboid", func(b *testing.B) {
+	wcells := cells + 2*65536
+	job := Job{Epsilon: 1, Exact: []string{flagDims(s, 0b001)}}
+	for _, c := range tables {
+		job.Cuboids = append(job.Cuboids, flagDims(s, c))
+	}
+	b.Run("cuboid-pipeline", func(b *testing.B) {
 		measure(b, 10000, cells, func(i int) {
 			out := filepath.Join(dir, fmt.Sprint("c-", i))
-			if _, err := Run(context.Background(), cuboidSpec(tb, cube.Base(3), []cube.Cuboid{0b001}, eps, out)); err != nil {
+			if _, err := Run(context.Background(), cuboidSpec(tb, cube.Base(3), exact, eps, out)); err != nil {
 				b.Fatal(err)
 			}
 			os.RemoveAll(out)
 		})
 	})
-	b.Run("workload", func(b *testing.B) {
-		job := Job{Epsilon: 1, Exact: []string{flagDims(s, 0b001)},
-			Cuboids: []string{flagDims(s, 0b111), flagDims(s, 0b011), flagDims(s, 0b110)}}
-		measure(b, 10000, cells+2*65536, func(i int) {
+	b.Run("cuboid-single", func(b *testing.B) {
+		measure(b, 10000, cells, func(int) {
+			c, err := cubeFromCSV(context.Background(), tb.whole, s, cube.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rel, err := c.Release(context.Background(), cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cube.Base(3)}, noise.NewRand())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := fileio.WriteAtomic(filepath.Join(dir, "s.csv"), rel.WriteCSV); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("workload-pipeline", func(b *testing.B) {
+		measure(b, 10000, wcells, func(i int) {
 			out := filepath.Join(dir, fmt.Sprint("w-", i))
 			if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: s, Job: job, Out: out}); err != nil {
 				b.Fatal(err)
@@ -179,4 +174,39 @@ func BenchmarkCells(b *testing.B) {
 			os.RemoveAll(out)
 		})
 	})
+	b.Run("workload-single", func(b *testing.B) {
+		spec := cube.WorkloadSpec{Epsilon: eps, Exact: exact, Cuboids: tables}
+		measure(b, 10000, wcells, func(int) { singleWorkload(b, tb, spec, dir) })
+	})
+}
+
+// singleWorkload is what knowdp release does for a workload: plan it,
+// count the cuboids it needs, release, write every table.
+func singleWorkload(b *testing.B, tb table, spec cube.WorkloadSpec, dir string) {
+	s := tb.schema
+	plan, err := cube.PlanWorkload(s, spec, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t, err := source.OpenCSV(tb.whole)
+	if err != nil {
+		b.Fatal(err)
+	}
+	counts, _, err := cube.Aggregate(context.Background(), t, s, plan.Needs(), cube.Options{})
+	t.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := plan.ReleaseFrom(context.Background(), counts, noise.NewRand())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tab := range w.Tables {
+		err := fileio.WriteAtomic(filepath.Join(dir, cube.TableFileName(s, tab.Cuboid)), func(w io.Writer) error {
+			return tablefile.Write(w, tablefile.CSV, s, tab.Cuboid, tab.Counts, tab.CellMOE90())
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -28,6 +28,7 @@ func BenchmarkCountRandomOrder(b *testing.B) {
 		sizes  []int // the cuboid's dimensions; cells = their product
 		sorted bool  // rows in cell order instead of random order
 	}{
+		{"4blocks-random", []int{4, 512, 512}, false},       // 1,048,576 cells: counted in an array
 		{"39blocks-random", []int{39, 512, 512}, false},     // 10,223,616 cells
 		{"39blocks-sorted", []int{39, 512, 512}, true},      // the same, sorted
 		{"1024blocks-random", []int{1024, 512, 512}, false}, // 268,435,456 cells

@@ -326,14 +326,18 @@ func (f *countFn) process(ctx context.Context, path string, emit func(int64, []b
 	if err := t.Select(ctx, selNames); err != nil {
 		return err
 	}
-	held := make([]*cellCounts, len(st.counted))
-	for i := range held {
-		held[i] = newCellCounts()
+	held := make([]counter, len(st.counted))
+	for i, cc := range st.counted {
+		if cc.cells <= maxDenseCells {
+			held[i] = &denseCounts{cells: cc.cells}
+		} else {
+			held[i] = newCellCounts()
+		}
 	}
 	heldCells := func() int {
 		n := 0
 		for _, h := range held {
-			n += h.n
+			n += h.held()
 		}
 		return n
 	}
@@ -393,6 +397,50 @@ func domainErr(t source.Table, s *cube.Schema, i, d int, v []byte) error {
 	return t.FieldError(i, "value %q is not in the declared domain of %q (%s)", v, s.Dim(d).Name, list)
 }
 
+// maxDenseCells is the largest cuboid a file reader counts in an array
+// (8 bytes a cell, 32 MiB): one increment a row, where the hash table
+// probes; larger cuboids are counted in a cellCounts.
+const maxDenseCells = 1 << 22
+
+// counter counts a file's records per cell of one cuboid and emits them as
+// sparse partial counts per block (encodeSparse's format).
+type counter interface {
+	add(cell int, w uint64)
+	// held is the number of distinct cells held, for the flush.
+	held() int
+	emit(emit func(block int, p []byte))
+	reset()
+}
+
+// denseCounts counts in an array of the cuboid's cells.
+type denseCounts struct {
+	cells int
+	cnt   []uint64
+}
+
+func (c *denseCounts) add(cell int, w uint64) {
+	if c.cnt == nil {
+		c.cnt = make([]uint64, c.cells)
+	}
+	c.cnt[cell] += w
+}
+
+// held is 0: the array is never flushed before the end of the file.
+func (c *denseCounts) held() int { return 0 }
+
+func (c *denseCounts) emit(emit func(int, []byte)) {
+	if c.cnt == nil {
+		return
+	}
+	for b := range Blocks(c.cells) {
+		if p := encodeSparse(c.cnt[b*BlockSize : min((b+1)*BlockSize, c.cells)]); len(p) > 0 {
+			emit(b, p)
+		}
+	}
+}
+
+func (c *denseCounts) reset() { c.cnt = nil }
+
 // cellCounts counts records per cell in an open-addressing hash table
 // (linear probing, at most half full): a few times faster than a Go map
 // on integer keys, and 16 bytes a slot.
@@ -410,6 +458,8 @@ type cellSlot struct {
 func newCellCounts() *cellCounts {
 	return &cellCounts{slots: make([]cellSlot, 1<<10), shift: 64 - 10}
 }
+
+func (c *cellCounts) held() int { return c.n }
 
 // add adds w to cell's count.
 func (c *cellCounts) add(cell int, w uint64) {
