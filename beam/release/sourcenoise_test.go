@@ -122,57 +122,13 @@ func TestSourceStageNeighbours(t *testing.T) {
 	x0, margs := noisySource(t, cfg, i, 11, constCounts(0))
 	x1, _ := noisySource(t, cfg, i, 12, constCounts(1))
 
-	// The noise has the measurement's distribution.
+	// The noise has the measurement's distribution, and the outputs on
+	// neighbouring inputs are within e^eps of each other.
 	lap, err := noise.NewLaplace(float64(m.Sensitivity), m.Share)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := float64(BlockSize)
-	var mean, v float64
-	for _, z := range x0 {
-		mean += z
-		v += z * z
-	}
-	mean /= n
-	v = v/n - mean*mean
-	// Laplace noise has kurtosis 6: the sample variance has standard error
-	// sqrt(5/n) times the variance.
-	if want := lap.Variance(); math.Abs(v-want) > 5*math.Sqrt(5/n)*want || math.Abs(mean) > 5*math.Sqrt(want/n) {
-		t.Fatalf("noise mean %v variance %v, want 0 and %v", mean, v, want)
-	}
-
-	bound := math.Exp(m.Share / float64(m.Sensitivity))
-	hist := func(x []float64) map[int]float64 {
-		h := map[int]float64{}
-		for _, z := range x {
-			h[int(math.Floor(z))]++
-		}
-		return h
-	}
-	h0, h1 := hist(x0), hist(x1)
-	checked := 0
-	for b := -10; b <= 10; b++ {
-		p0, p1 := h0[b]/n, h1[b]/n
-		if h0[b] < 1000 || h1[b] < 1000 { // too little mass to tell
-			continue
-		}
-		checked++
-		// Five standard errors of each frequency, carried through the bound.
-		if p0 > bound*p1+5*(math.Sqrt(p0/n)+bound*math.Sqrt(p1/n)) || p1 > bound*p0+5*(math.Sqrt(p1/n)+bound*math.Sqrt(p0/n)) {
-			t.Errorf("bin [%d, %d): P(count 0) = %.5f, P(count 1) = %.5f: ratio beyond e^%.4g", b, b+1, p0, p1, m.Share)
-		}
-	}
-	t.Logf("share %v sensitivity %d: %d bins checked, %d pairs", m.Share, m.Sensitivity, checked, len(cfg.Pairs))
-	if checked < 6 {
-		t.Fatalf("only %d bins with enough mass", checked)
-	}
-	// Above both inputs the ratio is the bound itself. With a share of
-	// about 0.9 about 12% of the 2^18 samples of count 0 fall in [1, 2),
-	// 31,000 (30% of count 1's): the ratio's standard error is under 1%,
-	// and 10% is over ten of them.
-	if r := h1[1] / h0[1]; r < bound/1.1 || r > bound*1.1 {
-		t.Errorf("P(bin [1,2) | count 1) / P(bin [1,2) | count 0) = %v, want about %v", r, bound)
-	}
+	checkNeighbours(t, x0, x1, lap, m.Share/float64(m.Sensitivity))
 
 	// Neighbouring blocks under the same seed: one cell apart, by one.
 	one := constCounts(0)

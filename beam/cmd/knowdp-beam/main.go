@@ -277,6 +277,7 @@ func printSummary(w io.Writer, s *cube.Schema, spec release.Spec, res *release.R
 			Privacy json.RawMessage `json:"privacy"`
 		}{spec.Out, res.SidecarPath, res.Files, res.Cells, res.Sidecar})
 	}
+	var guarantee string
 	if res.Workload {
 		var m cube.WorkloadMetadata
 		if err := json.Unmarshal(res.Sidecar, &m); err != nil {
@@ -290,23 +291,34 @@ func printSummary(w io.Writer, s *cube.Schema, spec release.Spec, res *release.R
 		for _, t := range m.Tables {
 			fmt.Fprintf(w, "  %s: moe90 %.4g, %s\n", "{"+strings.Join(t.Cuboid, ",")+"}", t.MOE90, t.File)
 		}
-		if !m.Private {
-			fmt.Fprintln(w, "guarantee: none: this release is NOT differentially private (seeded)")
+		guarantee = m.Guarantee
+	} else {
+		var m cube.Metadata
+		if err := json.Unmarshal(res.Sidecar, &m); err != nil {
+			return err
 		}
-		if res.Directory {
-			fmt.Fprintf(w, "wrote %s/ (%d files)\n", strings.TrimSuffix(spec.Out, "/"), len(res.Files))
-		} else {
-			fmt.Fprintf(w, "wrote %s and %s\n", spec.Out, res.SidecarPath)
-		}
-		return nil
+		printCuboid(w, m, res.Cells)
+		guarantee = m.Guarantee
 	}
-	var m cube.Metadata
-	if err := json.Unmarshal(res.Sidecar, &m); err != nil {
-		return err
+	switch guarantee {
+	case cube.GuaranteeNone:
+		fmt.Fprintln(w, "guarantee: none: this release is NOT differentially private (seeded)")
+	case cube.GuaranteeConditional:
+		fmt.Fprintln(w, "guarantee: conditional on the --sensitivity you gave being at least the true generic sensitivity")
 	}
-	// As knowdp release prints it; the number of rows read is not
-	// printed: it is the true total, private unless an invariant has it.
-	fmt.Fprintf(w, "released cuboid {%s}: %d cells\n", strings.Join(m.Cuboid, ","), res.Cells)
+	if res.Directory {
+		fmt.Fprintf(w, "wrote %s/ (%d files)\n", strings.TrimSuffix(spec.Out, "/"), len(res.Files))
+	} else {
+		fmt.Fprintf(w, "wrote %s and %s\n", spec.Out, res.SidecarPath)
+	}
+	return nil
+}
+
+// printCuboid prints what a release of one cuboid spent, as knowdp release
+// prints it; the number of rows read is not printed: it is the true total,
+// private unless an invariant has it.
+func printCuboid(w io.Writer, m cube.Metadata, cells int64) {
+	fmt.Fprintf(w, "released cuboid {%s}: %d cells\n", strings.Join(m.Cuboid, ","), cells)
 	if len(m.Exact) > 0 {
 		var ex []string
 		for _, e := range m.Exact {
@@ -328,13 +340,4 @@ func printSummary(w io.Writer, s *cube.Schema, spec release.Spec, res *release.R
 	default:
 		fmt.Fprintf(w, "generic sensitivity %d (%s); Laplace scale %.6g per cell\n", m.Sensitivity, m.SensitivityRule, m.Scale)
 	}
-	if m.Guarantee == cube.GuaranteeNone {
-		fmt.Fprintln(w, "guarantee: none: this release is NOT differentially private (seeded)")
-	}
-	if res.Directory {
-		fmt.Fprintf(w, "wrote %s/ (%d files)\n", strings.TrimSuffix(spec.Out, "/"), len(res.Files))
-	} else {
-		fmt.Fprintf(w, "wrote %s and %s\n", spec.Out, res.SidecarPath)
-	}
-	return nil
 }
