@@ -11,13 +11,13 @@
 //   - one cuboid (cube.ReleaseFrom with real counts): every block of the
 //     cuboid is noised on its own, the invariants' marginals are combined,
 //     the least-squares corrections computed from them on one worker
-//     (cube.Corrections) and added back to every block from a side input;
+//     (cube.Corrections) and added back to every block;
 //   - several cuboids under one budget (cube.ReleaseWorkload with real
 //     counts): every block of every measured cuboid is noised on its own,
 //     and each table's block is its least-squares estimate, a sum of
 //     broadcast marginals of the measurements and invariants
 //     (cube.WorkloadPlan.Terms), combined per marginal and joined back to
-//     the blocks as side inputs;
+//     the blocks;
 //   - non-negative or integer tables, and tables at the levels of a
 //     hierarchy: the exact counts (8 bytes a cell of the finest-level
 //     cuboids counted) are gathered on one worker, which runs the core's
@@ -25,8 +25,11 @@
 //
 // Noise comes from the distribution and the generators the single machine
 // uses for the same cells, so a seeded run reproduces knowdp release
-// --seed. The tables are written by the workers, block by block, as
-// shards of the output (see writePart).
+// --seed. Stages join through GroupByKey, never a side input (see writeFn),
+// and what one stage computes for many (noisy blocks, corrections,
+// marginals) waits for the next in a scratch directory beside the output.
+// The tables are written by the workers, block by block, as shards of the
+// output (see writePart).
 package release
 
 import (

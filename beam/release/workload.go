@@ -21,7 +21,8 @@ import (
 // measurements, as cube.WorkloadPlan numbers them) are counted block by
 // block; each measurement's block gets its noise; each block emits its
 // marginals on the margins the tables' estimates need, combined per
-// (source, margin) into side inputs; and each block of each table is its
+// (source, margin) and written, all together, to the scratch directory;
+// and each block of each table is its
 // estimate, Σ coef · broadcast(marginal), plus, where the table is itself
 // a source, that source's block times its coefficient (the local term,
 // read from the scratch directory rather than moved through the runner).
