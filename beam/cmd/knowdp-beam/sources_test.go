@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -103,6 +104,36 @@ func TestCountColumnAndDatabases(t *testing.T) {
 				t.Errorf("release\n%s\nwant\n%s", got, want)
 			}
 		})
+	}
+	// A workload of three cuboids (the rows counted into each from one
+	// GROUP BY in a database) and an integer workload (on one worker):
+	// every file equal to the release of the microdata.
+	for _, extra := range [][]string{
+		{"--cuboid", "age", "--cuboid", "sex,age"},
+		{"--cuboid", "age", "--integer"},
+	} {
+		several := append(slices.Clone(seeded), extra...)
+		refDir := filepath.Join(t.TempDir(), "ref")
+		if code, _, stderr := knowdpBeam(t, append([]string{"release", "--data", table, "--out", refDir}, several...)...); code != 0 {
+			t.Fatalf("%v: microdata: exit %d: %s", extra, code, stderr)
+		}
+		for name, data := range sources {
+			out := filepath.Join(t.TempDir(), "rel")
+			args := append(append([]string{"release", "--out", out, "--count-column", "n"}, data...), several...)
+			if code, _, stderr := knowdpBeam(t, args...); code != 0 {
+				t.Fatalf("%v %s: exit %d: %s", extra, name, code, stderr)
+			}
+			entries, err := os.ReadDir(refDir)
+			if err != nil || len(entries) < 3 {
+				t.Fatalf("%v: %d files in the reference (%v)", extra, len(entries), err)
+			}
+			for _, e := range entries {
+				want, _ := os.ReadFile(filepath.Join(refDir, e.Name()))
+				if got, err := os.ReadFile(filepath.Join(out, e.Name())); err != nil || !bytes.Equal(got, want) {
+					t.Errorf("%v %s: %s differs from the microdata's (%v)", extra, name, e.Name(), err)
+				}
+			}
+		}
 	}
 	// The databases without a count column: one record per row.
 	micro := countSources(t, t.TempDir(), []countFact{{"Ash", "F", "18-64", 9}, {"Ash", "F", "18-64", 5}})
