@@ -172,8 +172,7 @@ func TestRefusals(t *testing.T) {
 		usage bool
 		want  string
 	}{
-		{"parquet file", Spec{Job: Job{Cuboids: []string{"d0,d1"}, Epsilon: 1}, Out: "t.parquet"}, true, "writes Parquet as a directory of shards"},
-		{"parquet file integer", Spec{Job: Job{Epsilon: 1, Integer: true, Format: "parquet"}, Out: "t.PARQUET"}, true, "give a directory name and --format parquet"},
+		{"csv format for a parquet file", Spec{Job: Job{Cuboids: []string{"d0,d1"}, Epsilon: 1, Format: "csv"}, Out: "t.PARQUET"}, true, "--format csv does not match --out"},
 		{"format mismatch", Spec{Job: Job{Epsilon: 1, Format: "parquet"}, Out: "t.csv"}, true, "--format parquet does not match --out"},
 		{"existing dir", Spec{Job: Job{Cuboids: []string{"d0", "d1"}, Epsilon: 1}, Out: existing}, true, "exists; a release creates a new directory"},
 		{"existing dir one cuboid", Spec{Job: Job{Epsilon: 1, Integer: true}, Out: existing}, true, "exists; a release creates a new directory"},

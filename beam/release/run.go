@@ -20,6 +20,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/fileio"
@@ -144,15 +145,25 @@ func NewPlan(spec Spec) (*Plan, error) {
 	if len(spec.Files) == 0 {
 		return nil, fmt.Errorf("release: no fact table files")
 	}
-	if spec.Job.Format == "" {
+	// The format is --format's or, as knowdp release has it, the one the
+	// name of a single table's --out says.
+	ext := strings.ToLower(filepath.Ext(spec.Out))
+	given := spec.Job.Format != ""
+	if !given {
 		spec.Job.Format = string(tablefile.CSV)
+		if ext == ".parquet" {
+			spec.Job.Format = string(tablefile.Parquet)
+		}
 	}
 	jb, err := parseJob(s, spec.Job)
 	if err != nil {
 		return nil, err
 	}
+	if !given && jb.several {
+		// A directory of several tables is CSV unless --format says.
+		spec.Job.Format, jb.format = string(tablefile.CSV), tablefile.CSV
+	}
 	pl := &Plan{spec: spec, jb: jb}
-	ext := strings.ToLower(filepath.Ext(spec.Out))
 	switch {
 	case spec.Out == "" || spec.Out == "-":
 		return nil, jobErr("--out: give a file or a new directory's name")
@@ -162,7 +173,16 @@ func NewPlan(spec Spec) (*Plan, error) {
 		}
 		pl.single = true
 	case !jb.several && ext == ".parquet":
-		return nil, jobErr("--out %s: knowdp-beam writes Parquet as a directory of shards (part-NNNNN.parquet, one per block of %d cells, each written by the worker that computed it); give a directory name and --format parquet", spec.Out, BlockSize)
+		if jb.format != tablefile.Parquet {
+			return nil, jobErr("--format %s does not match --out %s", jb.format, spec.Out)
+		}
+		// The driver joins the shards: it reads every count and margin
+		// back (16 bytes a cell) and writes one Parquet file.
+		cells := s.ViewSize(jb.tables[0])
+		if err := cube.CheckMemory(16 * int64(cells)); err != nil {
+			return nil, fmt.Errorf("--out %s: joining %d cells into one Parquet file on this machine would run out of memory (%w); give a directory name for Parquet shards", spec.Out, cells, err)
+		}
+		pl.single = true
 	}
 	if spec.Measurements != "" && !jb.workload.KeepMeasurements {
 		return nil, jobErr("--measurements needs several cuboids (repeat --cuboid, or --workload)")
@@ -452,8 +472,9 @@ func (pl *Plan) Run(ctx context.Context) (*Result, error) {
 // with one header row, and writes the sidecar beside it: both or neither.
 func (pl *Plan) writeSingle(stage string, sidecar []byte) error {
 	s, v := pl.spec.Schema, pl.jb.tables[0]
+	blocks := Blocks(s.ViewSize(v))
 	join := func(w io.Writer) error {
-		for b := range Blocks(s.ViewSize(v)) {
+		for b := range blocks {
 			f, err := os.Open(filepath.Join(stage, partFile("", 0, b, tablefile.CSV)))
 			if err != nil {
 				return fmt.Errorf("block %d of the release is missing: %w", b, err)
@@ -472,10 +493,67 @@ func (pl *Plan) writeSingle(stage string, sidecar []byte) error {
 		}
 		return nil
 	}
+	if pl.jb.format == tablefile.Parquet {
+		// Parquet files do not concatenate: the counts and margins are
+		// read back and written by the single machine's writer.
+		counts, moe, err := readParquetParts(stage, blocks)
+		if err != nil {
+			return err
+		}
+		join = func(w io.Writer) error {
+			return tablefile.WriteRows(w, tablefile.Parquet, s, v, 0, counts, func(cell int) float64 { return moe[cell] })
+		}
+	}
 	return fileio.WritePairAtomic(
 		fileio.File{Path: pl.spec.Out, Write: join},
 		fileio.File{Path: pl.sidecarPath(), Write: func(w io.Writer) error { _, err := w.Write(sidecar); return err }},
 	)
+}
+
+// readParquetParts reads the count and moe90 columns (the last two) of the
+// only table's Parquet shards, in order.
+func readParquetParts(stage string, blocks int) (counts, moe []float64, err error) {
+	for b := range blocks {
+		path := filepath.Join(stage, partFile("", 0, b, tablefile.Parquet))
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("block %d of the release is missing: %w", b, err)
+		}
+		st, err := f.Stat()
+		if err == nil {
+			var pf *parquet.File
+			if pf, err = parquet.OpenFile(f, st.Size()); err == nil {
+				counts, moe, err = appendParquetColumns(pf, counts, moe)
+			}
+		}
+		f.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("block %d of the release: %w", b, err)
+		}
+	}
+	return counts, moe, nil
+}
+
+func appendParquetColumns(pf *parquet.File, counts, moe []float64) ([]float64, []float64, error) {
+	n := len(pf.Schema().Fields())
+	r := parquet.NewReader(pf)
+	defer r.Close()
+	rows := make([]parquet.Row, 1024)
+	for {
+		k, err := r.ReadRows(rows)
+		for _, row := range rows[:k] {
+			if len(row) != n {
+				return nil, nil, fmt.Errorf("a row of %d columns, want %d", len(row), n)
+			}
+			counts, moe = append(counts, row[n-2].Double()), append(moe, row[n-1].Double())
+		}
+		if errors.Is(err, io.EOF) {
+			return counts, moe, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	}
 }
 
 // writeDir checks that the staging directory holds every shard, adds the

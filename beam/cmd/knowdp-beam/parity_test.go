@@ -516,8 +516,7 @@ func TestParityRefusals(t *testing.T) {
 	}{
 		{name: "infer domains", args: cat(lap, []string{"--infer-domains", "--dims", "geo,sex"}), kcode: 2, bcode: 2, want: "--infer-domains"},
 		{name: "cell limit", args: cat(lap, []string{"--cell-limit", "100000"}), kcode: 0, bcode: 2, want: "--cell-limit"},
-		{name: "one parquet file", args: lap, out: "rel.parquet", kcode: 0, bcode: 2, want: "--out"},
-		{name: "one parquet file with format", args: cat(lap, []string{"--format", "parquet"}), out: "rel.parquet", kcode: 0, bcode: 2, want: "--out"},
+		{name: "csv format for a parquet file", args: cat(lap, []string{"--format", "csv"}), out: "rel.parquet", kcode: 2, bcode: 2, want: "--format csv does not match --out"},
 		// knowdp refuses --nonneg with views after reading the data (exit
 		// 1); knowdp-beam from the flags (exit 2).
 		{name: "nonneg with views", args: cat(lap, []string{"--cuboid", "geo:state", "--nonneg"}), kcode: 1, bcode: 2, want: "--nonneg"},
@@ -790,6 +789,39 @@ func TestParityConventions(t *testing.T) {
 		}
 		if !strings.Contains(kerr, "flag provided but not defined: --bogus") {
 			t.Errorf("knowdp stderr %q", kerr)
+		}
+	}
+}
+
+// TestParityParquetFile: one table written as one Parquet file (the
+// driver joins the shards) is byte for byte knowdp's, from the blocks
+// pipeline (a cuboid of one block, corrected by the same sums in the same
+// order as on one machine) and from the one worker (--integer), with
+// --format given or taken from the name.
+func TestParityParquetFile(t *testing.T) {
+	d := writeParityData(t)
+	for _, extra := range [][]string{
+		{"--exact", "sex", "--cuboid", "geo,sex"},
+		{"--exact", "geo:region", "--cuboid", "geo,age", "--integer", "--format", "parquet"},
+		{"--cuboid", "geo:state,sex", "--integer"},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"release", "--data", d.geoFacts, "--schema", d.geoSchema, "--epsilon", "1", "--seed", "6"}, extra...)
+		kout, bout := filepath.Join(dir, "k.parquet"), filepath.Join(dir, "b.parquet")
+		if c, _, stderr := knowdp(t, append(args, "--out", kout)...); c != 0 {
+			t.Fatalf("%v: knowdp: exit %d: %s", extra, c, stderr)
+		}
+		if c, _, stderr := knowdpBeam(t, append(args, "--out", bout)...); c != 0 {
+			t.Fatalf("%v: knowdp-beam: exit %d: %s", extra, c, stderr)
+		}
+		for _, pair := range [][2]string{{kout, bout}, {strings.TrimSuffix(kout, ".parquet") + ".json", strings.TrimSuffix(bout, ".parquet") + ".json"}} {
+			want, err := os.ReadFile(pair[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := os.ReadFile(pair[1]); err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%v: %s differs from knowdp's %s (%v)", extra, filepath.Base(pair[1]), filepath.Base(pair[0]), err)
+			}
 		}
 	}
 }
