@@ -173,6 +173,9 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if coarse || split == cube.SplitSpine {
+		if f.nonneg {
+			return usageErr(fs, "--nonneg: views at coarser levels are published as real counts or, with --integer, as non-negative integers that add up level by level; use --integer")
+		}
 		vspec := cube.ViewSpec{Epsilon: eps, Split: split, Sensitivity: f.sensitivity, DomainsFromData: f.infer, Mechanism: mech, Rho: rho}
 		if mech == cube.MechanismGaussian {
 			vspec.Delta = f.delta

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -66,9 +65,6 @@ func parseViews(s *cube.Schema, f *releaseFlags) (releaseViewsSpec, bool, error)
 // budget and writes them, with release.json, into the new directory f.out
 // (or, for one view, f.out and its sidecar).
 func releaseViews(ctx context.Context, e *env, s *cube.Schema, vs releaseViewsSpec, spec cube.ViewSpec, f *releaseFlags, format tablefile.Format) error {
-	if f.nonneg {
-		return errors.New("--nonneg: views at coarser levels are published as real counts or, with --integer, as non-negative integers that add up level by level; use --integer")
-	}
 	spec.Views, spec.Weights, spec.Exact = vs.views, vs.weights, vs.exact
 	// Planned once, before the data is read: the optimal split across a
 	// hierarchy takes seconds at national scale.

@@ -517,10 +517,8 @@ func TestParityRefusals(t *testing.T) {
 		{name: "infer domains", args: cat(lap, []string{"--infer-domains", "--dims", "geo,sex"}), kcode: 2, bcode: 2, want: "--infer-domains"},
 		{name: "cell limit", args: cat(lap, []string{"--cell-limit", "100000"}), kcode: 0, bcode: 2, want: "--cell-limit"},
 		{name: "csv format for a parquet file", args: cat(lap, []string{"--format", "csv"}), out: "rel.parquet", kcode: 2, bcode: 2, want: "--format csv does not match --out"},
-		// knowdp refuses --nonneg with views after reading the data (exit
-		// 1); knowdp-beam from the flags (exit 2).
-		{name: "nonneg with views", args: cat(lap, []string{"--cuboid", "geo:state", "--nonneg"}), kcode: 1, bcode: 2, want: "--nonneg"},
-		{name: "nonneg with split spine", args: cat(lap, []string{"--cuboid", "geo", "--cuboid", "geo:region", "--split", "spine", "--nonneg"}), out: "rel", kcode: 1, bcode: 2, want: "--nonneg"},
+		{name: "nonneg with views", args: cat(lap, []string{"--cuboid", "geo:state", "--nonneg"}), kcode: 2, bcode: 2, want: "--nonneg"},
+		{name: "nonneg with split spine", args: cat(lap, []string{"--cuboid", "geo", "--cuboid", "geo:region", "--split", "spine", "--nonneg"}), out: "rel", kcode: 2, bcode: 2, want: "--nonneg"},
 		{name: "measurements with one cuboid", args: cat(lap, []string{"--cuboid", "geo", "--measurements", "m.json"}), kcode: 2, bcode: 2, want: "--measurements"},
 		{name: "rho without gaussian", args: cat(lap, []string{"--rho", "0.5"}), kcode: 2, bcode: 2, want: "--rho"},
 		{name: "nonneg and integer", args: cat(lap, []string{"--nonneg", "--integer"}), kcode: 2, bcode: 2, want: "--nonneg and --integer"},
