@@ -164,50 +164,15 @@ func NewPlan(spec Spec) (*Plan, error) {
 		spec.Job.Format, jb.format = string(tablefile.CSV), tablefile.CSV
 	}
 	pl := &Plan{spec: spec, jb: jb}
-	switch {
-	case spec.Out == "" || spec.Out == "-":
-		return nil, jobErr("--out: give a file or a new directory's name")
-	case !jb.several && ext == ".csv":
-		if jb.format != tablefile.CSV {
-			return nil, jobErr("--format %s does not match --out %s", jb.format, spec.Out)
-		}
-		pl.single = true
-	case !jb.several && ext == ".parquet":
-		if jb.format != tablefile.Parquet {
-			return nil, jobErr("--format %s does not match --out %s", jb.format, spec.Out)
-		}
-		// The driver joins the shards: it reads every count and margin
-		// back (16 bytes a cell) and writes one Parquet file.
-		cells := s.ViewSize(jb.tables[0])
-		if err := cube.CheckMemory(16 * int64(cells)); err != nil {
-			return nil, fmt.Errorf("--out %s: joining %d cells into one Parquet file on this machine would run out of memory (%w); give a directory name for Parquet shards", spec.Out, cells, err)
-		}
-		pl.single = true
+	if err := pl.chooseForm(ext); err != nil {
+		return nil, err
 	}
 	if spec.Measurements != "" && !jb.workload.KeepMeasurements {
 		return nil, jobErr("--measurements needs several cuboids (repeat --cuboid, or --workload)")
 	}
-	var wp *cube.WorkloadPlan
-	if jb.kind == kindViews {
-		vp, err := cube.PlanViews(s, jb.views)
-		if err != nil {
-			return nil, err
-		}
-		for _, v := range vp.Needs() {
-			if !slices.Contains(jb.counted, v.Dims) {
-				jb.counted = append(jb.counted, v.Dims)
-			}
-		}
-	}
-	if jb.kind == kindWorkload {
-		// Planned once: a workload's optimal split is a convex program
-		// (tenths of a second); the sources it measures are what is counted.
-		if wp, err = cube.PlanWorkload(s, jb.workload, spec.Seeded); err != nil {
-			return nil, err
-		}
-		for i := range wp.NumSources() {
-			jb.counted = append(jb.counted, wp.Source(i))
-		}
+	wp, err := pl.countedCuboids()
+	if err != nil {
+		return nil, err
 	}
 	for _, c := range jb.counted {
 		if err := checkSize(s, c); err != nil {
@@ -236,6 +201,59 @@ func NewPlan(spec Spec) (*Plan, error) {
 	}
 	pl.cfg.Mode, pl.cfg.Directory = pl.mode, !pl.single
 	return pl, nil
+}
+
+// chooseForm chooses between the single-file form (one table, --out
+// ending in .csv or .parquet) and the directory form.
+func (pl *Plan) chooseForm(ext string) error {
+	spec, jb := pl.spec, pl.jb
+	switch {
+	case spec.Out == "" || spec.Out == "-":
+		return jobErr("--out: give a file or a new directory's name")
+	case jb.several || (ext != ".csv" && ext != ".parquet"):
+		return nil
+	case ext == ".csv" && jb.format != tablefile.CSV, ext == ".parquet" && jb.format != tablefile.Parquet:
+		return jobErr("--format %s does not match --out %s", jb.format, spec.Out)
+	case ext == ".parquet":
+		// The driver joins the shards: it reads every count and margin
+		// back (16 bytes a cell) and writes one Parquet file.
+		cells := spec.Schema.ViewSize(jb.tables[0])
+		if err := cube.CheckMemory(16 * int64(cells)); err != nil {
+			return fmt.Errorf("--out %s: joining %d cells into one Parquet file on this machine would run out of memory (%w); give a directory name for Parquet shards", spec.Out, cells, err)
+		}
+	}
+	pl.single = true
+	return nil
+}
+
+// countedCuboids sets what the rows are counted into for a workload or
+// views, from their plan, and returns a workload's plan. Each is planned
+// once, here: a workload's optimal split is a convex program (tenths of a
+// second), across a hierarchy seconds at national scale.
+func (pl *Plan) countedCuboids() (*cube.WorkloadPlan, error) {
+	s, jb := pl.spec.Schema, pl.jb
+	switch jb.kind {
+	case kindViews:
+		vp, err := cube.PlanViews(s, jb.views)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vp.Needs() {
+			if !slices.Contains(jb.counted, v.Dims) {
+				jb.counted = append(jb.counted, v.Dims)
+			}
+		}
+	case kindWorkload:
+		wp, err := cube.PlanWorkload(s, jb.workload, pl.spec.Seeded)
+		if err != nil {
+			return nil, err
+		}
+		for i := range wp.NumSources() {
+			jb.counted = append(jb.counted, wp.Source(i))
+		}
+		return wp, nil
+	}
+	return nil, nil
 }
 
 // planCuboid plans one cuboid released block by block: its sensitivity,
