@@ -220,7 +220,7 @@ func releaseOnOne(ctx context.Context, s *cube.Schema, jb *job, exact map[cube.C
 }
 
 // releaseViews rolls the counted finest-level cuboids up to the views the
-// release needs and releases them (cube.ReleaseViews).
+// release needs and releases them, as cube.ReleaseViews does.
 func releaseViews(ctx context.Context, s *cube.Schema, jb *job, exact map[cube.Cuboid][]float64, r *noise.Rand) (*cube.WorkloadRelease, error) {
 	plan, err := cube.PlanViews(s, jb.views)
 	if err != nil {
