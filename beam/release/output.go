@@ -3,6 +3,7 @@ package release
 import (
 	"bufio"
 	"context"
+	"io"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,35 +48,47 @@ func partFile(stem string, blocks, b int, f tablefile.Format) string {
 // a file). moe90 is given the cell's index in the whole table.
 func writePart(ctx context.Context, s *cube.Schema, v cube.View, stage, stem string, b int, x []float64, moe90 func(cell int) float64, f tablefile.Format) error {
 	path := filepath.Join(stage, partFile(stem, Blocks(s.ViewSize(v)), b, f))
-	tmp := path + ".tmp"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(out, 1<<20)
-	err = tablefile.WriteRows(w, f, s, v, b*BlockSize, x, moe90)
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = ctx.Err()
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return writeAtomic(path, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		if err := tablefile.WriteRows(bw, f, s, v, b*BlockSize, x, moe90); err != nil {
+			return err
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		return ctx.Err()
+	})
 }
 
 // writeFileAtomic writes a file under a temporary name and renames it, so
-// that a retried bundle never leaves a half-written file behind.
+// that a failed or retried bundle never leaves a half-written file behind.
 func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	return writeAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+}
+
+// writeAtomic writes path with write, under a temporary name of its own
+// (two attempts at the same bundle, as a runner may start, do not write
+// into one file), then renames it.
+func writeAtomic(path string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }

@@ -590,6 +590,17 @@ func (pl *Plan) writeDir(stage string, sidecar []byte) ([]string, error) {
 			files = append(files, name)
 		}
 	}
+	// A worker that died while writing a shard left its temporary file
+	// (see writeAtomic); the shard itself was written again.
+	err := filepath.WalkDir(stage, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".tmp") {
+			err = os.Remove(path)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("write %s: %w", pl.spec.Out, err)
+	}
 	if err := fileio.WriteFileAtomic(filepath.Join(stage, sidecarName), sidecar); err != nil {
 		return nil, err
 	}
