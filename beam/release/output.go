@@ -3,8 +3,8 @@ package release
 import (
 	"bufio"
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
