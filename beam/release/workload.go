@@ -29,9 +29,9 @@ import (
 
 func init() {
 	register.DoFn4x1[context.Context, int64, func(*[]byte) bool, func(int, []byte), error](&sourceFn{})
-	register.DoFn3x1[context.Context, int64, func(int), error](&tableFn{})
-	register.DoFn3x1[int64, func(*[]byte) bool, func(int64), error](&publishFn{})
-	register.Emitter1[int64]()
+	register.DoFn4x1[context.Context, int64, func(*[]byte) bool, func(int), error](&tableFn{})
+	register.DoFn3x1[int64, func(*[]byte) bool, func(int64, []byte), error](&publishFn{})
+	register.DoFn4x0[int, margAcc, func(int64, []byte), func(int64, []byte)](&routeFn{})
 }
 
 // SourceNoise is the noise of one source of a workload: none for an
@@ -61,10 +61,16 @@ type Term struct {
 }
 
 // Pair is a marginal some table's estimate needs: source Source's counts
-// summed onto Margin.
+// summed onto Margin. A marginal on the whole of table Table's cuboid
+// (Blocked: a table estimated from a larger measurement, or a public table
+// from a larger invariant) is as large as the table: it is combined block
+// by block of the table and joined to the table's blocks, never gathered
+// on one worker.
 type Pair struct {
-	Source int
-	Margin uint64
+	Source  int
+	Margin  uint64
+	Blocked bool
+	Table   int
 }
 
 // planWorkload plans a workload released block by block from its plan: its
@@ -94,7 +100,10 @@ func (pl *Plan) planWorkload(wp *cube.WorkloadPlan) error {
 			if src := wp.Source(term.Source); term.Margin == src && src == tab.Cuboid {
 				cfg.Local[term.Source] = true
 			} else {
-				p := Pair{Source: term.Source, Margin: uint64(term.Margin)}
+				p := Pair{Source: term.Source, Margin: uint64(term.Margin), Table: -1}
+				if term.Margin == tab.Cuboid {
+					p.Blocked, p.Table = true, t
+				}
 				k, ok := pairs[p]
 				if !ok {
 					k = len(cfg.Pairs)
@@ -116,8 +125,11 @@ func buildWorkload(s beam.Scope, cfg Config, partials beam.PCollection) {
 	domain := beam.ParDo(s, &domainFn{Cfg: cfg}, beam.Impulse(s))
 	grouped := beam.GroupByKey(s, beam.Flatten(s, domain, partials))
 	margs := beam.ParDo(s, &sourceFn{Cfg: cfg}, grouped)
-	blocks := beam.ParDo(s, &publishFn{Cfg: cfg}, gatherMarginals(s, margs))
-	finish(s, beam.ParDo(s, &tableFn{Cfg: cfg}, beam.Reshuffle(s, blocks)))
+	totals := beam.CombinePerKey(s, &margCombine{}, margs)
+	gathered, blocked := beam.ParDo2(s, &routeFn{Cfg: cfg}, totals)
+	empty := beam.ParDo(s, &emptyFn{}, beam.Impulse(s))
+	blocks := beam.ParDo(s, &publishFn{Cfg: cfg}, beam.GroupByKey(s, beam.Flatten(s, gathered, empty)))
+	finish(s, beam.ParDo(s, &tableFn{Cfg: cfg}, beam.GroupByKey(s, beam.Flatten(s, blocks, blocked))))
 }
 
 // sourceFn sums a source's block from its partial counts, adds a
@@ -210,10 +222,20 @@ func (f *sourceFn) process(ctx context.Context, key int64, parts func(*[]byte) b
 		}
 	}
 	lo := b * BlockSize
+	n := len(f.Cfg.Pairs)
 	for k, pr := range f.Cfg.Pairs {
-		if pr.Source == i {
-			m, r := marginal(st.s, cc.c, cube.Cuboid(pr.Margin), lo, x)
+		if pr.Source != i {
+			continue
+		}
+		m, r := marginal(st.s, cc.c, cube.Cuboid(pr.Margin), lo, x)
+		if !pr.Blocked {
 			emit(k, encodeMarginal(r[0], m, nil))
+			continue
+		}
+		// Cut at the table's blocks, each combined under its own key.
+		for c := r[0]; c < r[1]; c = (c/BlockSize + 1) * BlockSize {
+			end := min(r[1], (c/BlockSize+1)*BlockSize)
+			emit(c/BlockSize*n+k, encodeMarginal(c, m[c-r[0]:end-r[0]], nil))
 		}
 	}
 	if f.Cfg.Local[i] {
@@ -227,19 +249,37 @@ func (f *sourceFn) process(ctx context.Context, key int64, parts func(*[]byte) b
 // sourceFile is the name of block b of source i in the scratch directory.
 func sourceFile(i, b int) string { return fmt.Sprintf("source-%d-%012d.bin", i, b) }
 
+// routeFn sends a combined marginal on to one worker (publishFn) or, cut
+// at the blocks of a table (Pair.Blocked), to the table's block.
+type routeFn struct {
+	Cfg Config
+}
+
+func (f *routeFn) ProcessElement(key int, a margAcc, gathered, blocked func(int64, []byte)) {
+	n := len(f.Cfg.Pairs)
+	k, b := key%n, key/n
+	enc := append(binary.AppendUvarint(nil, uint64(k)), encodeMarginal(a.Lo, a.Noisy, nil)...)
+	if pr := f.Cfg.Pairs[k]; pr.Blocked {
+		blocked(int64(b)*int64(len(f.Cfg.Tables))+int64(pr.Table), enc)
+		return
+	}
+	gathered(0, enc)
+}
+
 // publishFn writes the combined marginals, all of them, to the scratch
 // directory, and emits the key of every block of every table (the table
-// stage then reads them there: see writeFn for why not a side input).
+// stage then reads them there: see writeFn for why not a side input). The
+// blocked marginals go to the tables' blocks instead.
 type publishFn struct {
 	Cfg Config
 }
 
 // ProcessElement marks its errors for the driver (see marked).
-func (f *publishFn) ProcessElement(_ int64, totals func(*[]byte) bool, emit func(int64)) error {
+func (f *publishFn) ProcessElement(_ int64, totals func(*[]byte) bool, emit func(int64, []byte)) error {
 	return marked(f.process(totals, emit))
 }
 
-func (f *publishFn) process(totals func(*[]byte) bool, emit func(int64)) error {
+func (f *publishFn) process(totals func(*[]byte) bool, emit func(int64, []byte)) error {
 	st, err := f.Cfg.decode()
 	if err != nil {
 		return err
@@ -258,6 +298,9 @@ func (f *publishFn) process(totals func(*[]byte) bool, emit func(int64)) error {
 	}
 	var out []byte
 	for k, m := range margs {
+		if f.Cfg.Pairs[k].Blocked {
+			continue
+		}
 		if m == nil {
 			return fmt.Errorf("the marginal of %s on %s is missing", st.s.Format(cube.Cuboid(f.Cfg.Counted[f.Cfg.Pairs[k].Source])), st.s.Format(cube.Cuboid(f.Cfg.Pairs[k].Margin)))
 		}
@@ -270,7 +313,7 @@ func (f *publishFn) process(totals func(*[]byte) bool, emit func(int64)) error {
 	n := int64(len(f.Cfg.Tables))
 	for t, tab := range f.Cfg.Tables {
 		for b := range Blocks(st.s.CuboidSize(cube.Cuboid(tab.Cuboid))) {
-			emit(int64(b)*n + int64(t))
+			emit(int64(b)*n+int64(t), nil)
 		}
 	}
 	return nil
@@ -317,21 +360,34 @@ func (f *tableFn) Setup() error {
 }
 
 // ProcessElement marks its errors for the driver (see marked).
-func (f *tableFn) ProcessElement(ctx context.Context, key int64, done func(int)) error {
-	if err := f.process(ctx, key); err != nil {
+func (f *tableFn) ProcessElement(ctx context.Context, key int64, joined func(*[]byte) bool, done func(int)) error {
+	if err := f.process(ctx, key, joined); err != nil {
 		return marked(err)
 	}
 	done(1)
 	return nil
 }
 
-func (f *tableFn) process(ctx context.Context, key int64) error {
+func (f *tableFn) process(ctx context.Context, key int64, joined func(*[]byte) bool) error {
 	s := f.st.s
 	if f.margs == nil {
 		var err error
 		if f.margs, err = readMarginals(filepath.Join(f.Cfg.Scratch, marginalsName), len(f.Cfg.Pairs)); err != nil {
 			return err
 		}
+	}
+	// The block's own pieces of the blocked marginals, joined to its key.
+	blocked := map[int]margAcc{}
+	var p []byte
+	for joined(&p) {
+		if len(p) == 0 {
+			continue // publishFn's signal
+		}
+		k, a, err := decodeKeyedMarginal(p)
+		if err != nil || k >= len(f.Cfg.Pairs) || !f.Cfg.Pairs[k].Blocked {
+			return fmt.Errorf("corrupt marginal %d", k)
+		}
+		blocked[k] = a
 	}
 	n := int64(len(f.Cfg.Tables))
 	t, b := int(key%n), int(key/n)
@@ -356,6 +412,9 @@ func (f *tableFn) process(ctx context.Context, key int64) error {
 			continue
 		}
 		m := f.margs[term.Pair]
+		if f.Cfg.Pairs[term.Pair].Blocked {
+			m = blocked[term.Pair]
+		}
 		cu := newCursor(s, c, cube.Cuboid(f.Cfg.Pairs[term.Pair].Margin), lo)
 		for j := range y {
 			at := cu.k - m.Lo

@@ -381,6 +381,10 @@ func TestWorkloadMatchesCore(t *testing.T) {
 		{name: "equal", cuboids: []string{big, "d1", "d2"}, exact: inv, eps: 2, split: "equal"},
 		{name: "gaussian", cuboids: []string{big, "d1", "d1,d2"}, exact: inv, gauss: true, rho: 0.5, delta: 1e-6},
 		{name: "weights", cuboids: []string{big, "d1", "d1,d2"}, weights: []float64{1, 3, 0.5}, exact: inv[1:], eps: 1},
+		// d0,d1 (2 blocks) and d0 are public, marginals of the larger
+		// invariant d0,d1,d2: their estimates are whole-table marginals,
+		// combined block by block (Pair.Blocked).
+		{name: "blocked", cuboids: []string{big, "d0", "d3", "d1,d3"}, exact: []string{"d0,d1,d2"}, eps: 1},
 	}
 	for k, wc := range cases {
 		t.Run(wc.name, func(t *testing.T) {
@@ -388,6 +392,9 @@ func TestWorkloadMatchesCore(t *testing.T) {
 			w := coreWorkload(t, tb, wc, seed)
 			if wc.name == "laplace" && (!w.Tables[2].Public || w.Tables[0].Public || w.Tables[1].Public) {
 				t.Fatalf("the case must have exactly d2 public: %+v", w.Metadata().Tables)
+			}
+			if wc.name == "blocked" && (!w.Tables[0].Public || !w.Tables[1].Public || w.Tables[2].Public) {
+				t.Fatalf("the case must have d0,d1 and d0 public: %+v", w.Metadata().Tables)
 			}
 			if wc.strategy == "marginals" && w.Strategy != cube.MeasureMarginals {
 				t.Fatalf("strategy %v, want marginals", w.Strategy)
@@ -402,7 +409,21 @@ func TestWorkloadMatchesCore(t *testing.T) {
 				t.Fatalf("result %+v, want ModeWorkload, a directory of %d tables", res, len(wc.cuboids))
 			}
 			cells, nonInt := compareWorkloadDir(t, out, w, false)
-			if nonInt < cells/2 {
+			if wc.name == "blocked" {
+				pl, err := NewPlan(Spec{Files: tb.shards, Schema: tb.schema, Job: wc.job(), Out: out + "-plan"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var blocked int
+				for _, p := range pl.cfg.Pairs {
+					if p.Blocked {
+						blocked++
+					}
+				}
+				if blocked < 2 {
+					t.Fatalf("%d blocked marginals, want the two public tables'", blocked)
+				}
+			} else if nonInt < cells/2 {
 				t.Fatalf("only %d of %d noisy cells are not integers: was noise added?", nonInt, cells)
 			}
 			files, _, sidecar := wantDir(t, w, ".csv")
