@@ -107,9 +107,22 @@ func noisyFile(b int64) string { return fmt.Sprintf("noisy-%012d.bin", b) }
 
 // marginal returns the sums of the block x (cells lo, lo+1, ... of c) on
 // the cells of keep it touches, as a dense range [r[0], r[1]) of K's cells.
+// A keep of no more cells than the block is summed in one pass into an
+// array of all its cells; a larger one over the range the block touches,
+// found first.
 func marginal(s *cube.Schema, c, keep cube.Cuboid, lo int, x []float64) ([]float64, [2]int) {
 	cu := newCursor(s, c, keep, lo)
 	r := [2]int{math.MaxInt, 0}
+	if n := s.CuboidSize(keep); n <= len(x) {
+		m := make([]float64, n)
+		for _, v := range x {
+			m[cu.k] += v
+			r[0], r[1] = min(r[0], cu.k), max(r[1], cu.k)
+			cu.inc()
+		}
+		r[1]++
+		return m[r[0]:r[1]], r
+	}
 	ks := make([]int, len(x))
 	for i := range x {
 		ks[i] = cu.k
