@@ -39,6 +39,12 @@ func knowdpBeam(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "KNOWDP_BEAM_RUN_MAIN=1")
+	return runCommand(t, cmd)
+}
+
+// runCommand runs cmd and returns its exit code, stdout and stderr.
+func runCommand(t *testing.T, cmd *exec.Cmd) (int, string, string) {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

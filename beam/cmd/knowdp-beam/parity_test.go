@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -69,15 +68,7 @@ func buildKnowdp(t *testing.T) string {
 // knowdp runs the knowdp CLI and returns its exit code, stdout and stderr.
 func knowdp(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(buildKnowdp(t), args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatal(err)
-	}
-	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+	return runCommand(t, exec.Command(buildKnowdp(t), args...))
 }
 
 // geoSchemaJSON is a hierarchy (levels coarsest first, and each level's
