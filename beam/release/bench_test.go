@@ -119,6 +119,18 @@ func BenchmarkWorkload(b *testing.B) {
 	b.Run("single", func(b *testing.B) {
 		measure(b, rows, cells, func(int) { singleWorkload(b, tb, spec, dir) })
 	})
+	// The pipeline's worker alone, the runner in a process of its own
+	// (see BenchmarkCells).
+	b.Run("jobserver-pipeline", func(b *testing.B) {
+		useJobServer(b, dir)
+		measure(b, rows, cells, func(i int) {
+			out := filepath.Join(dir, fmt.Sprint("jw-", i))
+			if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: s, Job: job, Out: out}); err != nil {
+				b.Fatal(err)
+			}
+			os.RemoveAll(out)
+		})
+	})
 }
 
 // BenchmarkCells measures what a release costs per cell once the rows are
@@ -177,6 +189,30 @@ func BenchmarkCells(b *testing.B) {
 	b.Run("workload-single", func(b *testing.B) {
 		spec := cube.WorkloadSpec{Epsilon: eps, Exact: exact, Cuboids: tables}
 		measure(b, 10000, wcells, func(int) { singleWorkload(b, tb, spec, dir) })
+	})
+	// On a separately started Prism job server the runner's engine runs
+	// in that process, as on a cluster it runs on its own machines: this
+	// process's CPU is the SDK worker's and the driver's.
+	b.Run("jobserver", func(b *testing.B) {
+		useJobServer(b, dir)
+		b.Run("cuboid-pipeline", func(b *testing.B) {
+			measure(b, 10000, cells, func(i int) {
+				out := filepath.Join(dir, fmt.Sprint("jc-", i))
+				if _, err := Run(context.Background(), cuboidSpec(tb, cube.Base(3), exact, eps, out)); err != nil {
+					b.Fatal(err)
+				}
+				os.RemoveAll(out)
+			})
+		})
+		b.Run("workload-pipeline", func(b *testing.B) {
+			measure(b, 10000, wcells, func(i int) {
+				out := filepath.Join(dir, fmt.Sprint("jw-", i))
+				if _, err := Run(context.Background(), Spec{Files: tb.shards, Schema: s, Job: job, Out: out}); err != nil {
+					b.Fatal(err)
+				}
+				os.RemoveAll(out)
+			})
+		})
 	})
 }
 

@@ -265,30 +265,7 @@ func TestSeededMatchesCore(t *testing.T) {
 // its own process, through the portable runner, as for a cluster.
 func TestPortableRunner(t *testing.T) {
 	dir := t.TempDir()
-	prism := filepath.Join(dir, "prism")
-	build := exec.Command("go", "build", "-o", prism, "github.com/apache/beam/sdks/v2/go/cmd/prism")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the Prism job server: %v\n%s", err, out)
-	}
-	jobPort, webPort := freePort(t), freePort(t)
-	srv := exec.Command(prism, "-job_port", strconv.Itoa(jobPort), "-web_port", strconv.Itoa(webPort), "-serve_http=false")
-	srv.Stdout, srv.Stderr = os.Stderr, os.Stderr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		srv.Process.Kill()
-		srv.Wait()
-	})
-	endpoint := "localhost:" + strconv.Itoa(jobPort)
-	waitListening(t, endpoint)
-	for name, v := range map[string]string{"runner": "universal", "endpoint": endpoint, "environment_type": "LOOPBACK"} {
-		old := flag.Lookup(name).Value.String()
-		if err := flag.Set(name, v); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { flag.Set(name, old) })
-	}
+	useJobServer(t, dir)
 
 	tb := writeTable(t, dir, []int{60, 70, 80}, 30000, 2, 2)
 	c := cube.Cuboid(0b101)
@@ -354,7 +331,39 @@ func TestPortableRunner(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
+// useJobServer builds Prism's job server, starts it as a process of its
+// own on free ports, and points Beam's flags at it (--runner=universal,
+// LOOPBACK: the SDK worker runs in this process, the runner in the other)
+// until the test ends.
+func useJobServer(t testing.TB, dir string) {
+	t.Helper()
+	prism := filepath.Join(dir, "prism")
+	build := exec.Command("go", "build", "-o", prism, "github.com/apache/beam/sdks/v2/go/cmd/prism")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the Prism job server: %v\n%s", err, out)
+	}
+	jobPort, webPort := freePort(t), freePort(t)
+	srv := exec.Command(prism, "-job_port", strconv.Itoa(jobPort), "-web_port", strconv.Itoa(webPort), "-serve_http=false")
+	srv.Stdout, srv.Stderr = os.Stderr, os.Stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Process.Kill()
+		srv.Wait()
+	})
+	endpoint := "localhost:" + strconv.Itoa(jobPort)
+	waitListening(t, endpoint)
+	for name, v := range map[string]string{"runner": "universal", "endpoint": endpoint, "environment_type": "LOOPBACK"} {
+		old := flag.Lookup(name).Value.String()
+		if err := flag.Set(name, v); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { flag.Set(name, old) })
+	}
+}
+
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "localhost:0")
 	if err != nil {
@@ -364,7 +373,7 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func waitListening(t *testing.T, addr string) {
+func waitListening(t testing.TB, addr string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
