@@ -143,3 +143,43 @@ func ExampleParseWorkload() {
 	// {age} 3 age.csv
 	// {} 1 total.csv
 }
+
+// Plan a workload before reading any data, count only what it needs, and
+// compute one table from its estimate's terms: the sum of broadcast
+// marginals of the invariant and of the noisy measurements, which is how a
+// distributed pipeline computes each block of a table. The plan is made
+// once; ReleaseFrom draws the release from it.
+func ExamplePlanWorkload() {
+	s, _ := cube.NewSchema([]cube.Dimension{
+		{Name: "sex", Values: []string{"F", "M"}},
+		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
+	})
+	age, _ := s.CuboidOf("age")
+	sexAge, _ := s.CuboidOf("sex", "age")
+	sex, _ := s.CuboidOf("sex")
+	eps, _ := privacy.NewEpsilon(1)
+	plan, err := cube.PlanWorkload(s, cube.WorkloadSpec{Epsilon: eps, Exact: []cube.Cuboid{age}, Cuboids: []cube.Cuboid{sexAge, sex}}, true)
+	if err != nil {
+		panic(err)
+	}
+	for i := range plan.NumSources() {
+		fmt.Println("source", i, s.Format(plan.Source(i)))
+	}
+	for _, t := range plan.Terms(1) { // the {sex} table
+		fmt.Printf("{sex} += %.4g × marginal of source %d on %s\n", t.Coef, t.Source, s.Format(t.Margin))
+	}
+	counts := map[cube.Cuboid][]float64{age: {22, 75, 12}, sexAge: {10, 40, 7, 12, 35, 5}}
+	rel, err := plan.ReleaseFrom(context.Background(), counts, noise.NewSeeded(1)) // seeded: NOT private
+	if err != nil {
+		panic(err)
+	}
+	f, m := rel.Tables[1].Counts[0], rel.Tables[1].Counts[1]
+	fmt.Printf("%s: %.3f %.3f, adding up to the public total %s\n", cube.TableFileName(s, rel.Tables[1].Cuboid), f, m, cube.FormatCount(f+m))
+	// Output:
+	// source 0 {age}
+	// source 1 {sex,age}
+	// {sex} += 0.5 × marginal of source 0 on {}
+	// {sex} += -0.5 × marginal of source 1 on {}
+	// {sex} += 1 × marginal of source 1 on {sex}
+	// sex.csv: 59.409 49.591, adding up to the public total 109
+}
