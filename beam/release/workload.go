@@ -21,11 +21,12 @@ import (
 // measurements, as cube.WorkloadPlan numbers them) are counted block by
 // block; each measurement's block gets its noise; each block emits its
 // marginals on the margins the tables' estimates need, combined per
-// (source, margin) and written, all together, to the scratch directory;
-// and each block of each table is its
-// estimate, Σ coef · broadcast(marginal), plus, where the table is itself
-// a source, that source's block times its coefficient (the local term,
-// read from the scratch directory rather than moved through the runner).
+// (source, margin): those on a proper part of a table's dimensions written,
+// all together, to the scratch directory, those on a whole table cut at
+// its blocks (Pair.Blocked); and each block of each table is its estimate,
+// Σ coef · broadcast(marginal), plus, where the table is itself a source,
+// that source's block times its coefficient (the local term, read from the
+// scratch directory rather than moved through the runner).
 
 func init() {
 	register.DoFn4x1[context.Context, int64, func(*[]byte) bool, func(int, []byte), error](&sourceFn{})
