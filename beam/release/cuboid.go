@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/noise"
 )
@@ -94,7 +95,7 @@ func (f *noiseFn) process(ctx context.Context, b int64, parts func(*[]byte) bool
 	// not into the pipeline: the runner would otherwise hold every block
 	// (8 bytes a cell, and its copies) until the corrections are known.
 	// The write stage reads it back.
-	if err := writeFileAtomic(filepath.Join(f.Cfg.Scratch, noisyFile(b)), appendFloats(make([]byte, 0, 8*len(x)), x)); err != nil {
+	if err := fileio.WriteFileAtomic(filepath.Join(f.Cfg.Scratch, noisyFile(b)), appendFloats(make([]byte, 0, 8*len(x)), x)); err != nil {
 		return fmt.Errorf("block %d: %w", b, err)
 	}
 	emit(b, nil)
@@ -259,7 +260,7 @@ func (f *correctFn) process(totals func(*[]byte) bool, emit func(int64, []byte))
 			out = appendFloats(out, c.Delta)
 		}
 	}
-	if err := writeFileAtomic(filepath.Join(f.Cfg.Scratch, correctionsName), out); err != nil {
+	if err := fileio.WriteFileAtomic(filepath.Join(f.Cfg.Scratch, correctionsName), out); err != nil {
 		return err
 	}
 	for b := range st.blocks {

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/noise"
 )
@@ -88,11 +89,11 @@ func (f *gatherFn) process(ctx context.Context, parts func(*[]byte) bool) error 
 		return err
 	}
 	if out.measurements != nil {
-		if err := writeFileAtomic(filepath.Join(f.Cfg.Scratch, measurementsName), out.measurements); err != nil {
+		if err := fileio.WriteFileAtomic(filepath.Join(f.Cfg.Scratch, measurementsName), out.measurements); err != nil {
 			return err
 		}
 	}
-	return writeFileAtomic(filepath.Join(f.Cfg.Scratch, sidecarName), out.sidecar)
+	return fileio.WriteFileAtomic(filepath.Join(f.Cfg.Scratch, sidecarName), out.sidecar)
 }
 
 // write writes every table's shards, as many at once as there are CPUs.

@@ -1,14 +1,13 @@
 package release
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/internal/tablefile"
 )
 
@@ -44,51 +43,16 @@ func partFile(stem string, blocks, b int, f tablefile.Format) string {
 }
 
 // writePart writes block b of the table of view v, its counts x, into the
-// staging directory stage, atomically (a retried bundle never leaves half
-// a file). moe90 is given the cell's index in the whole table.
+// staging directory stage, atomically under a temporary name of its own
+// (fileio.WriteAtomic: two attempts at a bundle never write into one
+// file, and a failed one leaves no half file). moe90 is given the cell's
+// index in the whole table.
 func writePart(ctx context.Context, s *cube.Schema, v cube.View, stage, stem string, b int, x []float64, moe90 func(cell int) float64, f tablefile.Format) error {
 	path := filepath.Join(stage, partFile(stem, Blocks(s.ViewSize(v)), b, f))
-	return writeAtomic(path, func(w io.Writer) error {
-		bw := bufio.NewWriterSize(w, 1<<20)
-		if err := tablefile.WriteRows(bw, f, s, v, b*BlockSize, x, moe90); err != nil {
-			return err
-		}
-		if err := bw.Flush(); err != nil {
+	return fileio.WriteAtomic(path, func(w io.Writer) error {
+		if err := tablefile.WriteRows(w, f, s, v, b*BlockSize, x, moe90); err != nil {
 			return err
 		}
 		return ctx.Err()
 	})
-}
-
-// writeFileAtomic writes a file under a temporary name and renames it, so
-// that a failed or retried bundle never leaves a half-written file behind.
-func writeFileAtomic(path string, b []byte) error {
-	return writeAtomic(path, func(w io.Writer) error {
-		_, err := w.Write(b)
-		return err
-	})
-}
-
-// writeAtomic writes path with write, under a temporary name of its own
-// (two attempts at the same bundle, as a runner may start, do not write
-// into one file), then renames it.
-func writeAtomic(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	err = write(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
 }

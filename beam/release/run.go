@@ -590,10 +590,15 @@ func (pl *Plan) writeDir(stage string, sidecar []byte) ([]string, error) {
 			files = append(files, name)
 		}
 	}
-	// A worker that died while writing a shard left its temporary file
-	// (see writeAtomic); the shard itself was written again.
+	// The output holds these shards and nothing else: a worker that died
+	// while writing a shard left its temporary file (see writePart), and
+	// the shard itself was written again.
+	want := make(map[string]bool, len(files))
+	for _, f := range files {
+		want[filepath.Join(stage, f)] = true
+	}
 	err := filepath.WalkDir(stage, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".tmp") {
+		if err == nil && !d.IsDir() && !want[path] {
 			err = os.Remove(path)
 		}
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/noise"
 )
@@ -240,7 +241,7 @@ func (f *sourceFn) process(ctx context.Context, key int64, parts func(*[]byte) b
 		}
 	}
 	if f.Cfg.Local[i] {
-		if err := writeFileAtomic(filepath.Join(f.Cfg.Scratch, sourceFile(i, b)), appendFloats(make([]byte, 0, 8*len(x)), x)); err != nil {
+		if err := fileio.WriteFileAtomic(filepath.Join(f.Cfg.Scratch, sourceFile(i, b)), appendFloats(make([]byte, 0, 8*len(x)), x)); err != nil {
 			return fmt.Errorf("block %d of %s: %w", b, st.s.Format(cc.c), err)
 		}
 	}
@@ -308,7 +309,7 @@ func (f *publishFn) process(totals func(*[]byte) bool, emit func(int64, []byte))
 		out = binary.AppendUvarint(out, uint64(len(m)))
 		out = append(out, m...)
 	}
-	if err := writeFileAtomic(filepath.Join(f.Cfg.Scratch, marginalsName), out); err != nil {
+	if err := fileio.WriteFileAtomic(filepath.Join(f.Cfg.Scratch, marginalsName), out); err != nil {
 		return err
 	}
 	n := int64(len(f.Cfg.Tables))
