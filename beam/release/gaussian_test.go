@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,20 +46,6 @@ func TestSeededGaussianMatchesCore(t *testing.T) {
 // none, nested, overlapping, trivial dimensions, a cuboid the invariants
 // determine, a grand total, unseeded and seeded; and a spec both refuse.
 func TestGaussianPlanMatchesCore(t *testing.T) {
-	schema := func(sizes ...int) *cube.Schema {
-		dims := make([]cube.Dimension, len(sizes))
-		for i, n := range sizes {
-			dims[i].Name = fmt.Sprintf("d%d", i)
-			for j := range n {
-				dims[i].Values = append(dims[i].Values, fmt.Sprint(j))
-			}
-		}
-		s, err := cube.NewSchema(dims)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	tests := []struct {
 		sizes []int
 		c     cube.Cuboid
@@ -85,7 +70,7 @@ func TestGaussianPlanMatchesCore(t *testing.T) {
 	}
 	for i, tc := range tests {
 		for _, seeded := range []bool{false, true} {
-			s := schema(tc.sizes...)
+			s := numberedSchema(t, tc.sizes...)
 			rho, err := privacy.NewRho(tc.rho)
 			if err != nil {
 				t.Fatal(err)

@@ -17,17 +17,7 @@ import (
 // emits on the first dimension.
 func noisyBlock(t *testing.T, count uint64, seed uint64) (x []float64, lo int, noisyM, exactM []float64) {
 	t.Helper()
-	dims := make([]cube.Dimension, 2)
-	for i, n := range []int{1024, 512} {
-		dims[i].Name = fmt.Sprintf("d%d", i)
-		for j := range n {
-			dims[i].Values = append(dims[i].Values, fmt.Sprint(j))
-		}
-	}
-	s, err := cube.NewSchema(dims)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := numberedSchema(t, 1024, 512)
 	sj, _ := schemaJSON(s)
 	dir := t.TempDir()
 	f := &noiseFn{Cfg: Config{Schema: sj, Cuboid: 3, Keeps: []uint64{1}, Sensitivity: 1, Epsilon: 1, Seeded: true, Seed: seed, Scratch: dir, Counted: []uint64{3}}}
@@ -47,7 +37,7 @@ func noisyBlock(t *testing.T, count uint64, seed uint64) (x []float64, lo int, n
 		return true
 	}
 	var margs [][]byte
-	err = f.ProcessElement(context.Background(), 1, iter,
+	err := f.ProcessElement(context.Background(), 1, iter,
 		func(b int64, v []byte) {
 			if b != 1 {
 				t.Fatalf("noisy block emitted as block %d", b)
@@ -177,4 +167,22 @@ func TestSparseRoundTrip(t *testing.T) {
 	if err := addSparse(x[:4], b); err == nil {
 		t.Fatal("an offset beyond the block was accepted")
 	}
+}
+
+// numberedSchema is a schema of dimensions d0, d1, ... with the given
+// sizes, whose values are 0, 1, ...
+func numberedSchema(t *testing.T, sizes ...int) *cube.Schema {
+	t.Helper()
+	dims := make([]cube.Dimension, len(sizes))
+	for i, n := range sizes {
+		dims[i].Name = fmt.Sprintf("d%d", i)
+		for j := range n {
+			dims[i].Values = append(dims[i].Values, fmt.Sprint(j))
+		}
+	}
+	s, err := cube.NewSchema(dims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -2,7 +2,6 @@ package release
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -18,17 +17,7 @@ import (
 // is the measurement of {d0,d1}.
 func workloadSourceConfig(t *testing.T) (Config, int) {
 	t.Helper()
-	dims := make([]cube.Dimension, 2)
-	for i, n := range []int{1024, 512} {
-		dims[i].Name = fmt.Sprintf("d%d", i)
-		for j := range n {
-			dims[i].Values = append(dims[i].Values, fmt.Sprint(j))
-		}
-	}
-	s, err := cube.NewSchema(dims)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := numberedSchema(t, 1024, 512)
 	pl, err := NewPlan(Spec{Files: []string{"unread.csv"}, Schema: s, Out: "unused",
 		Job: Job{Cuboids: []string{"d0,d1", "d0"}, Epsilon: 1, Strategy: "requested"}, Seeded: true})
 	if err != nil {
