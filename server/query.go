@@ -339,6 +339,21 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 	return &plan{hash: h.sum(), uniform: charge, compute: releaseCuboid(d, spec, guarantee)}, nil
 }
 
+// workload adds a workload query's tables, weights, split and
+// post-processing to its hash.
+func (h *hasher) workload(spec cube.WorkloadSpec, q QueryRequest) {
+	h.int(-1) // a workload, not one cuboid
+	h.int(int64(len(spec.Cuboids)))
+	for i, cb := range spec.Cuboids {
+		h.int(int64(cb))
+		if q.Weights != nil {
+			h.float(q.Weights[i])
+		}
+	}
+	h.int(int64(spec.Split))
+	h.postProcessing(q)
+}
+
 // postProcessing adds a cuboid query's post-processing to its hash.
 func (h *hasher) postProcessing(q QueryRequest) {
 	switch {

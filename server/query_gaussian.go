@@ -100,15 +100,6 @@ func planGaussianWorkload(d *dataset, q QueryRequest, rho privacy.Rho, delta flo
 		h.int(rho.Steps())
 		h.float(delta)
 	}
-	h.int(-1) // a workload, not one cuboid
-	h.int(int64(len(spec.Cuboids)))
-	for i, cb := range spec.Cuboids {
-		h.int(int64(cb))
-		if q.Weights != nil {
-			h.float(q.Weights[i])
-		}
-	}
-	h.int(int64(spec.Split))
-	h.postProcessing(q)
+	h.workload(spec, q)
 	return &plan{hash: h.sum(), uniform: charge, compute: releaseWorkload(d, spec, q, "")}, nil
 }

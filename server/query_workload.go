@@ -53,16 +53,7 @@ func planWorkload(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error
 		charge = 0
 		h = newHasher("cuboid", privacy.Epsilon{})
 	}
-	h.int(-1) // a workload, not one cuboid
-	h.int(int64(len(spec.Cuboids)))
-	for i, cb := range spec.Cuboids {
-		h.int(int64(cb))
-		if q.Weights != nil {
-			h.float(q.Weights[i])
-		}
-	}
-	h.int(int64(spec.Split))
-	h.postProcessing(q)
+	h.workload(spec, q)
 	return &plan{hash: h.sum(), uniform: charge, compute: releaseWorkload(d, spec, q, guarantee)}, nil
 }
 
