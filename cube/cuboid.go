@@ -69,6 +69,16 @@ func (s *Schema) Format(c Cuboid) string {
 	return "{" + strings.Join(s.Names(c), ",") + "}"
 }
 
+// FormatList formats cuboids as Format does, separated by ", ":
+// "{a,b}, {c}".
+func (s *Schema) FormatList(cs []Cuboid) string {
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = s.Format(c)
+	}
+	return strings.Join(names, ", ")
+}
+
 // CuboidSize returns size([C]), the number of cells of cuboid c: the
 // product of its dimensions' domain sizes (1 for the empty cuboid).
 func (s *Schema) CuboidSize(c Cuboid) int {

@@ -43,3 +43,22 @@ func TestParseSchemaValueTypes(t *testing.T) {
 		})
 	}
 }
+
+func TestFormatList(t *testing.T) {
+	s, err := NewSchema([]Dimension{{Name: "a", Values: []string{"x"}}, {Name: "b", Values: []string{"y"}}, {Name: "c", Values: []string{"z"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cs   []Cuboid
+		want string
+	}{
+		{nil, ""},
+		{[]Cuboid{0}, "{}"},
+		{[]Cuboid{0b011, 0b100}, "{a,b}, {c}"},
+	} {
+		if got := s.FormatList(tc.cs); got != tc.want {
+			t.Errorf("FormatList(%v) = %q, want %q", tc.cs, got, tc.want)
+		}
+	}
+}

@@ -303,17 +303,9 @@ func (pl *Plan) planGather() error {
 		return nil
 	}
 	if limit := pl.spec.WorkerMemory; limit > 0 && need > limit {
-		return fmt.Errorf("%s on one worker, which would need about %.3g GB (counting %s), more than --worker-memory (%.3g GB); release smaller tables, coarsen the schema or give a larger --worker-memory", why, float64(need)/1e9, formatCuboids(s, jb.counted), float64(limit)/1e9)
+		return fmt.Errorf("%s on one worker, which would need about %.3g GB (counting %s), more than --worker-memory (%.3g GB); release smaller tables, coarsen the schema or give a larger --worker-memory", why, float64(need)/1e9, s.FormatList(jb.counted), float64(limit)/1e9)
 	}
 	return nil
-}
-
-func formatCuboids(s *cube.Schema, cs []cube.Cuboid) string {
-	out := make([]string, len(cs))
-	for i, c := range cs {
-		out[i] = s.Format(c)
-	}
-	return strings.Join(out, ", ")
 }
 
 func (pl *Plan) setSidecar(meta any) error {

@@ -238,7 +238,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		needs = plan.Needs()
 	}
 	if err := cube.CheckMemory(cube.ReleaseMemory(s, needs, cuboids, f.nonneg || f.integer)); err != nil {
-		return fmt.Errorf("releasing %s would run out of memory (%w); %s; coarsen the schema or release smaller cuboids", formatCuboids(s, cuboids), err, largestTable(s, needs, exact))
+		return fmt.Errorf("releasing %s would run out of memory (%w); %s; coarsen the schema or release smaller cuboids", s.FormatList(cuboids), err, largestTable(s, needs, exact))
 	}
 
 	// The data, counted straight into the cuboids needed.
@@ -378,15 +378,6 @@ func printRelease(w io.Writer, rel *cube.Release, out, sidecar string) {
 		fmt.Fprintln(w, "guarantee: conditional on the --sensitivity you gave being at least the true generic sensitivity")
 	}
 	fmt.Fprintf(w, "wrote %s and %s\n", out, sidecar)
-}
-
-// formatCuboids formats cuboids as "{a,b}, {c}".
-func formatCuboids(s *cube.Schema, cs []cube.Cuboid) string {
-	names := make([]string, len(cs))
-	for i, c := range cs {
-		names[i] = s.Format(c)
-	}
-	return strings.Join(names, ", ")
 }
 
 func splitList(s string) []string {
