@@ -336,7 +336,7 @@ func cubeCase(ctx context.Context, eps float64, sensitivity int) (Case, error) {
 	}
 	// The noise a release adds, rebuilt to compute its probabilities; the
 	// exact audit checks that it is the release's.
-	probe, err := before.Release(ctx, spec, noise.NewSeeded(0))
+	probe, err := cube.ReleaseCube(ctx, before, spec, noise.NewSeeded(0))
 	if err != nil {
 		return Case{}, err
 	}
@@ -346,7 +346,7 @@ func cubeCase(ctx context.Context, eps float64, sensitivity int) (Case, error) {
 	}
 	stat := func(c *cube.Cube) Sampler {
 		return func(r *noise.Rand) (float64, error) {
-			rel, err := c.Release(context.Background(), spec, r)
+			rel, err := cube.ReleaseCube(context.Background(), c, spec, r)
 			if err != nil {
 				return 0, err
 			}

@@ -344,3 +344,38 @@ func mixValue(w uint64, n int) uint64 {
 	h := (w ^ uint64(n)<<59) * 0x9e3779b97f4a7c15
 	return h ^ h>>29
 }
+
+// AggregateViews counts a fact table into views: each leaf-level cuboid
+// the views need is counted once by Aggregate, then rolled up to every
+// view at a coarser level. Memory grows with the cells of those leaf-level
+// cuboids, not with the records.
+func AggregateViews(ctx context.Context, t Records, s *Schema, views []View, opt Options) (map[View][]float64, int64, error) {
+	var leaves []Cuboid
+	for _, v := range views {
+		if err := s.CheckView(v); err != nil {
+			return nil, 0, fmt.Errorf("aggregate: %w", err)
+		}
+		if !slices.Contains(leaves, v.Dims) {
+			leaves = append(leaves, v.Dims)
+		}
+	}
+	counts, rows, err := Aggregate(ctx, t, s, leaves, opt)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make(map[View][]float64, len(views))
+	for _, v := range views {
+		v = v.normal()
+		if _, done := out[v]; done {
+			continue
+		}
+		if v.Flat() {
+			out[v] = counts[v.Dims]
+			continue
+		}
+		if out[v], err = s.RollUp(LeafView(v), counts[v.Dims], v); err != nil {
+			return nil, 0, err
+		}
+	}
+	return out, rows, nil
+}

@@ -52,7 +52,7 @@ func BenchmarkConsistent(b *testing.B) {
 			for _, e := range benchExact[k] {
 				exact = append(exact, cuboidOf(e))
 			}
-			inv := c.Invariants(exact)
+			inv := CubeInvariants(c, exact)
 			b.Run(fmt.Sprintf("cells=%s/exact=%d", sh.name, k), func(b *testing.B) {
 				b.SetBytes(int64(8 * len(x)))
 				for b.Loop() {

@@ -7,7 +7,6 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -20,15 +19,6 @@ type Invariant struct {
 	// hierarchy (ReleaseViews); zero otherwise.
 	View   View
 	Counts []float64
-}
-
-// Invariants returns the exact counts of the given cuboids of c.
-func (c *Cube) Invariants(exact []Cuboid) []Invariant {
-	inv := make([]Invariant, len(exact))
-	for i, e := range exact {
-		inv[i] = Invariant{Cuboid: e, Counts: c.Project(e)}
-	}
-	return inv
 }
 
 // constraint is an invariant re-expressed over the array being made
@@ -363,8 +353,6 @@ func inParts(parts, n int, fn func(q, from, to int)) {
 	wg.Wait()
 }
 
-func (s *Schema) subSizesOf(c Cuboid) []int { return subSizes(s.Sizes(), c) }
-
 // constraints validates the invariants and reduces them to the distinct,
 // non-redundant constraints they put on cuboid over.
 func constraints(s *Schema, over Cuboid, x []float64, inv []Invariant) ([]constraint, error) {
@@ -472,18 +460,6 @@ func checkAgreement(s *Schema, inv []Invariant) error {
 // ErrInconsistent is matched by errors about invariants that no table can
 // satisfy together.
 var ErrInconsistent = errors.New("inconsistent invariants")
-
-// cellLabel formats cell i of cuboid c as "sex=F, age=21-30".
-func (s *Schema) cellLabel(c Cuboid, i int) string {
-	dims := c.Dims()
-	parts := make([]string, len(dims))
-	for k := len(dims) - 1; k >= 0; k-- {
-		d := s.dims[dims[k]]
-		parts[k] = d.Name + "=" + d.Values[i%len(d.Values)]
-		i /= len(d.Values)
-	}
-	return strings.Join(parts, ", ")
-}
 
 // NonNegative configures ConsistentNonNegative.
 type NonNegative struct {

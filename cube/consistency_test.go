@@ -164,7 +164,7 @@ func TestConsistentMatchesDenseLeastSquares(t *testing.T) {
 			for _, e := range tc.exact {
 				exact = append(exact, cuboidOf(e))
 			}
-			inv := truth.Invariants(exact)
+			inv := CubeInvariants(truth, exact)
 			x := noisy(r, truth.Project(over), 3)
 			want := denseConsistent(t, s, over, x, inv)
 			got := append([]float64(nil), x...)
@@ -271,7 +271,7 @@ func TestTheorem61(t *testing.T) {
 	const trials = 20000
 	s := testSchema(t, 3, 4, 2)
 	truth := &Cube{Schema: s, Counts: randomTable(noise.NewSeeded(3), s.Cells())}
-	inv := truth.Invariants([]Cuboid{cuboidOf([]int{0, 1}), cuboidOf([]int{1, 2})})
+	inv := CubeInvariants(truth, []Cuboid{cuboidOf([]int{0, 1}), cuboidOf([]int{1, 2})})
 	l, _ := noise.NewLaplace(2, 1) // b = 2
 	r := noise.NewSeeded(4)
 	n := s.Cells()
@@ -419,7 +419,7 @@ func TestConsistentNonNegativeMatchesBruteForce(t *testing.T) {
 			for i := range truth.Counts {
 				truth.Counts[i] = float64(r.Uint64N(3)) // small counts: noise pushes many below 0
 			}
-			inv := truth.Invariants(exact)
+			inv := CubeInvariants(truth, exact)
 			x := noisy(r, truth.Counts, 2)
 			want := bruteNonNegative(t, s, x, inv)
 			got := append([]float64(nil), x...)
@@ -531,7 +531,7 @@ func TestConsistentMatchesSweep(t *testing.T) {
 			exact = append(exact, cuboidOf(e))
 		}
 		truth := &Cube{Schema: s, Counts: randomTable(r, s.Cells())}
-		inv := truth.Invariants(exact)
+		inv := CubeInvariants(truth, exact)
 		x := noisy(r, truth.Project(over), 3)
 		want := append([]float64(nil), x...)
 		cons, err := constraints(s, over, want, inv)
@@ -585,7 +585,7 @@ func TestConsistentMatchesSweepRandom(t *testing.T) {
 			exact[i] = Cuboid(r.Uint64N(base + 1))
 		}
 		truth := &Cube{Schema: s, Counts: randomTable(r, s.Cells())}
-		inv := truth.Invariants(exact)
+		inv := CubeInvariants(truth, exact)
 		x := noisy(r, truth.Project(over), 3)
 		want := append([]float64(nil), x...)
 		cons, err := constraints(s, over, want, inv)

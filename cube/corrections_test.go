@@ -41,7 +41,7 @@ func TestCorrectionsMatchConsistent(t *testing.T) {
 		for range rng.IntN(4) {
 			exact = append(exact, Cuboid(rng.Uint64())&all)
 		}
-		inv := c.Invariants(exact)
+		inv := CubeInvariants(c, exact)
 		x := c.Project(over)
 		for i := range x {
 			x[i] += rng.NormFloat64() * 3
@@ -138,7 +138,7 @@ func TestPlanReleaseMatchesRelease(t *testing.T) {
 			if tc.seeded {
 				r = noise.NewSeeded(1)
 			}
-			rel, err := c.Release(context.Background(), tc.spec, r)
+			rel, err := ReleaseCube(context.Background(), c, tc.spec, r)
 			if err != nil {
 				t.Fatal(err)
 			}

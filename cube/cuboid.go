@@ -113,3 +113,17 @@ func (c Cuboid) Len() int { return bits.OnesCount64(uint64(c)) }
 // AncestorOf reports whether c ⪯ d: every dimension of c is in d, so c can
 // be computed from d.
 func (c Cuboid) AncestorOf(d Cuboid) bool { return c&^d == 0 }
+
+func (s *Schema) subSizesOf(c Cuboid) []int { return subSizes(s.Sizes(), c) }
+
+// cellLabel formats cell i of cuboid c as "sex=F, age=21-30".
+func (s *Schema) cellLabel(c Cuboid, i int) string {
+	dims := c.Dims()
+	parts := make([]string, len(dims))
+	for k := len(dims) - 1; k >= 0; k-- {
+		d := s.dims[dims[k]]
+		parts[k] = d.Name + "=" + d.Values[i%len(d.Values)]
+		i /= len(d.Values)
+	}
+	return strings.Join(parts, ", ")
+}

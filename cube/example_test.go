@@ -10,7 +10,7 @@ import (
 )
 
 // Release a sex x age table when the age totals are published exactly.
-func ExampleCube_Release() {
+func ExampleReleaseCube() {
 	s, _ := cube.NewSchema([]cube.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
@@ -19,7 +19,7 @@ func ExampleCube_Release() {
 	copy(c.Counts, []float64{10, 40, 7, 12, 35, 5})
 	age, _ := s.CuboidOf("age")
 	eps, _ := privacy.NewEpsilon(1)
-	rel, err := c.Release(context.Background(), cube.ReleaseSpec{
+	rel, err := cube.ReleaseCube(context.Background(), c, cube.ReleaseSpec{
 		Epsilon: eps,
 		Exact:   []cube.Cuboid{age},
 		Cuboid:  cube.Base(s.NumDims()),

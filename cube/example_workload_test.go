@@ -75,7 +75,7 @@ func ExampleReleaseWorkload() {
 // The margin of error of a single-cuboid release: with the age totals
 // public, each cell's error is a combination of Laplace variables, and 90%
 // of the time the true count is within the margin of the released one.
-func ExampleCube_Release_moe90() {
+func ExampleReleaseCube_moe90() {
 	s, _ := cube.NewSchema([]cube.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
@@ -85,7 +85,7 @@ func ExampleCube_Release_moe90() {
 	age, _ := s.CuboidOf("age")
 	eps, _ := privacy.NewEpsilon(1)
 	for _, exact := range [][]cube.Cuboid{nil, {age}} {
-		rel, err := c.Release(context.Background(), cube.ReleaseSpec{
+		rel, err := cube.ReleaseCube(context.Background(), c, cube.ReleaseSpec{
 			Epsilon: eps, Exact: exact, Cuboid: cube.Base(2),
 		}, noise.NewSeeded(1)) // seeded: NOT private
 		if err != nil {

@@ -207,7 +207,7 @@ func ReleaseGraph(ctx context.Context, edges [][2]int, spec GraphSpec, r *noise.
 		return nil, fmt.Errorf("graph release: %w", err)
 	}
 	g.Scale, g.Grid = lap.Scale(), lap.Grid()
-	if err := addNoise(ctx, lap, r, g.Values); err != nil {
+	if err := noise.AddParallel(ctx, lap, r, g.Values); err != nil {
 		return nil, fmt.Errorf("graph release: %w", err)
 	}
 	g.Iterations, g.Residual = g.project(ctx, cons)
@@ -393,7 +393,7 @@ type GraphMetadata struct {
 	Residual        float64        `json:"consistency_residual"`
 	Seeded          bool           `json:"seeded"`
 	Private         bool           `json:"private"`
-	// Guarantee is GuaranteeUnconditional, or GuaranteeNone for a seeded
+	// Guarantee is privacy.GuaranteeUnconditional, or privacy.GuaranteeNone for a seeded
 	// run; ReleasedExactly is true when the known degrees determine the
 	// graph, so the released values are the true edges.
 	Guarantee       string `json:"guarantee"`
@@ -416,11 +416,11 @@ func (g *GraphRelease) Metadata() GraphMetadata {
 		Residual:        g.Residual,
 		Seeded:          g.Seeded,
 		Private:         !g.Seeded,
-		Guarantee:       GuaranteeUnconditional,
+		Guarantee:       privacy.GuaranteeUnconditional,
 		ReleasedExactly: g.Sensitivity == 0,
 	}
 	if g.Seeded {
-		m.Guarantee = GuaranteeNone
+		m.Guarantee = privacy.GuaranteeNone
 	}
 	if len(g.KnownOut)+len(g.KnownIn) == 0 {
 		m.Neighbours = "add or remove one edge"

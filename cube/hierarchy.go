@@ -13,13 +13,11 @@ package cube
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -478,63 +476,4 @@ func pathOr(p string) string {
 		return "the document"
 	}
 	return strings.TrimPrefix(p, ".")
-}
-
-// AggregateViews counts a fact table into views: each leaf-level cuboid
-// the views need is counted once by Aggregate, then rolled up to every
-// view at a coarser level. Memory grows with the cells of those leaf-level
-// cuboids, not with the records.
-func AggregateViews(ctx context.Context, t Records, s *Schema, views []View, opt Options) (map[View][]float64, int64, error) {
-	var leaves []Cuboid
-	for _, v := range views {
-		if err := s.CheckView(v); err != nil {
-			return nil, 0, fmt.Errorf("aggregate: %w", err)
-		}
-		if !slices.Contains(leaves, v.Dims) {
-			leaves = append(leaves, v.Dims)
-		}
-	}
-	counts, rows, err := Aggregate(ctx, t, s, leaves, opt)
-	if err != nil {
-		return nil, 0, err
-	}
-	out := make(map[View][]float64, len(views))
-	for _, v := range views {
-		v = v.normal()
-		if _, done := out[v]; done {
-			continue
-		}
-		if v.Flat() {
-			out[v] = counts[v.Dims]
-			continue
-		}
-		if out[v], err = s.RollUp(LeafView(v), counts[v.Dims], v); err != nil {
-			return nil, 0, err
-		}
-	}
-	return out, rows, nil
-}
-
-// measuredView returns v, or the view of cuboid c when v is the zero view
-// of a flat release.
-func measuredView(c Cuboid, v View) View {
-	if v.Dims != c {
-		return ViewOf(c)
-	}
-	return v
-}
-
-// FormatExact formats a count as the shortest decimal that parses back to
-// the same float64, in fixed notation (12345678, not 1.2345678e+07),
-// without a negative zero: printed tables keep their sums exactly.
-func FormatExact(v float64) string {
-	return string(AppendExact(nil, v))
-}
-
-// AppendExact appends FormatExact(v) to b, for writers of many rows.
-func AppendExact(b []byte, v float64) []byte {
-	if v == 0 {
-		v = 0
-	}
-	return strconv.AppendFloat(b, v, 'f', -1, 64)
 }

@@ -606,7 +606,7 @@ func runPipeline(t testing.TB, seed uint64, sizes []int, rows int, exact []Cuboi
 		c.Counts[cell]++
 	}
 	base := Base(s.NumDims())
-	rel, err := c.Release(ctx, ReleaseSpec{Epsilon: eps(t, epsilon), Exact: exact, Cuboid: base}, r)
+	rel, err := ReleaseCube(ctx, c, ReleaseSpec{Epsilon: eps(t, epsilon), Exact: exact, Cuboid: base}, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -777,7 +777,7 @@ func BenchmarkRoundInteger(b *testing.B) {
 			truth[i] = float64(10 + r.Uint64N(20))
 		}
 		c := &Cube{Schema: s, Counts: truth}
-		inv := c.Invariants([]Cuboid{cuboidOf([]int{0, 1, 2}), cuboidOf([]int{2, 3})})
+		inv := CubeInvariants(c, []Cuboid{cuboidOf([]int{0, 1, 2}), cuboidOf([]int{2, 3})})
 		x := noisy(r, truth, 0.5)
 		if err := Consistent(s, over, x, inv); err != nil {
 			b.Fatal(err)
@@ -804,7 +804,7 @@ func TestInvariantMarginsOnCuboid(t *testing.T) {
 	for trial := range 10 {
 		truth := &Cube{Schema: s, Counts: randomTable(r, s.Cells())}
 		exact := []Cuboid{cuboidOf([]int{0, 1}), cuboidOf([]int{1, 2, 3}), cuboidOf([]int{1})}
-		ms, err := InvariantMargins(s, over, truth.Invariants(exact))
+		ms, err := InvariantMargins(s, over, CubeInvariants(truth, exact))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,7 +24,7 @@ func TestSavedMeasurements(t *testing.T) {
 		{"gaussian", WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: []Cuboid{0b100}, Cuboids: []Cuboid{0b011, 0b110}, KeepMeasurements: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rel, err := c.ReleaseWorkload(t.Context(), tc.spec, noise.NewSeeded(9))
+			rel, err := ReleaseWorkloadCube(t.Context(), c, tc.spec, noise.NewSeeded(9))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func TestSavedMeasurements(t *testing.T) {
 		})
 	}
 	spec := WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []Cuboid{0b011}}
-	rel, err := c.ReleaseWorkload(t.Context(), spec, noise.NewSeeded(9))
+	rel, err := ReleaseWorkloadCube(t.Context(), c, spec, noise.NewSeeded(9))
 	if err != nil {
 		t.Fatal(err)
 	}

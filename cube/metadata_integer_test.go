@@ -40,7 +40,7 @@ func TestIntegerExactWritten(t *testing.T) {
 		return ""
 	}
 	for _, integer := range []bool{false, true} {
-		rel, err := c.Release(context.Background(), ReleaseSpec{Epsilon: eps, Exact: []Cuboid{a}, Cuboid: Base(2), Integer: integer}, noise.NewSeeded(1))
+		rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{Epsilon: eps, Exact: []Cuboid{a}, Cuboid: Base(2), Integer: integer}, noise.NewSeeded(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestIntegerExactWritten(t *testing.T) {
 			}
 		}
 
-		w, err := c.ReleaseWorkload(context.Background(), WorkloadSpec{Epsilon: eps, Exact: []Cuboid{a}, Cuboids: []Cuboid{Base(2), a}}, noise.NewSeeded(2))
+		w, err := ReleaseWorkloadCube(context.Background(), c, WorkloadSpec{Epsilon: eps, Exact: []Cuboid{a}, Cuboids: []Cuboid{Base(2), a}}, noise.NewSeeded(2))
 		if err != nil {
 			t.Fatal(err)
 		}

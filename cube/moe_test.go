@@ -151,7 +151,7 @@ func TestMOE90Coverage(t *testing.T) {
 		{"one cuboid", 800, workload(WorkloadSpec{Epsilon: eps(t, 0.5), Cuboids: []Cuboid{0b011}})},
 		{"workload", 300, workload(WorkloadSpec{Epsilon: eps(t, 1), Exact: []Cuboid{0b001}, Cuboids: []Cuboid{0b011, 0b110, 0b101, 0b010}})},
 		{"invariants", 800, func(r *noise.Rand) ([][]float64, [][]float64, []float64) {
-			rel, err := c.Release(ctx, ReleaseSpec{Epsilon: eps(t, 0.5), Exact: []Cuboid{0b011, 0b110}, Cuboid: Base(3)}, r)
+			rel, err := ReleaseCube(ctx, c, ReleaseSpec{Epsilon: eps(t, 0.5), Exact: []Cuboid{0b011, 0b110}, Cuboid: Base(3)}, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,12 +174,12 @@ func TestReleaseMOE90(t *testing.T) {
 	c := &Cube{Schema: s, Counts: randomTable(noise.NewSeeded(2), s.Cells())}
 	ctx := context.Background()
 	exact := []Cuboid{0b001, 0b110}
-	rel, err := c.Release(ctx, ReleaseSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b011}, noise.NewSeeded(1))
+	rel, err := ReleaseCube(ctx, c, ReleaseSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b011}, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := rel.MOE90
-	w, err := c.ReleaseWorkload(ctx, WorkloadSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboids: []Cuboid{0b011}}, noise.NewSeeded(1))
+	w, err := ReleaseWorkloadCube(ctx, c, WorkloadSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboids: []Cuboid{0b011}}, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,20 +187,20 @@ func TestReleaseMOE90(t *testing.T) {
 		t.Errorf("Release.MOE90 %v, workload %v", got, want)
 	}
 	// Alone, the margin is the exact one of the grid Laplace noise.
-	alone, _ := c.Release(ctx, ReleaseSpec{Epsilon: eps(t, 0.8), Cuboid: 0b011}, noise.NewSeeded(1))
+	alone, _ := ReleaseCube(ctx, c, ReleaseSpec{Epsilon: eps(t, 0.8), Cuboid: 0b011}, noise.NewSeeded(1))
 	lap, _ := noise.NewLaplace(1, 0.8)
 	if m := alone.MOE90; m != laplaceMOE90(lap) {
 		t.Errorf("alone: %v, want %v", m, laplaceMOE90(lap))
 	}
-	pub, _ := c.Release(ctx, ReleaseSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b100}, noise.NewSeeded(1))
+	pub, _ := ReleaseCube(ctx, c, ReleaseSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b100}, noise.NewSeeded(1))
 	if m := pub.MOE90; m != 0 {
 		t.Errorf("public: %v", m)
 	}
-	nn, _ := c.Release(ctx, ReleaseSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b011, NonNegative: true}, noise.NewSeeded(1))
+	nn, _ := ReleaseCube(ctx, c, ReleaseSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b011, NonNegative: true}, noise.NewSeeded(1))
 	if nn.MOE90 != got || nn.CellMOE90() != got {
 		t.Errorf("non-negative: %v (column %v), want the least-squares margin %v", nn.MOE90, nn.CellMOE90(), got)
 	}
-	in, err := c.Release(ctx, ReleaseSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b011, Integer: true}, noise.NewSeeded(1))
+	in, err := ReleaseCube(ctx, c, ReleaseSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b011, Integer: true}, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}

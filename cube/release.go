@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime"
-	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
@@ -155,33 +152,21 @@ type Release struct {
 	ReleasedExactly bool
 }
 
-// Guarantee values of a release's privacy story (Release.Guarantee).
-const (
-	// GuaranteeUnconditional: eps-DP w.r.t. the stated neighbours, with a
-	// sensitivity that knowdp computed or checked.
-	GuaranteeUnconditional = "unconditional"
-	// GuaranteeConditional: eps-DP only if the sensitivity the caller gave
-	// (where knowdp knows no closed form) is at least the true one.
-	GuaranteeConditional = "conditional"
-	// GuaranteeNone: not private (seeded noise or domains from the data).
-	GuaranteeNone = "none"
-)
-
 // Private reports whether the release is differentially private (possibly
 // conditionally, see Guarantee): its noise is not seeded and its domains
 // were not read from the data.
 func (rel *Release) Private() bool { return !rel.Seeded && !rel.DomainsFromData }
 
-// Guarantee returns GuaranteeNone, GuaranteeConditional or
-// GuaranteeUnconditional.
+// Guarantee returns privacy.GuaranteeNone, privacy.GuaranteeConditional or
+// privacy.GuaranteeUnconditional.
 func (rel *Release) Guarantee() string {
 	switch {
 	case !rel.Private():
-		return GuaranteeNone
+		return privacy.GuaranteeNone
 	case rel.SensitivityClaimed:
-		return GuaranteeConditional
+		return privacy.GuaranteeConditional
 	}
-	return GuaranteeUnconditional
+	return privacy.GuaranteeUnconditional
 }
 
 // Warnings returns what a reader of the release must know besides its
@@ -204,7 +189,8 @@ func (rel *Release) Warnings() []string {
 	return w
 }
 
-// Release draws a differentially private release of spec.Cuboid.
+// ReleaseCube draws a differentially private release of spec.Cuboid from
+// the cube c.
 //
 // It adds Laplace noise of scale S/eps to every cell of the cuboid's
 // declared domain, where S is the generic sensitivity of that cuboid given
@@ -214,7 +200,7 @@ func (rel *Release) Warnings() []string {
 // that can be computed from the invariants is public and is released
 // exactly. Noise for large cuboids is drawn in parallel from generators
 // split off r in a fixed order, so a seeded release is reproducible.
-func (c *Cube) Release(ctx context.Context, spec ReleaseSpec, r *noise.Rand) (*Release, error) {
+func ReleaseCube(ctx context.Context, c *Cube, spec ReleaseSpec, r *noise.Rand) (*Release, error) {
 	tables := map[Cuboid][]float64{}
 	for _, n := range spec.Needs() {
 		if n&^Base(c.Schema.NumDims()) == 0 {
@@ -261,7 +247,7 @@ func ReleaseFrom(ctx context.Context, s *Schema, tables map[Cuboid][]float64, sp
 	if rel.ReleasedExactly {
 		return rel, nil // determined by the invariants: public already
 	}
-	if err := addNoise(ctx, dist, r, rel.Counts); err != nil {
+	if err := noise.AddParallel(ctx, dist, r, rel.Counts); err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
 	if rel.NonNegative {
@@ -300,7 +286,7 @@ func ReleaseFrom(ctx context.Context, s *Schema, tables map[Cuboid][]float64, sp
 // when the invariants determine the cuboid), the margin of error and the
 // privacy story. The returned Release has its invariants' cuboids but no
 // counts.
-func planRelease(s *Schema, spec ReleaseSpec, seeded bool) (*Release, noiseAdder, error) {
+func planRelease(s *Schema, spec ReleaseSpec, seeded bool) (*Release, noise.Adder, error) {
 	eps := spec.Epsilon.Float64()
 	gaussian := spec.Mechanism == MechanismGaussian
 	switch {
@@ -440,64 +426,6 @@ func inducedNeighbours(kind string, names []string) string {
 	return "worst-case induced neighbours given the exact " + kind + " " + strings.Join(names, ", ") + " (tables that agree on them and differ by a minimal set of added and removed rows)"
 }
 
-// noiseChunk is the number of cells noised by one split generator.
-const noiseChunk = 1 << 18
-
-// addNoise adds grid Laplace noise to every element of x, in parallel.
-// noiseAdder is a noise distribution that adds independent noise to every
-// element of a slice: noise.Laplace or noise.Gaussian.
-type noiseAdder interface {
-	AddTo(r *noise.Rand, xs []float64) error
-}
-
-func addNoise(ctx context.Context, lap noiseAdder, r *noise.Rand, x []float64) error {
-	n := (len(x) + noiseChunk - 1) / noiseChunk
-	if n <= 1 {
-		return lap.AddTo(r, x)
-	}
-	rands := make([]*noise.Rand, n)
-	for i := range rands {
-		rands[i] = r.Split()
-	}
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		next     = make(chan int)
-	)
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for i := range next {
-				chunk := x[i*noiseChunk : min((i+1)*noiseChunk, len(x))]
-				if err := lap.AddTo(rands[i], chunk); err != nil {
-					mu.Lock()
-					firstErr = cmpErr(firstErr, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range n {
-		if ctx.Err() != nil {
-			break
-		}
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return firstErr
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
 // WriteCSV writes the release with one column per dimension of the cuboid,
 // then "count" and "moe90" (the cell's margin of error, CellMOE90), every
 // number in full (WriteTableCSV).
@@ -584,29 +512,6 @@ func (rel *Release) CellMOE90() float64 {
 		return rel.MOE90 + 1
 	}
 	return rel.MOE90
-}
-
-// FormatCount formats a count rounded to 6 decimal places, without a
-// negative zero, for display; files write counts in full (FormatExact), so
-// that their sums hold. From 2^33 on, float64 values are spaced more
-// than 1e-6 apart, so the shortest decimal that identifies v already has at
-// most 6 decimals and v is printed as it is: rounding v*1e6 there would
-// round twice and could print a neighbouring value (2^53-1 as 2^53).
-func FormatCount(v float64) string {
-	if math.Abs(v) < 0x1p33 {
-		v = math.Round(v*1e6) / 1e6 // below 2^53, where math.Round is exact
-	}
-	if v == 0 {
-		v = 0
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
-}
-
-func csvField(s string) string {
-	if strings.ContainsAny(s, ",\"\n\r") {
-		return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
-	}
-	return s
 }
 
 // Metadata is the privacy story of a release, as written beside it.
@@ -709,4 +614,21 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// PlanRelease returns what ReleaseFrom would return for spec, except the
+// counts: the sensitivity, the noise's scale and grid, the margin of error
+// and the privacy story, which depend on the schema and the spec only. The
+// Invariants carry their cuboids without counts. A release whose counts are
+// computed elsewhere (a Beam pipeline: noise from noise.NewLaplace with the
+// plan's Sensitivity and Epsilon, then Corrections) writes the plan's
+// Metadata and CellMOE90 beside them. Laplace and Gaussian releases are
+// planned (for a Gaussian one the noise is noise.NewGaussian with the
+// plan's L2Sensitivity and Rho); non-negative and integer ones are not.
+func PlanRelease(s *Schema, spec ReleaseSpec, seeded bool) (*Release, error) {
+	if spec.NonNegative || spec.Integer {
+		return nil, errors.New("release plan: non-negative and integer releases are not supported")
+	}
+	rel, _, err := planRelease(s, spec, seeded)
+	return rel, err
 }

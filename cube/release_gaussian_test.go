@@ -39,7 +39,7 @@ func TestGaussianRelease(t *testing.T) {
 		{[]Cuboid{0b001, 0b010, 0b100}, Base(3)},
 	} {
 		spec := ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.3), Delta: 1e-6, Exact: tc.exact, Cuboid: tc.release}
-		rel, err := c.Release(ctx, spec, noise.NewRand())
+		rel, err := ReleaseCube(ctx, c, spec, noise.NewRand())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func TestGaussianMOE90Coverage(t *testing.T) {
 	c := &Cube{Schema: s, Counts: randomTable(noise.NewSeeded(5), s.Cells())}
 	for _, exact := range [][]Cuboid{nil, {0b011, 0b110}} {
 		cov := coverage(t, 800, func(r *noise.Rand) ([][]float64, [][]float64, []float64) {
-			rel, err := c.Release(ctx, ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.05), Delta: 1e-6, Exact: exact, Cuboid: Base(3)}, r)
+			rel, err := ReleaseCube(ctx, c, ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.05), Delta: 1e-6, Exact: exact, Cuboid: Base(3)}, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func TestGaussianReleaseErrors(t *testing.T) {
 		{ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Cuboid: Base(2)}, "at a delta in (0, 1)"},
 		{ReleaseSpec{Epsilon: eps(t, 1), Delta: 1e-6, Cuboid: Base(2)}, "Gaussian releases only"},
 	} {
-		if _, err := c.Release(context.Background(), tc.spec, noise.NewSeeded(1)); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := ReleaseCube(context.Background(), c, tc.spec, noise.NewSeeded(1)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want %q", tc.spec, err, tc.want)
 		}
 	}

@@ -69,7 +69,7 @@ func TestReleaseLargeCountsNotClamped(t *testing.T) {
 			} else {
 				spec.Mechanism, spec.Rho, spec.Delta = MechanismGaussian, rho(t, tc.rho), 1e-6
 			}
-			rel, err := c.Release(context.Background(), spec, noise.NewSeeded(11))
+			rel, err := ReleaseCube(context.Background(), c, spec, noise.NewSeeded(11))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +118,7 @@ func TestWorkloadLargeCountsNotClamped(t *testing.T) {
 			} else {
 				spec.Mechanism, spec.Rho, spec.Delta = MechanismGaussian, rho(t, tc.rho), 1e-6
 			}
-			rel, err := c.ReleaseWorkload(context.Background(), spec, noise.NewSeeded(12))
+			rel, err := ReleaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(12))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -31,11 +31,11 @@ func TestReleaseInvariantsHoldAndSeededIsReproducible(t *testing.T) {
 	exact := []Cuboid{cuboidOf([]int{0, 1}), cuboidOf([]int{1, 2})}
 	for _, over := range []Cuboid{Base(4), cuboidOf([]int{0, 1, 3}), cuboidOf([]int{2, 3})} {
 		spec := ReleaseSpec{Epsilon: eps(t, 0.5), Exact: exact, Cuboid: over}
-		a, err := c.Release(context.Background(), spec, noise.NewSeeded(7))
+		a, err := ReleaseCube(context.Background(), c, spec, noise.NewSeeded(7))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := c.Release(context.Background(), spec, noise.NewSeeded(7))
+		b, _ := ReleaseCube(context.Background(), c, spec, noise.NewSeeded(7))
 		for i := range a.Counts {
 			if a.Counts[i] != b.Counts[i] {
 				t.Fatalf("seeded releases differ at %d", i)
@@ -69,7 +69,7 @@ func TestReleaseInvariantsHoldAndSeededIsReproducible(t *testing.T) {
 func TestReleasePublicCuboidIsExact(t *testing.T) {
 	s := testSchema(t, 3, 4, 2)
 	c := &Cube{Schema: s, Counts: randomTable(noise.NewSeeded(2), s.Cells())}
-	rel, err := c.Release(context.Background(), ReleaseSpec{
+	rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{
 		Epsilon: eps(t, 1), Exact: []Cuboid{cuboidOf([]int{0, 1})}, Cuboid: cuboidOf([]int{1}),
 	}, noise.NewRand())
 	if err != nil {
@@ -97,7 +97,7 @@ func TestReleaseNonNegative(t *testing.T) {
 	for i := range c.Counts {
 		c.Counts[i] = float64(r.Uint64N(2))
 	}
-	rel, err := c.Release(context.Background(), ReleaseSpec{
+	rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{
 		Epsilon: eps(t, 0.5), Exact: []Cuboid{cuboidOf([]int{0}), cuboidOf([]int{1, 2})}, Cuboid: Base(3), NonNegative: true, Tol: 1e-7,
 	}, r)
 	if err != nil {
@@ -126,7 +126,7 @@ func TestReleaseRejectsBadSpec(t *testing.T) {
 		{"exact beyond schema", ReleaseSpec{Epsilon: eps(t, 1), Cuboid: Base(2), Exact: []Cuboid{1 << 3}}, "beyond the schema"},
 		{"negative sensitivity", ReleaseSpec{Epsilon: eps(t, 1), Cuboid: Base(2), Sensitivity: -1}, "sensitivity"},
 	} {
-		if _, err := c.Release(context.Background(), tc.spec, noise.NewRand()); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := ReleaseCube(context.Background(), c, tc.spec, noise.NewRand()); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.want)
 		}
 	}
@@ -210,7 +210,7 @@ func TestReleaseWriteCSVAndMetadata(t *testing.T) {
 	}
 	c := &Cube{Schema: s, Counts: []float64{1, 2, 3, 4}}
 	sex, _ := s.CuboidOf("sex")
-	rel, err := c.Release(context.Background(), ReleaseSpec{Epsilon: eps(t, 1), Exact: []Cuboid{sex}, Cuboid: Base(2)}, noise.NewSeeded(1))
+	rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{Epsilon: eps(t, 1), Exact: []Cuboid{sex}, Cuboid: Base(2)}, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func BenchmarkRelease(b *testing.B) {
 func TestReleaseNonNegativeNeverFailsOnData(t *testing.T) {
 	s := testSchema(t, 3, 4)
 	c := &Cube{Schema: s, Counts: randomTable(noise.NewSeeded(8), s.Cells())}
-	rel, err := c.Release(context.Background(), ReleaseSpec{
+	rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{
 		Epsilon: eps(t, 0.1), Exact: []Cuboid{cuboidOf([]int{0})}, Cuboid: Base(2), NonNegative: true, Tol: 1e-300,
 	}, noise.NewSeeded(9))
 	if err != nil {
@@ -329,17 +329,17 @@ func TestReleaseSensitivityOverride(t *testing.T) {
 		guarantee string
 		rule      string
 	}{
-		{"computed", small, exact2, 0, "", 6, GuaranteeUnconditional, "Lemma 4.2(ii)"},
+		{"computed", small, exact2, 0, "", 6, privacy.GuaranteeUnconditional, "Lemma 4.2(ii)"},
 		{"below computed", small, exact2, 5, "below the generic sensitivity 6", 0, "", ""},
 		{"one below", small, exact2, 1, "generic sensitivity 6", 0, "", ""},
-		{"equal", small, exact2, 6, "", 6, GuaranteeUnconditional, "at least the generic sensitivity 6"},
-		{"above", small, exact2, 9, "", 9, GuaranteeUnconditional, "given by the caller: 9"},
-		{"no closed form, claimed", big, exact3, 1, "", 1, GuaranteeConditional, "given by the caller (no closed form known): "},
+		{"equal", small, exact2, 6, "", 6, privacy.GuaranteeUnconditional, "at least the generic sensitivity 6"},
+		{"above", small, exact2, 9, "", 9, privacy.GuaranteeUnconditional, "given by the caller: 9"},
+		{"no closed form, claimed", big, exact3, 1, "", 1, privacy.GuaranteeConditional, "given by the caller (no closed form known): "},
 		{"no closed form, none given", big, exact3, 0, "no closed form", 0, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Cube{Schema: tc.s, Counts: make([]float64, tc.s.Cells())}
-			rel, err := c.Release(context.Background(), ReleaseSpec{Epsilon: eps(t, 1), Exact: tc.exact, Cuboid: Base(3), Sensitivity: tc.given}, noise.NewRand())
+			rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{Epsilon: eps(t, 1), Exact: tc.exact, Cuboid: Base(3), Sensitivity: tc.given}, noise.NewRand())
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
@@ -356,7 +356,7 @@ func TestReleaseSensitivityOverride(t *testing.T) {
 			if math.Abs(rel.Scale-float64(tc.wantSens)) > 1e-5*rel.Scale {
 				t.Errorf("scale %v, want %d at eps 1", rel.Scale, tc.wantSens)
 			}
-			conditional := tc.guarantee == GuaranteeConditional
+			conditional := tc.guarantee == privacy.GuaranteeConditional
 			if warned := strings.Contains(strings.Join(m.Warnings, ";"), "cannot check"); warned != conditional {
 				t.Errorf("warnings %q for guarantee %s", m.Warnings, m.Guarantee)
 			}
@@ -381,14 +381,14 @@ func TestReleaseNotPrivateMarks(t *testing.T) {
 		{"domains from data", true, noise.NewRand(), false, 1},
 		{"both", true, noise.NewSeeded(1), false, 2},
 	} {
-		rel, err := c.Release(context.Background(), ReleaseSpec{Epsilon: eps(t, 1), Cuboid: Base(2), DomainsFromData: tc.fromData}, tc.r)
+		rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{Epsilon: eps(t, 1), Cuboid: Base(2), DomainsFromData: tc.fromData}, tc.r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := rel.Metadata()
-		want := GuaranteeUnconditional
+		want := privacy.GuaranteeUnconditional
 		if !tc.private {
-			want = GuaranteeNone
+			want = privacy.GuaranteeNone
 		}
 		if m.Private != tc.private || m.Guarantee != want || m.DomainsFromData != tc.fromData || len(m.Warnings) != tc.warnings {
 			t.Errorf("%s: metadata %+v", tc.name, m)
@@ -458,7 +458,7 @@ func TestCheckMemory(t *testing.T) {
 
 // A sensitivity given by the caller is checked where knowdp can compute the
 // generic sensitivity, and marks the guarantee conditional where it cannot.
-func ExampleCube_Release_sensitivity() {
+func ExampleReleaseCube_sensitivity() {
 	ctx := context.Background()
 	e, _ := privacy.NewEpsilon(1)
 	s, _ := NewSchema([]Dimension{
@@ -473,7 +473,7 @@ func ExampleCube_Release_sensitivity() {
 	sex, _ := s.CuboidOf("sex")
 
 	// Two exact cuboids: knowdp computes 2*min(size(sex,age), size(region)).
-	_, err := c.Release(ctx, ReleaseSpec{Epsilon: e, Exact: []Cuboid{sexAge, region}, Cuboid: Base(3), Sensitivity: 1}, noise.NewRand())
+	_, err := ReleaseCube(ctx, c, ReleaseSpec{Epsilon: e, Exact: []Cuboid{sexAge, region}, Cuboid: Base(3), Sensitivity: 1}, noise.NewRand())
 	fmt.Println(err)
 	// Three one-dimensional exact cuboids on 24 cells are brute-forced, on
 	// 3 x 3 x 3 they have no closed form: the caller's value is a claim.
@@ -482,10 +482,10 @@ func ExampleCube_Release_sensitivity() {
 	a, _ := s3.CuboidOf("a")
 	b, _ := s3.CuboidOf("b")
 	cc, _ := s3.CuboidOf("c")
-	rel, _ := c3.Release(ctx, ReleaseSpec{Epsilon: e, Exact: []Cuboid{a, b, cc}, Cuboid: Base(3), Sensitivity: 10}, noise.NewRand())
+	rel, _ := ReleaseCube(ctx, c3, ReleaseSpec{Epsilon: e, Exact: []Cuboid{a, b, cc}, Cuboid: Base(3), Sensitivity: 10}, noise.NewRand())
 	fmt.Println(rel.Guarantee(), rel.Private())
 	// A cuboid computable from an exact one is released exactly.
-	rel, _ = c.Release(ctx, ReleaseSpec{Epsilon: e, Exact: []Cuboid{sexAge}, Cuboid: age | sex}, noise.NewRand())
+	rel, _ = ReleaseCube(ctx, c, ReleaseSpec{Epsilon: e, Exact: []Cuboid{sexAge}, Cuboid: age | sex}, noise.NewRand())
 	fmt.Println(rel.ReleasedExactly, rel.Guarantee())
 	// Output:
 	// release: sensitivity 1 is below the generic sensitivity 8 that knowdp computes (Lemma 4.2(ii): exact cuboids {sex,age} and {region}, 2*min(6, 4)); the noise would not be private

@@ -146,7 +146,7 @@ func TestSplitMetadata(t *testing.T) {
 	c := &Cube{Schema: s, Counts: make([]float64, s.Cells())}
 	for _, split := range []Split{SplitOptimal, SplitEqual} {
 		spec := WorkloadSpec{Epsilon: eps(t, 1), Exact: []Cuboid{0}, Cuboids: []Cuboid{0b110, 0b010, 0b100, 0b001}, Weights: []float64{5, 1, 1, 5}, Split: split}
-		rel, err := c.ReleaseWorkload(t.Context(), spec, noise.NewSeeded(3))
+		rel, err := ReleaseWorkloadCube(t.Context(), c, spec, noise.NewSeeded(3))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +217,7 @@ func TestMeasureMarginals(t *testing.T) {
 	c := &Cube{Schema: s, Counts: randomTable(noise.NewSeeded(4), s.Cells())}
 	sp := spec
 	sp.Strategy = MeasureBest
-	rel, err := c.ReleaseWorkload(t.Context(), sp, noise.NewSeeded(5))
+	rel, err := ReleaseWorkloadCube(t.Context(), c, sp, noise.NewSeeded(5))
 	if err != nil {
 		t.Fatal(err)
 	}

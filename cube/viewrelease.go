@@ -147,7 +147,7 @@ type viewMeasurement struct {
 	variance float64
 }
 
-func (m viewMeasurement) dist(mech Mechanism) noiseAdder {
+func (m viewMeasurement) dist(mech Mechanism) noise.Adder {
 	if mech == MechanismGaussian {
 		return m.gauss
 	}
@@ -503,7 +503,7 @@ func (vp *ViewPlan) ReleaseFrom(ctx context.Context, counts map[View][]float64, 
 	for k, m := range p.meas {
 		rk := r.Split()
 		noisy[k] = slices.Clone(counts[m.v])
-		if err := addNoise(ctx, m.dist(p.mech), rk, noisy[k]); err != nil {
+		if err := noise.AddParallel(ctx, m.dist(p.mech), rk, noisy[k]); err != nil {
 			return nil, fmt.Errorf("release: view %s: %w", s.FormatView(m.v), err)
 		}
 		if p.mech == MechanismGaussian {

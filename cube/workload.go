@@ -290,7 +290,7 @@ type measurement struct {
 }
 
 // dist is the measurement's noise distribution.
-func (m measurement) dist(mech Mechanism) noiseAdder {
+func (m measurement) dist(mech Mechanism) noise.Adder {
 	if mech == MechanismGaussian {
 		return m.gauss
 	}
@@ -900,7 +900,7 @@ func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map
 		// Room for the extended array, which estimate builds in place.
 		noisy[k] = make([]float64, len(exact[m.c]), extSize(subSizes(p.sizes, m.c)))
 		copy(noisy[k], exact[m.c])
-		if err := addNoise(ctx, m.dist(p.mech), rk, noisy[k]); err != nil {
+		if err := noise.AddParallel(ctx, m.dist(p.mech), rk, noisy[k]); err != nil {
 			return nil, fmt.Errorf("workload: cuboid %s: %w", s.Format(m.c), err)
 		}
 	}
@@ -1048,9 +1048,9 @@ func (p *workloadPlan) weights(c, src Cuboid, e, k int) ([]float64, bool) {
 	return w, nz
 }
 
-// ReleaseWorkload projects the cuboids spec.Needs lists from the cube and
-// calls ReleaseWorkload.
-func (c *Cube) ReleaseWorkload(ctx context.Context, spec WorkloadSpec, r *noise.Rand) (*WorkloadRelease, error) {
+// ReleaseWorkloadCube projects the cuboids spec.Needs lists from the cube c
+// and calls ReleaseWorkload.
+func ReleaseWorkloadCube(ctx context.Context, c *Cube, spec WorkloadSpec, r *noise.Rand) (*WorkloadRelease, error) {
 	needs, err := spec.Needs(c.Schema)
 	if err != nil {
 		return nil, err
@@ -1185,7 +1185,7 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 		Split:       w.Split.String(),
 		Strategy:    w.Strategy.String(),
 		Objective:   w.Objective,
-		Guarantee:   GuaranteeUnconditional,
+		Guarantee:   privacy.GuaranteeUnconditional,
 		Estimate: "one weighted least-squares estimate of the base table (weights 1/variance) subject to the exact cuboids, " +
 			"computed in the residual basis of the marginals; every table is derived from it, so all agree with each other and with the exact cuboids",
 		MOE: "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
@@ -1213,9 +1213,9 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 	}
 	switch {
 	case !m.Private:
-		m.Guarantee = GuaranteeNone
+		m.Guarantee = privacy.GuaranteeNone
 	case w.Conditional:
-		m.Guarantee = GuaranteeConditional
+		m.Guarantee = privacy.GuaranteeConditional
 		m.GuaranteeNote = "a sensitivity given by the caller, where knowdp could not compute one, must be at least the true generic sensitivity"
 	}
 	if w.postProcessed() {
@@ -1418,4 +1418,22 @@ func ParseViewWorkload(s *Schema, b []byte) (views []View, weights []float64, er
 		weights = append(weights, weight)
 	}
 	return views, weights, nil
+}
+
+// measuredView returns v, or the view of cuboid c when v is the zero view
+// of a flat release.
+func measuredView(c Cuboid, v View) View {
+	if v.Dims != c {
+		return ViewOf(c)
+	}
+	return v
+}
+
+// CubeInvariants returns the exact counts of the given cuboids of c.
+func CubeInvariants(c *Cube, exact []Cuboid) []Invariant {
+	inv := make([]Invariant, len(exact))
+	for i, e := range exact {
+		inv[i] = Invariant{Cuboid: e, Counts: c.Project(e)}
+	}
+	return inv
 }

@@ -21,7 +21,7 @@ func TestGaussianWorkloadPrivacy(t *testing.T) {
 	for _, exact := range [][]Cuboid{nil, {0b001}, {0b011, 0b110}} {
 		spec := WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: exact,
 			Cuboids: []Cuboid{0b011, 0b110, 0b101, 0b111}}
-		w, err := c.ReleaseWorkload(ctx, spec, noise.NewRand())
+		w, err := ReleaseWorkloadCube(ctx, c, spec, noise.NewRand())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestGaussianWorkloadCoverage(t *testing.T) {
 	spec := WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.2), Delta: 1e-6, Exact: []Cuboid{0b001},
 		Cuboids: []Cuboid{0b011, 0b110, 0b101, 0b010}}
 	cov := coverage(t, 300, func(r *noise.Rand) ([][]float64, [][]float64, []float64) {
-		w, err := c.ReleaseWorkload(ctx, spec, r)
+		w, err := ReleaseWorkloadCube(ctx, c, spec, r)
 		if err != nil {
 			t.Fatal(err)
 		}

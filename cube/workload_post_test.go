@@ -59,7 +59,7 @@ func TestWorkloadPostProcessing(t *testing.T) {
 			Cuboids: []Cuboid{0b0011, 0b0101, 0b1001, 0b1010, 0b1100, 0b0010},
 		}
 		for _, integer := range []bool{false, true} {
-			w, err := c.ReleaseWorkload(ctx, spec, noise.NewSeeded(uint64(trial)))
+			w, err := ReleaseWorkloadCube(ctx, c, spec, noise.NewSeeded(uint64(trial)))
 			if err != nil {
 				t.Fatal(err)
 			}

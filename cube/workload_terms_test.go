@@ -318,10 +318,10 @@ func TestAddNoiseByBlocks(t *testing.T) {
 		for k, m := range rel.Measurements {
 			rk := root.Split()
 			x := slices.Clone(exact[m.Cuboid])
-			if len(x) > noiseChunk {
+			if len(x) > noise.BlockSize {
 				large++
-				for i := 0; i < len(x); i += noiseChunk {
-					if err := addNoiseOf(m, rk.Split(), x[i:min(i+noiseChunk, len(x))]); err != nil {
+				for i := 0; i < len(x); i += noise.BlockSize {
+					if err := addNoiseOf(m, rk.Split(), x[i:min(i+noise.BlockSize, len(x))]); err != nil {
 						t.Fatal(err)
 					}
 				}

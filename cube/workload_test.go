@@ -315,7 +315,7 @@ func TestWorkloadOneMeasurementIsConsistent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		inv := c.Invariants(p.exact)
+		inv := CubeInvariants(c, p.exact)
 		z := noisy0(r, c.Project(tc.over), 5)
 		tables := slices.Clone(p.tables)
 		p.estimate(tables, inv, [][]float64{z})
@@ -486,11 +486,11 @@ func TestWorkloadSharesAndMetadata(t *testing.T) {
 	sexAge, _ := s.CuboidOf("sex", "age")
 	for _, split := range []Split{SplitOptimal, SplitEqual} {
 		spec := WorkloadSpec{Epsilon: eps(t, 0.7), Exact: []Cuboid{sex}, Cuboids: []Cuboid{sexCity, cityAge, sexAge, sex, 0}, Split: split}
-		a, err := c.ReleaseWorkload(context.Background(), spec, noise.NewSeeded(5))
+		a, err := ReleaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(5))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := c.ReleaseWorkload(context.Background(), spec, noise.NewSeeded(5))
+		b, _ := ReleaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(5))
 		var steps int64
 		var shares []float64
 		for i, tb := range a.Tables {
@@ -537,7 +537,7 @@ func TestWorkloadSharesAndMetadata(t *testing.T) {
 			t.Errorf("%d measurements in the metadata", len(m.Measurements))
 		}
 	}
-	rel, err := c.ReleaseWorkload(context.Background(), WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []Cuboid{sexCity}, DomainsFromData: true}, noise.NewRand())
+	rel, err := ReleaseWorkloadCube(context.Background(), c, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []Cuboid{sexCity}, DomainsFromData: true}, noise.NewRand())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,7 +588,7 @@ func TestWorkloadRejectsBadInput(t *testing.T) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
 		if tc.s == s {
-			if _, err2 := c.ReleaseWorkload(context.Background(), tc.spec, noise.NewSeeded(1)); err2 == nil || err2.Error() != err.Error() {
+			if _, err2 := ReleaseWorkloadCube(context.Background(), c, tc.spec, noise.NewSeeded(1)); err2 == nil || err2.Error() != err.Error() {
 				t.Errorf("%s: ReleaseWorkload error %v, Needs error %v", tc.name, err2, err)
 			}
 		}
@@ -624,7 +624,7 @@ func TestWorkloadRejectsBadInput(t *testing.T) {
 	// Without a closed form, an explicit sensitivity makes the guarantee
 	// conditional.
 	bc := &Cube{Schema: big, Counts: make([]float64, big.Cells())}
-	rel, err := bc.ReleaseWorkload(context.Background(), WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []Cuboid{15}, Exact: []Cuboid{3, 6, 12}, Sensitivity: 12}, noise.NewRand())
+	rel, err := ReleaseWorkloadCube(context.Background(), bc, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []Cuboid{15}, Exact: []Cuboid{3, 6, 12}, Sensitivity: 12}, noise.NewRand())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -857,7 +857,7 @@ func BenchmarkWorkload(b *testing.B) {
 	})
 	b.Run("cube", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := c.ReleaseWorkload(context.Background(), spec, r); err != nil {
+			if _, err := ReleaseWorkloadCube(context.Background(), c, spec, r); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -985,7 +985,7 @@ func TestExpectedRMSESeparateNested(t *testing.T) {
 		truth := c.Project(cb)
 		var sq float64
 		for range runs {
-			rel, err := c.Release(context.Background(), ReleaseSpec{Epsilon: share, Exact: spec.Exact, Cuboid: cb}, r)
+			rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{Epsilon: share, Exact: spec.Exact, Cuboid: cb}, r)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -53,11 +53,11 @@ func TestCompareZCDP(t *testing.T) {
 	for _, cb := range cuboids {
 		truth := c.Project(cb)
 		for range runs {
-			l, err := c.Release(context.Background(), cube.ReleaseSpec{Epsilon: share, Exact: exact, Cuboid: cb}, r)
+			l, err := cube.ReleaseCube(context.Background(), c, cube.ReleaseSpec{Epsilon: share, Exact: exact, Cuboid: cb}, r)
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := c.Release(context.Background(), cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rhoShare, Delta: delta, Exact: exact, Cuboid: cb}, r)
+			g, err := cube.ReleaseCube(context.Background(), c, cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rhoShare, Delta: delta, Exact: exact, Cuboid: cb}, r)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -297,7 +297,7 @@ func (d *dataset) setCube(c *cube.Cube) error {
 		}
 	}
 	d.cube, d.total = c, int64(t)
-	d.inv = c.Invariants(d.exact)
+	d.inv = cube.CubeInvariants(c, d.exact)
 	d.invKey = invariantKey(d)
 	d.pub = make([]cube.Invariant, len(d.views))
 	for i, v := range d.views {

@@ -367,7 +367,7 @@ func (h *hasher) postProcessing(q QueryRequest) {
 // releaseCuboid returns the computation of a one-cuboid answer.
 func releaseCuboid(d *dataset, spec cube.ReleaseSpec, guarantee string) func(context.Context, *noise.Rand) (any, error) {
 	return func(ctx context.Context, r *noise.Rand) (any, error) {
-		rel, err := d.cube.Release(ctx, spec, r)
+		rel, err := cube.ReleaseCube(ctx, d.cube, spec, r)
 		if err != nil {
 			return nil, err
 		}

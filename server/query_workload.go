@@ -114,7 +114,7 @@ func releaseWorkload(d *dataset, spec cube.WorkloadSpec, q QueryRequest, guarant
 	s := d.schema
 	spec.KeepMeasurements = true
 	return func(ctx context.Context, r *noise.Rand) (any, error) {
-		w, err := d.cube.ReleaseWorkload(ctx, spec, r)
+		w, err := cube.ReleaseWorkloadCube(ctx, d.cube, spec, r)
 		if err != nil {
 			return nil, err
 		}

@@ -77,7 +77,7 @@ func BenchmarkRelease(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			rel, err := c.Release(context.Background(), cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cube.Base(3)}, noise.NewRand())
+			rel, err := cube.ReleaseCube(context.Background(), c, cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cube.Base(3)}, noise.NewRand())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -168,7 +168,7 @@ func BenchmarkCells(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			rel, err := c.Release(context.Background(), cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cube.Base(3)}, noise.NewRand())
+			rel, err := cube.ReleaseCube(context.Background(), c, cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cube.Base(3)}, noise.NewRand())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -32,7 +32,7 @@ func TestSeededGaussianMatchesCore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m := metadata(t, res); m.Rho != 0.25 || m.Sigma == 0 || m.L2Sensitivity == 0 || m.Delta != 1e-5 || m.Guarantee != cube.GuaranteeNone {
+			if m := metadata(t, res); m.Rho != 0.25 || m.Sigma == 0 || m.L2Sensitivity == 0 || m.Delta != 1e-5 || m.Guarantee != privacy.GuaranteeNone {
 				t.Fatalf("sidecar %+v", m)
 			}
 			compare(t, out, want)

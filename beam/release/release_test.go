@@ -152,7 +152,7 @@ func coreReleaseSpec(t *testing.T, tb table, spec cube.ReleaseSpec, seed uint64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := cb.Release(context.Background(), spec, noise.NewSeeded(seed))
+	rel, err := cube.ReleaseCube(context.Background(), cb, spec, noise.NewSeeded(seed))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func TestUnseededIsPrivate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m := metadata(t, res); m.Seeded || !m.Private || m.Guarantee != cube.GuaranteeUnconditional {
+		if m := metadata(t, res); m.Seeded || !m.Private || m.Guarantee != privacy.GuaranteeUnconditional {
 			t.Fatalf("unseeded release labelled %+v", m)
 		}
 		plan, err := cube.PlanRelease(tb.schema, cube.ReleaseSpec{Epsilon: eps, Cuboid: cube.Base(3), Exact: []cube.Cuboid{1}}, false)

@@ -115,7 +115,7 @@ func demoScenarioRun(ctx context.Context, e *env, c *cube.Cube, sc demoScenario,
 		truth := c.Project(cb)
 		spec := cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cb}
 		// The release itself, for its sensitivity and invariants.
-		if rel, err = c.Release(ctx, spec, r); err != nil {
+		if rel, err = cube.ReleaseCube(ctx, c, spec, r); err != nil {
 			return err
 		}
 		var lap noise.Laplace
@@ -249,7 +249,7 @@ func demoWorkload(ctx context.Context, e *env, c *cube.Cube, sc demoScenario, ep
 			return err
 		}
 	}
-	rel, err := c.ReleaseWorkload(ctx, spec, r)
+	rel, err := cube.ReleaseWorkloadCube(ctx, c, spec, r)
 	if err != nil {
 		return err
 	}

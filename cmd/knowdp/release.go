@@ -372,9 +372,9 @@ func printRelease(w io.Writer, rel *cube.Release, out, sidecar string) {
 		}
 	}
 	switch rel.Guarantee() {
-	case cube.GuaranteeNone:
+	case privacy.GuaranteeNone:
 		fmt.Fprintln(w, "guarantee: none: this release is NOT differentially private (seeded, or domains read from the data)")
-	case cube.GuaranteeConditional:
+	case privacy.GuaranteeConditional:
 		fmt.Fprintln(w, "guarantee: conditional on the --sensitivity you gave being at least the true generic sensitivity")
 	}
 	fmt.Fprintf(w, "wrote %s and %s\n", out, sidecar)

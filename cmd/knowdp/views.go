@@ -13,6 +13,7 @@ import (
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/internal/tablefile"
+	"github.com/knowdp/knowdp/privacy"
 )
 
 // releaseViewsSpec is a release whose cuboids name levels of a hierarchy
@@ -193,7 +194,7 @@ func printViewsSummary(out io.Writer, w *cube.WorkloadRelease, meta cube.Workloa
 		fmt.Fprintf(tw, "%s\t%d\t%.4g\t%.4g\t%.4g\n", l.Level, l.Cells, l.MeanAbsError, l.MeanMOE90, l.MaxMOE90)
 	}
 	tw.Flush()
-	if meta.Guarantee == cube.GuaranteeNone {
+	if meta.Guarantee == privacy.GuaranteeNone {
 		fmt.Fprintln(out, "guarantee: none: this release is NOT differentially private (seeded, or domains read from the data)")
 	}
 }

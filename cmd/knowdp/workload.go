@@ -14,6 +14,7 @@ import (
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/internal/tablefile"
+	"github.com/knowdp/knowdp/privacy"
 )
 
 // checkNewDir refuses an output directory that exists: a workload release
@@ -131,7 +132,7 @@ func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cub
 		fmt.Fprintf(e.stdout, "split: weighted total variance %.6g, measuring the %s cuboids; proved within %.2g%% of the optimum (%s)\n",
 			meta.Objective, meta.Strategy, 100**meta.OptimalityGap, meta.SplitMethod)
 	}
-	if meta.Guarantee == cube.GuaranteeNone {
+	if meta.Guarantee == privacy.GuaranteeNone {
 		fmt.Fprintln(e.stdout, "guarantee: none: this release is NOT differentially private (seeded, or domains read from the data)")
 	}
 	fmt.Fprintf(e.stdout, "wrote %s/ (%d files)\n", strings.TrimSuffix(f.out, "/"), len(files))

@@ -85,7 +85,7 @@ func TestTablesMatch(t *testing.T) {
 				e, _ := s.CuboidOf(tc.exact...)
 				spec.Exact = []cube.Cuboid{e}
 			}
-			rel, err := cb.Release(t.Context(), spec, noise.NewSeeded(7))
+			rel, err := cube.ReleaseCube(t.Context(), cb, spec, noise.NewSeeded(7))
 			if err != nil {
 				t.Fatal(err)
 			}

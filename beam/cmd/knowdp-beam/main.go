@@ -36,6 +36,7 @@ import (
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/cli"
 	"github.com/knowdp/knowdp/internal/fileio"
+	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/source"
 )
 
@@ -301,9 +302,9 @@ func printSummary(w io.Writer, s *cube.Schema, spec release.Spec, res *release.R
 		guarantee = m.Guarantee
 	}
 	switch guarantee {
-	case cube.GuaranteeNone:
+	case privacy.GuaranteeNone:
 		fmt.Fprintln(w, "guarantee: none: this release is NOT differentially private (seeded)")
-	case cube.GuaranteeConditional:
+	case privacy.GuaranteeConditional:
 		fmt.Fprintln(w, "guarantee: conditional on the --sensitivity you gave being at least the true generic sensitivity")
 	}
 	if res.Directory {

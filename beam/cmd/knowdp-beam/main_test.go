@@ -171,7 +171,7 @@ func checkSpec(t *testing.T, dir, schema, table, out string, privFlags []string,
 		t.Fatal(err)
 	}
 	spec.Exact, spec.Cuboid = exact, cb
-	rel, err := c.Release(context.Background(), spec, noise.NewSeeded(3))
+	rel, err := cube.ReleaseCube(context.Background(), c, spec, noise.NewSeeded(3))
 	if err != nil {
 		t.Fatal(err)
 	}
