@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -471,5 +472,42 @@ func BenchmarkBuildSources(b *testing.B) {
 			}
 			b.ReportMetric(float64(len(rows))*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mrows/s")
 		})
+	}
+}
+
+func TestAggregateViews(t *testing.T) {
+	s := smallGeo(t)
+	var b strings.Builder
+	b.WriteString("geo,sex,age\n")
+	rng := rand.New(rand.NewPCG(3, 4))
+	base := make([]float64, s.Cells())
+	for range 500 {
+		g, sx, a := rng.IntN(10), rng.IntN(2), rng.IntN(3)
+		base[g*6+sx*3+a]++
+		fmt.Fprintf(&b, "%s,%s,%s\n", s.Dim(0).Values[g], s.Dim(1).Values[sx], s.Dim(2).Values[a])
+	}
+	views := []View{mustView(t, s, "geo:region"), mustView(t, s, "geo:state,sex"), mustView(t, s, "geo,sex,age"), mustView(t, s, "age")}
+	tab, err := source.NewCSV("persons.csv", strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, rows, err := AggregateViews(context.Background(), tab, s, views, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows != 500 {
+		t.Fatalf("%d rows", rows)
+	}
+	for _, v := range views {
+		want, _ := s.RollUp(View{Dims: Base(3)}, base, v)
+		if !slices.Equal(got[v], want) {
+			t.Errorf("%s: %v, want %v", s.FormatView(v), got[v], want)
+		}
+	}
+	// A leaf the hierarchy does not have is an error naming row and column.
+	bad, _ := source.NewCSV("persons.csv", strings.NewReader("geo,sex,age\nc1,F,65+\nc11,M,65+\n"))
+	if _, _, err := AggregateViews(context.Background(), bad, s, views, Options{}); err == nil ||
+		!strings.Contains(err.Error(), "c11") || !strings.Contains(err.Error(), "row 3") {
+		t.Fatalf("got %v, want an error naming c11 and row 3", err)
 	}
 }

@@ -14,49 +14,6 @@ import (
 	"github.com/knowdp/knowdp/noise"
 )
 
-// testSchema returns a schema with the given domain sizes, dimensions named
-// d0, d1, ... and values v0, v1, ....
-func testSchema(t testing.TB, sizes ...int) *Schema {
-	t.Helper()
-	dims := make([]Dimension, len(sizes))
-	for i, n := range sizes {
-		dims[i].Name = fmt.Sprintf("d%d", i)
-		for j := range n {
-			dims[i].Values = append(dims[i].Values, fmt.Sprintf("v%d", j))
-		}
-	}
-	s, err := NewSchema(dims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// marginalMatrix returns the matrix mapping the cells of cuboid over (row-
-// major) to the cells of its sub-cuboid keep, built cell by cell from the
-// definition (independently of project).
-func marginalMatrix(s *Schema, over, keep Cuboid) *mat.Dense {
-	od := over.Dims()
-	rows, cols := s.CuboidSize(keep), s.CuboidSize(over)
-	m := mat.NewDense(rows, cols, nil)
-	coord := make([]int, len(od))
-	for cell := range cols {
-		rem := cell
-		for k := len(od) - 1; k >= 0; k-- {
-			coord[k] = rem % s.Size(od[k])
-			rem /= s.Size(od[k])
-		}
-		row := 0
-		for k, d := range od {
-			if keep.Has(d) {
-				row = row*s.Size(d) + coord[k]
-			}
-		}
-		m.Set(row, cell, 1)
-	}
-	return m
-}
-
 // denseConsistent solves min ||y - x|| s.t. A y = c with the Moore-Penrose
 // pseudo-inverse: y = x + A^+ (c - A x).
 func denseConsistent(t *testing.T, s *Schema, over Cuboid, x []float64, inv []Invariant) []float64 {
@@ -82,50 +39,6 @@ func denseConsistent(t *testing.T, s *Schema, over Cuboid, x []float64, inv []In
 		r += br
 	}
 	return pinvProject(t, a, rhs, x)
-}
-
-// pinvProject returns the point of {y : A y = rhs} nearest x, computed as
-// x + A^+ (rhs - A x) with the Moore-Penrose pseudo-inverse from an SVD.
-func pinvProject(t *testing.T, a *mat.Dense, rhs, x []float64) []float64 {
-	t.Helper()
-	rows, n := a.Dims()
-	var svd mat.SVD
-	if !svd.Factorize(a, mat.SVDThin) {
-		t.Fatal("SVD failed")
-	}
-	vals := svd.Values(nil)
-	var u, v mat.Dense
-	svd.UTo(&u)
-	svd.VTo(&v)
-	res := mat.NewVecDense(rows, nil)
-	res.MulVec(a, mat.NewVecDense(n, x))
-	res.ScaleVec(-1, res)
-	res.AddVec(res, mat.NewVecDense(rows, rhs))
-	// A^+ res = V diag(1/s) U^T res over the non-zero singular values.
-	var utr mat.VecDense
-	utr.MulVec(u.T(), res)
-	for i, sv := range vals {
-		if sv > 1e-10*vals[0] {
-			utr.SetVec(i, utr.AtVec(i)/sv)
-		} else {
-			utr.SetVec(i, 0)
-		}
-	}
-	var corr mat.VecDense
-	corr.MulVec(&v, &utr)
-	y := make([]float64, n)
-	for i := range y {
-		y[i] = x[i] + corr.AtVec(i)
-	}
-	return y
-}
-
-func randomTable(r *noise.Rand, n int) []float64 {
-	x := make([]float64, n)
-	for i := range x {
-		x[i] = float64(r.Uint64N(20))
-	}
-	return x
 }
 
 func noisy(r *noise.Rand, x []float64, scale float64) []float64 {
@@ -191,14 +104,6 @@ func TestConsistentMatchesDenseLeastSquares(t *testing.T) {
 			}
 		}
 	}
-}
-
-func cuboidOf(dims []int) Cuboid {
-	var c Cuboid
-	for _, d := range dims {
-		c |= 1 << d
-	}
-	return c
 }
 
 func TestProjectMatchesDefinition(t *testing.T) {
@@ -601,6 +506,54 @@ func TestConsistentMatchesSweepRandom(t *testing.T) {
 			if math.Abs(got[i]-want[i]) > 1e-12*max(1, math.Abs(want[i])) {
 				t.Fatalf("trial %d: %v exact %v over %v: cell %d = %v, sweep %v", trial, sizes, exact, over, i, got[i], want[i])
 			}
+		}
+	}
+}
+
+// BenchmarkConsistent measures the consistency step: one read pass and one
+// read-write pass whatever the number of exact cuboids (compare with
+// BenchmarkMemoryFloor on the same shape, in the same run).
+func BenchmarkConsistent(b *testing.B) {
+	for _, sh := range benchShapes {
+		sizes := make([]int, sh.dims)
+		for i := range sizes {
+			sizes[i] = 10
+		}
+		s := testSchema(b, sizes...)
+		x := make([]float64, s.Cells())
+		r := noise.NewSeeded(1)
+		for i := range x {
+			x[i] = float64(r.Uint64N(4))
+		}
+		c := &Cube{Schema: s, Counts: x}
+		for _, k := range []int{1, 2, 4} {
+			var exact []Cuboid
+			for _, e := range benchExact[k] {
+				exact = append(exact, cuboidOf(e))
+			}
+			inv := CubeInvariants(c, exact)
+			b.Run(fmt.Sprintf("cells=%s/exact=%d", sh.name, k), func(b *testing.B) {
+				b.SetBytes(int64(8 * len(x)))
+				for b.Loop() {
+					if err := Consistent(s, Base(sh.dims), x, inv); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(len(x))*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mcells/s")
+			})
+			// The former one-projection-per-invariant sweep (single
+			// goroutine), for comparison.
+			b.Run(fmt.Sprintf("cells=%s/exact=%d/sweep", sh.name, k), func(b *testing.B) {
+				cons, err := constraints(s, Base(sh.dims), x, inv)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(8 * len(x)))
+				for b.Loop() {
+					sweepConsistent(s.Sizes(), x, cons)
+				}
+				b.ReportMetric(float64(len(x))*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mcells/s")
+			})
 		}
 	}
 }

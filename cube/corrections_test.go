@@ -1,15 +1,10 @@
 package cube
 
 import (
-	"context"
-	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
-
-	"github.com/knowdp/knowdp/noise"
-	"github.com/knowdp/knowdp/privacy"
 )
 
 // TestCorrectionsMatchConsistent checks that x plus the broadcast
@@ -102,67 +97,5 @@ func TestCorrectionsErrors(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.wants)
 			}
 		})
-	}
-}
-
-// TestPlanReleaseMatchesRelease checks that the plan of a release has the
-// privacy story, noise parameters and margin of error of the release itself.
-func TestPlanReleaseMatchesRelease(t *testing.T) {
-	s, err := NewSchema([]Dimension{{Name: "a", Values: []string{"0", "1", "2"}}, {Name: "b", Values: []string{"x", "y"}}, {Name: "c", Values: []string{"p", "q", "r", "s"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := New(s, 64)
-	for i := range c.Counts {
-		c.Counts[i] = float64(i % 5)
-	}
-	eps, err := privacy.NewEpsilon(0.7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name   string
-		spec   ReleaseSpec
-		seeded bool
-	}{
-		{"no invariants", ReleaseSpec{Epsilon: eps, Cuboid: 7}, true},
-		{"two invariants", ReleaseSpec{Epsilon: eps, Cuboid: 7, Exact: []Cuboid{3, 6, 3}}, false},
-		{"2-D cuboid", ReleaseSpec{Epsilon: eps, Cuboid: 5, Exact: []Cuboid{1}}, true},
-		{"sensitivity given", ReleaseSpec{Epsilon: eps, Cuboid: 7, Exact: []Cuboid{1}, Sensitivity: 9}, false},
-		{"determined by the invariants", ReleaseSpec{Epsilon: eps, Cuboid: 1, Exact: []Cuboid{3}}, false},
-		{"domains from the data", ReleaseSpec{Epsilon: eps, Cuboid: 7, DomainsFromData: true}, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r := noise.NewRand()
-			if tc.seeded {
-				r = noise.NewSeeded(1)
-			}
-			rel, err := ReleaseCube(context.Background(), c, tc.spec, r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan, err := PlanRelease(s, tc.spec, tc.seeded)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := json.Marshal(plan.Metadata())
-			want, _ := json.Marshal(rel.Metadata())
-			if string(got) != string(want) {
-				t.Fatalf("plan metadata\n%s\nrelease metadata\n%s", got, want)
-			}
-			if plan.CellMOE90() != rel.CellMOE90() || plan.Scale != rel.Scale || plan.Grid != rel.Grid {
-				t.Fatalf("plan moe90 %v scale %v grid %v, release %v %v %v", plan.CellMOE90(), plan.Scale, plan.Grid, rel.CellMOE90(), rel.Scale, rel.Grid)
-			}
-		})
-	}
-	for _, spec := range []ReleaseSpec{
-		{Epsilon: eps, Cuboid: 7, NonNegative: true},
-		{Cuboid: 7},
-		{Epsilon: eps, Cuboid: 8},
-	} {
-		if _, err := PlanRelease(s, spec, false); err == nil {
-			t.Errorf("PlanRelease(%+v) accepted", spec)
-		}
 	}
 }

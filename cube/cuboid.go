@@ -114,7 +114,13 @@ func (c Cuboid) Len() int { return bits.OnesCount64(uint64(c)) }
 // be computed from d.
 func (c Cuboid) AncestorOf(d Cuboid) bool { return c&^d == 0 }
 
-func (s *Schema) subSizesOf(c Cuboid) []int { return subSizes(s.Sizes(), c) }
+func (s *Schema) subSizesOf(c Cuboid) []int {
+	var out []int
+	for _, d := range c.Dims() {
+		out = append(out, s.Size(d))
+	}
+	return out
+}
 
 // cellLabel formats cell i of cuboid c as "sex=F, age=21-30".
 func (s *Schema) cellLabel(c Cuboid, i int) string {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/knowdp/knowdp/cube"
-	"github.com/knowdp/knowdp/privacy"
 )
 
 // Corrections makes noisy counts consistent with an invariant from their
@@ -29,22 +28,4 @@ func ExampleCorrections() {
 	}
 	// Output:
 	// {sex} [-0.16666666666666666 0.25]
-}
-
-// PlanRelease gives the privacy story of a release before its counts exist.
-func ExamplePlanRelease() {
-	s, _ := cube.NewSchema([]cube.Dimension{
-		{Name: "sex", Values: []string{"F", "M"}},
-		{Name: "age", Values: []string{"young", "middle", "old"}},
-	})
-	eps, _ := privacy.NewEpsilon(1)
-	plan, err := cube.PlanRelease(s, cube.ReleaseSpec{Epsilon: eps, Cuboid: 3, Exact: []cube.Cuboid{1}}, false)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	m := plan.Metadata()
-	fmt.Println(m.Sensitivity, m.Private, m.Guarantee)
-	// Output:
-	// 2 true unconditional
 }

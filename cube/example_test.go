@@ -58,3 +58,21 @@ func ExampleConsistent() {
 	fmt.Println()
 	// Output: 6.025 3.975 1.975 8.025
 }
+
+// PlanRelease gives the privacy story of a release before its counts exist.
+func ExamplePlanRelease() {
+	s, _ := cube.NewSchema([]cube.Dimension{
+		{Name: "sex", Values: []string{"F", "M"}},
+		{Name: "age", Values: []string{"young", "middle", "old"}},
+	})
+	eps, _ := privacy.NewEpsilon(1)
+	plan, err := cube.PlanRelease(s, cube.ReleaseSpec{Epsilon: eps, Cuboid: 3, Exact: []cube.Cuboid{1}}, false)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	m := plan.Metadata()
+	fmt.Println(m.Sensitivity, m.Private, m.Guarantee)
+	// Output:
+	// 2 true unconditional
+}

@@ -253,43 +253,6 @@ func TestLongestCycleMatchesBruteForce(t *testing.T) {
 	}
 }
 
-// isPrimitiveMove checks a move of simple graphs from the definition: it
-// keeps every row, and no nonempty proper subset of its edge changes does.
-func isPrimitiveMove(t *testing.T, rows [][]int, move map[int]int) bool {
-	t.Helper()
-	keeps := func(z map[int]int) bool {
-		for _, r := range rows {
-			s := 0
-			for _, c := range r {
-				s += z[c]
-			}
-			if s != 0 {
-				return false
-			}
-		}
-		return true
-	}
-	if !keeps(move) {
-		t.Fatalf("move %v changes a known degree", move)
-	}
-	var cs []int
-	for c := range move {
-		cs = append(cs, c)
-	}
-	for sub := 1; sub < 1<<len(cs)-1; sub++ {
-		z := map[int]int{}
-		for i, c := range cs {
-			if sub&(1<<i) != 0 {
-				z[c] = move[c]
-			}
-		}
-		if keeps(z) {
-			return false
-		}
-	}
-	return true
-}
-
 // TestLemma51CounterExamples documents where Lemma 5.1 is wrong, each with
 // a move checked from the definition and the value from the brute force.
 func TestLemma51CounterExamples(t *testing.T) {

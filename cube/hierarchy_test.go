@@ -1,34 +1,11 @@
 package cube
 
 import (
-	"context"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/knowdp/knowdp/source"
 )
-
-// smallGeoJSON is 2 regions > 4 states > 10 counties (unequal groups),
-// crossed with sex and a 3-band age.
-const smallGeoJSON = `{"dimensions":[
- {"name":"geo","levels":["region","state","county"],
-  "values":["c1","c2","c3","c4","c5","c6","c7","c8","c9","c10"],
-  "parents":{"state":{"c1":"s1","c2":"s1","c3":"s2","c4":"s2","c5":"s2","c6":"s3","c7":"s4","c8":"s4","c9":"s4","c10":"s4"},
-             "region":{"s1":"r1","s2":"r1","s3":"r2","s4":"r2"}}},
- {"name":"sex","values":["F","M"]},
- {"name":"age","values":["0-17","18-64","65+"]}]}`
-
-func smallGeo(t testing.TB) *Schema {
-	t.Helper()
-	s, err := ParseSchema([]byte(smallGeoJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 func TestHierarchySchema(t *testing.T) {
 	s := smallGeo(t)
@@ -219,51 +196,5 @@ func TestRollUpAgainstBase(t *testing.T) {
 	}
 	if _, err := s.RollUp(mustView(t, s, "geo:state"), make([]float64, 4), mustView(t, s, "geo")); err == nil {
 		t.Error("rolling down must be refused")
-	}
-}
-
-func mustView(t testing.TB, s *Schema, x string) View {
-	t.Helper()
-	v, err := s.ParseView(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-func TestAggregateViews(t *testing.T) {
-	s := smallGeo(t)
-	var b strings.Builder
-	b.WriteString("geo,sex,age\n")
-	rng := rand.New(rand.NewPCG(3, 4))
-	base := make([]float64, s.Cells())
-	for range 500 {
-		g, sx, a := rng.IntN(10), rng.IntN(2), rng.IntN(3)
-		base[g*6+sx*3+a]++
-		fmt.Fprintf(&b, "%s,%s,%s\n", s.Dim(0).Values[g], s.Dim(1).Values[sx], s.Dim(2).Values[a])
-	}
-	views := []View{mustView(t, s, "geo:region"), mustView(t, s, "geo:state,sex"), mustView(t, s, "geo,sex,age"), mustView(t, s, "age")}
-	tab, err := source.NewCSV("persons.csv", strings.NewReader(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, rows, err := AggregateViews(context.Background(), tab, s, views, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rows != 500 {
-		t.Fatalf("%d rows", rows)
-	}
-	for _, v := range views {
-		want, _ := s.RollUp(View{Dims: Base(3)}, base, v)
-		if !slices.Equal(got[v], want) {
-			t.Errorf("%s: %v, want %v", s.FormatView(v), got[v], want)
-		}
-	}
-	// A leaf the hierarchy does not have is an error naming row and column.
-	bad, _ := source.NewCSV("persons.csv", strings.NewReader("geo,sex,age\nc1,F,65+\nc11,M,65+\n"))
-	if _, _, err := AggregateViews(context.Background(), bad, s, views, Options{}); err == nil ||
-		!strings.Contains(err.Error(), "c11") || !strings.Contains(err.Error(), "row 3") {
-		t.Fatalf("got %v, want an error naming c11 and row 3", err)
 	}
 }

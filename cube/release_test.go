@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -400,62 +398,6 @@ func TestReleaseNotPrivateMarks(t *testing.T) {
 	}
 }
 
-func TestCheckMemory(t *testing.T) {
-	write := func(t *testing.T, root, name, text string) {
-		t.Helper()
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	const meminfo = "MemTotal:       24683620 kB\nMemFree:        23022672 kB\nMemAvailable:    1048576 kB\n" // 1 GiB
-	for _, tc := range []struct {
-		name          string
-		meminfo       string
-		max, current  string
-		need          int64
-		wantErr       bool
-		wantAvailable string
-	}{
-		{"fits meminfo", meminfo, "", "", 1 << 29, false, ""},
-		{"exceeds meminfo", meminfo, "", "", 3 << 29, true, "1.0 GiB available"},
-		{"cgroup tighter", meminfo, "536870912\n", "268435456\n", 1 << 29, true, "256.0 MiB available"},
-		{"cgroup unlimited", meminfo, "max\n", "1000\n", 1 << 29, false, ""},
-		{"cgroup over its limit", meminfo, "1000", "2000", 1, true, "0 B available"},
-		{"nothing readable", "", "", "", 1 << 62, false, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			root := t.TempDir()
-			if tc.meminfo != "" {
-				write(t, root, "proc/meminfo", tc.meminfo)
-			}
-			if tc.max != "" {
-				write(t, root, "sys/fs/cgroup/memory.max", tc.max)
-				write(t, root, "sys/fs/cgroup/memory.current", tc.current)
-			}
-			err := checkMemory(root, tc.need)
-			if (err != nil) != tc.wantErr || (err != nil && (!errors.Is(err, ErrMemory) || !strings.Contains(err.Error(), tc.wantAvailable))) {
-				t.Fatalf("need %d: error %v, want error %v with %q", tc.need, err, tc.wantErr, tc.wantAvailable)
-			}
-		})
-	}
-	s := testSchema(t, 10, 10, 10)
-	if got, want := ReleaseMemory(s, []Cuboid{Base(3)}, []Cuboid{Base(3)}, false), int64(8*(1000+3*1000)); got != want {
-		t.Errorf("ReleaseMemory base = %d, want %d", got, want)
-	}
-	d0, d01 := cuboidOf([]int{0}), cuboidOf([]int{0, 1})
-	if got, want := ReleaseMemory(s, []Cuboid{d0, d01}, []Cuboid{d0}, true), int64(8*(10+100+6*10)); got != want {
-		t.Errorf("ReleaseMemory nonneg {0} = %d, want %d", got, want)
-	}
-	big := testSchema(t, 1<<11, 1<<11, 1<<11, 1<<11, 1<<11, 1<<11)
-	if got := ReleaseMemory(big, []Cuboid{Base(6)}, []Cuboid{Base(6)}, false); got != math.MaxInt64/2 {
-		t.Errorf("ReleaseMemory of 2^66 cells = %d, want saturation", got)
-	}
-}
-
 // A sensitivity given by the caller is checked where knowdp can compute the
 // generic sensitivity, and marks the guarantee conditional where it cannot.
 func ExampleReleaseCube_sensitivity() {
@@ -491,4 +433,66 @@ func ExampleReleaseCube_sensitivity() {
 	// release: sensitivity 1 is below the generic sensitivity 8 that knowdp computes (Lemma 4.2(ii): exact cuboids {sex,age} and {region}, 2*min(6, 4)); the noise would not be private
 	// conditional true
 	// true unconditional
+}
+
+// TestPlanReleaseMatchesRelease checks that the plan of a release has the
+// privacy story, noise parameters and margin of error of the release itself.
+func TestPlanReleaseMatchesRelease(t *testing.T) {
+	s, err := NewSchema([]Dimension{{Name: "a", Values: []string{"0", "1", "2"}}, {Name: "b", Values: []string{"x", "y"}}, {Name: "c", Values: []string{"p", "q", "r", "s"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := New(s, 64)
+	for i := range c.Counts {
+		c.Counts[i] = float64(i % 5)
+	}
+	eps, err := privacy.NewEpsilon(0.7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		spec   ReleaseSpec
+		seeded bool
+	}{
+		{"no invariants", ReleaseSpec{Epsilon: eps, Cuboid: 7}, true},
+		{"two invariants", ReleaseSpec{Epsilon: eps, Cuboid: 7, Exact: []Cuboid{3, 6, 3}}, false},
+		{"2-D cuboid", ReleaseSpec{Epsilon: eps, Cuboid: 5, Exact: []Cuboid{1}}, true},
+		{"sensitivity given", ReleaseSpec{Epsilon: eps, Cuboid: 7, Exact: []Cuboid{1}, Sensitivity: 9}, false},
+		{"determined by the invariants", ReleaseSpec{Epsilon: eps, Cuboid: 1, Exact: []Cuboid{3}}, false},
+		{"domains from the data", ReleaseSpec{Epsilon: eps, Cuboid: 7, DomainsFromData: true}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := noise.NewRand()
+			if tc.seeded {
+				r = noise.NewSeeded(1)
+			}
+			rel, err := ReleaseCube(context.Background(), c, tc.spec, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := PlanRelease(s, tc.spec, tc.seeded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := json.Marshal(plan.Metadata())
+			want, _ := json.Marshal(rel.Metadata())
+			if string(got) != string(want) {
+				t.Fatalf("plan metadata\n%s\nrelease metadata\n%s", got, want)
+			}
+			if plan.CellMOE90() != rel.CellMOE90() || plan.Scale != rel.Scale || plan.Grid != rel.Grid {
+				t.Fatalf("plan moe90 %v scale %v grid %v, release %v %v %v", plan.CellMOE90(), plan.Scale, plan.Grid, rel.CellMOE90(), rel.Scale, rel.Grid)
+			}
+		})
+	}
+	for _, spec := range []ReleaseSpec{
+		{Epsilon: eps, Cuboid: 7, NonNegative: true},
+		{Cuboid: 7},
+		{Epsilon: eps, Cuboid: 8},
+	} {
+		if _, err := PlanRelease(s, spec, false); err == nil {
+			t.Errorf("PlanRelease(%+v) accepted", spec)
+		}
+	}
 }

@@ -554,30 +554,3 @@ func TestHugeSchema(t *testing.T) {
 		t.Errorf("three cuboids on a huge schema: %v, want ErrNoClosedForm", err)
 	}
 }
-
-// errorCase is a call that must fail with an error that wraps is (when not
-// nil) and says words.
-type errorCase struct {
-	name  string
-	run   func() error
-	is    error
-	words string
-}
-
-func checkErrors(t *testing.T, cases []errorCase) {
-	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.run()
-			if err == nil {
-				t.Fatal("no error")
-			}
-			if tc.is != nil && !errors.Is(err, tc.is) {
-				t.Errorf("error %q does not wrap %v", err, tc.is)
-			}
-			if !strings.Contains(err.Error(), tc.words) {
-				t.Errorf("error %q does not say %q", err, tc.words)
-			}
-		})
-	}
-}

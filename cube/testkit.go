@@ -1,0 +1,216 @@
+package cube
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/knowdp/knowdp/noise"
+	"gonum.org/v1/gonum/mat"
+)
+
+// testSchema returns a schema with the given domain sizes, dimensions named
+// d0, d1, ... and values v0, v1, ....
+func testSchema(t testing.TB, sizes ...int) *Schema {
+	t.Helper()
+	dims := make([]Dimension, len(sizes))
+	for i, n := range sizes {
+		dims[i].Name = fmt.Sprintf("d%d", i)
+		for j := range n {
+			dims[i].Values = append(dims[i].Values, fmt.Sprintf("v%d", j))
+		}
+	}
+	s, err := NewSchema(dims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// marginalMatrix returns the matrix mapping the cells of cuboid over (row-
+// major) to the cells of its sub-cuboid keep, built cell by cell from the
+// definition (independently of project).
+func marginalMatrix(s *Schema, over, keep Cuboid) *mat.Dense {
+	od := over.Dims()
+	rows, cols := s.CuboidSize(keep), s.CuboidSize(over)
+	m := mat.NewDense(rows, cols, nil)
+	coord := make([]int, len(od))
+	for cell := range cols {
+		rem := cell
+		for k := len(od) - 1; k >= 0; k-- {
+			coord[k] = rem % s.Size(od[k])
+			rem /= s.Size(od[k])
+		}
+		row := 0
+		for k, d := range od {
+			if keep.Has(d) {
+				row = row*s.Size(d) + coord[k]
+			}
+		}
+		m.Set(row, cell, 1)
+	}
+	return m
+}
+
+// pinvProject returns the point of {y : A y = rhs} nearest x, computed as
+// x + A^+ (rhs - A x) with the Moore-Penrose pseudo-inverse from an SVD.
+func pinvProject(t *testing.T, a *mat.Dense, rhs, x []float64) []float64 {
+	t.Helper()
+	rows, n := a.Dims()
+	var svd mat.SVD
+	if !svd.Factorize(a, mat.SVDThin) {
+		t.Fatal("SVD failed")
+	}
+	vals := svd.Values(nil)
+	var u, v mat.Dense
+	svd.UTo(&u)
+	svd.VTo(&v)
+	res := mat.NewVecDense(rows, nil)
+	res.MulVec(a, mat.NewVecDense(n, x))
+	res.ScaleVec(-1, res)
+	res.AddVec(res, mat.NewVecDense(rows, rhs))
+	// A^+ res = V diag(1/s) U^T res over the non-zero singular values.
+	var utr mat.VecDense
+	utr.MulVec(u.T(), res)
+	for i, sv := range vals {
+		if sv > 1e-10*vals[0] {
+			utr.SetVec(i, utr.AtVec(i)/sv)
+		} else {
+			utr.SetVec(i, 0)
+		}
+	}
+	var corr mat.VecDense
+	corr.MulVec(&v, &utr)
+	y := make([]float64, n)
+	for i := range y {
+		y[i] = x[i] + corr.AtVec(i)
+	}
+	return y
+}
+
+func randomTable(r *noise.Rand, n int) []float64 {
+	x := make([]float64, n)
+	for i := range x {
+		x[i] = float64(r.Uint64N(20))
+	}
+	return x
+}
+
+func cuboidOf(dims []int) Cuboid {
+	var c Cuboid
+	for _, d := range dims {
+		c |= 1 << d
+	}
+	return c
+}
+
+// smallGeoJSON is 2 regions > 4 states > 10 counties (unequal groups),
+// crossed with sex and a 3-band age.
+const smallGeoJSON = `{"dimensions":[
+ {"name":"geo","levels":["region","state","county"],
+  "values":["c1","c2","c3","c4","c5","c6","c7","c8","c9","c10"],
+  "parents":{"state":{"c1":"s1","c2":"s1","c3":"s2","c4":"s2","c5":"s2","c6":"s3","c7":"s4","c8":"s4","c9":"s4","c10":"s4"},
+             "region":{"s1":"r1","s2":"r1","s3":"r2","s4":"r2"}}},
+ {"name":"sex","values":["F","M"]},
+ {"name":"age","values":["0-17","18-64","65+"]}]}`
+
+func smallGeo(t testing.TB) *Schema {
+	t.Helper()
+	s, err := ParseSchema([]byte(smallGeoJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func mustView(t testing.TB, s *Schema, x string) View {
+	t.Helper()
+	v, err := s.ParseView(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// errorCase is a call that must fail with an error that wraps is (when not
+// nil) and says words.
+type errorCase struct {
+	name  string
+	run   func() error
+	is    error
+	words string
+}
+
+func checkErrors(t *testing.T, cases []errorCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.run()
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error %q does not wrap %v", err, tc.is)
+			}
+			if !strings.Contains(err.Error(), tc.words) {
+				t.Errorf("error %q does not say %q", err, tc.words)
+			}
+		})
+	}
+}
+
+var benchExact = map[int][][]int{
+	1: {{0, 1, 2}},
+	2: {{0, 1, 2}, {2, 3}},
+	4: {{0, 1, 2}, {2, 3}, {0, 4}, {5}},
+}
+
+// isPrimitiveMove checks a move of simple graphs from the definition: it
+// keeps every row, and no nonempty proper subset of its edge changes does.
+func isPrimitiveMove(t *testing.T, rows [][]int, move map[int]int) bool {
+	t.Helper()
+	keeps := func(z map[int]int) bool {
+		for _, r := range rows {
+			s := 0
+			for _, c := range r {
+				s += z[c]
+			}
+			if s != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	if !keeps(move) {
+		t.Fatalf("move %v changes a known degree", move)
+	}
+	var cs []int
+	for c := range move {
+		cs = append(cs, c)
+	}
+	for sub := 1; sub < 1<<len(cs)-1; sub++ {
+		z := map[int]int{}
+		for i, c := range cs {
+			if sub&(1<<i) != 0 {
+				z[c] = move[c]
+			}
+		}
+		if keeps(z) {
+			return false
+		}
+	}
+	return true
+}
+
+// benchShapes are cubes of 1e6, 1e7 and 1e8 cells with ten values per
+// dimension; the exact cuboids overlap the way census invariants do.
+var benchShapes = []struct {
+	name  string
+	dims  int
+	exact [][]int
+}{
+	{"1e6", 6, nil},
+	{"1e7", 7, nil},
+	{"1e8", 8, nil},
+}
