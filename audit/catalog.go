@@ -298,9 +298,9 @@ func example41() (*cube.Schema, []cube.Cuboid, error) {
 }
 
 // cubeCase audits the release of the base cuboid of example41 on its
-// worst-case induced neighbours, with the noise calibrated to sensitivity
-// (0: the generic sensitivity).
-func cubeCase(ctx context.Context, eps float64, sensitivity int) (Case, error) {
+// worst-case induced neighbours, with the noise calibrated to sens (0: the
+// generic sensitivity).
+func cubeCase(ctx context.Context, eps float64, sens int) (Case, error) {
 	s, exact, err := example41()
 	if err != nil {
 		return Case{}, err
@@ -326,13 +326,13 @@ func cubeCase(ctx context.Context, eps float64, sensitivity int) (Case, error) {
 		return Case{}, err
 	}
 	spec := cube.ReleaseSpec{Epsilon: e, Exact: exact, Cuboid: base}
-	if sensitivity > 0 {
+	if sens > 0 {
 		// The control ignores the invariants, as a naive release calibrated
-		// to sensitivity would (cube.Release refuses a sensitivity below the
+		// to sens would (cube.Release refuses a sens below the
 		// one it computes). The statistic below is the same with or without
 		// consistency: diff keeps every invariant, so it is orthogonal to
 		// the least-squares correction.
-		spec = cube.ReleaseSpec{Epsilon: e, Cuboid: base, Sensitivity: sensitivity}
+		spec = cube.ReleaseSpec{Epsilon: e, Cuboid: base, Sensitivity: sens}
 	}
 	// The noise a release adds, rebuilt to compute its probabilities; the
 	// exact audit checks that it is the release's.
@@ -357,15 +357,15 @@ func cubeCase(ctx context.Context, eps float64, sensitivity int) (Case, error) {
 			return t, nil
 		}
 	}
-	name := fmt.Sprintf("cube release, generic sensitivity %d (cube.Release)", probe.Sensitivity)
-	if sensitivity > 0 {
-		name = fmt.Sprintf("cube release calibrated to sensitivity %d, not %d", sensitivity, w.Value)
+	name := fmt.Sprintf("cube release, generic sens %d (cube.Release)", probe.Sensitivity)
+	if sens > 0 {
+		name = fmt.Sprintf("cube release calibrated to sens %d, not %d", sens, w.Value)
 	}
 	return Case{
 		Mechanism:  name,
 		Neighbours: fmt.Sprintf("worst-case induced neighbours of Example 4.1 (2x2x2, exact %s and %s), %d rows apart", s.Format(exact[0]), s.Format(exact[1]), w.Value),
 		Claimed:    e.Float64(),
-		Control:    sensitivity > 0,
+		Control:    sens > 0,
 		Exact: func(context.Context) (Exact, string, error) {
 			if lap.Scale() != probe.Scale || lap.Grid() != probe.Grid {
 				return Exact{}, "", fmt.Errorf("the release's noise (scale %v, grid %v) is not the one audited (%v, %v)", probe.Scale, probe.Grid, lap.Scale(), lap.Grid())

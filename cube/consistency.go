@@ -487,7 +487,7 @@ type NonNegative struct {
 // MaxIter sweeps (for example when no non-negative table satisfies the
 // invariants), leaving x unchanged. It returns the number of sweeps used.
 func ConsistentNonNegative(ctx context.Context, s *Schema, over Cuboid, x []float64, inv []Invariant, opt NonNegative) (int, error) {
-	res, err := nonNegative(ctx, s, over, x, inv, opt)
+	res, err := solveNonNegative(ctx, s, over, x, inv, opt)
 	if err != nil {
 		return res.sweeps, err
 	}
@@ -507,10 +507,10 @@ type nnResult struct {
 	tol      float64
 }
 
-// nonNegative runs Dykstra's iteration until the KKT residual is within
+// solveNonNegative runs Dykstra's iteration until the KKT residual is within
 // tolerance or MaxIter sweeps are done. It fails only for invalid input or a
 // cancelled context.
-func nonNegative(ctx context.Context, s *Schema, over Cuboid, x []float64, inv []Invariant, opt NonNegative) (nnResult, error) {
+func solveNonNegative(ctx context.Context, s *Schema, over Cuboid, x []float64, inv []Invariant, opt NonNegative) (nnResult, error) {
 	if opt.Tol == 0 {
 		opt.Tol = 1e-6
 	}

@@ -29,58 +29,6 @@ func sizedSchema(t testing.TB, sizes ...int) *Schema {
 	return s
 }
 
-// cuboidRows returns, for each exact cuboid, the rows of the constraint
-// matrix: the base cells of each of its cells, computed from coordinates.
-func cuboidRows(s *Schema, exact ...Cuboid) [][]int {
-	var rows [][]int
-	for _, c := range exact {
-		byCell := map[string][]int{}
-		var keys []string
-		for a := range s.Cells() {
-			k := ""
-			for i := range s.NumDims() {
-				if c.Has(i) {
-					k += fmt.Sprintf("%d,", a/s.Stride(i)%s.Size(i))
-				}
-			}
-			if _, ok := byCell[k]; !ok {
-				keys = append(keys, k)
-			}
-			byCell[k] = append(byCell[k], a)
-		}
-		for _, k := range keys {
-			rows = append(rows, byCell[k])
-		}
-	}
-	return rows
-}
-
-// canonical returns a key for the pair ±g.
-func canonical(g []int) string {
-	sign := 1
-	for _, v := range g {
-		if v != 0 {
-			if v < 0 {
-				sign = -1
-			}
-			break
-		}
-	}
-	var b strings.Builder
-	for _, v := range g {
-		fmt.Fprintf(&b, "%d,", sign*v)
-	}
-	return b.String()
-}
-
-func l1(g []int) int {
-	t := 0
-	for _, v := range g {
-		t += max(v, -v)
-	}
-	return t
-}
-
 // definitionNeighbours is the definition of worst-case induced neighbours,
 // independent of any lattice theory: it enumerates every table with at most
 // maxTotal rows on cells cells, groups them by the values of the rows (the

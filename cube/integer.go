@@ -135,7 +135,7 @@ func RoundInteger(ctx context.Context, s *Schema, c Cuboid, x []float64, margins
 	for i, m := range margins {
 		inv[i] = Invariant{Cuboid: m.Dims, Counts: m.Targets}
 	}
-	nn, err := nonNegative(ctx, s, c, x, inv, NonNegative{})
+	nn, err := solveNonNegative(ctx, s, c, x, inv, NonNegative{})
 	if err != nil {
 		return IntegerResult{}, fmt.Errorf("integer rounding: %w", err)
 	}

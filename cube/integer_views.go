@@ -728,7 +728,7 @@ func (p *ivPlan) solve(ctx context.Context, s *Schema, lv, par *ivLevel, q int, 
 	// The non-negative estimate of the children, given the parent's.
 	zh := x
 	if !ivFeasible(sizes, x, inv) {
-		nn, err := nonNegative(ctx, ts, all, x, inv, NonNegative{derived: true})
+		nn, err := solveNonNegative(ctx, ts, all, x, inv, NonNegative{derived: true})
 		if err != nil {
 			return st, err
 		}

@@ -255,7 +255,7 @@ func ReleaseFrom(ctx context.Context, s *Schema, tables map[Cuboid][]float64, sp
 		// and the public invariants only, so it is released as it is: a
 		// failure to converge must not become an error, which would tell
 		// the caller something about the noise without the release.
-		res, err := nonNegative(ctx, s, spec.Cuboid, rel.Counts, rel.Invariants, NonNegative{Tol: spec.Tol})
+		res, err := solveNonNegative(ctx, s, spec.Cuboid, rel.Counts, rel.Invariants, NonNegative{Tol: spec.Tol})
 		if err != nil {
 			return nil, fmt.Errorf("release: %w", err)
 		}

@@ -57,7 +57,7 @@ func (w *WorkloadRelease) MakeNonNegative(ctx context.Context, tol float64) erro
 	for _, i := range w.processingOrder() {
 		t := &w.Tables[i]
 		if !t.Public {
-			res, err := nonNegative(ctx, w.Schema, t.Cuboid, t.Counts, constraints, NonNegative{Tol: tol, derived: true})
+			res, err := solveNonNegative(ctx, w.Schema, t.Cuboid, t.Counts, constraints, NonNegative{Tol: tol, derived: true})
 			if err != nil {
 				return fmt.Errorf("non-negative table %s: %w", w.Schema.Format(t.Cuboid), err)
 			}
