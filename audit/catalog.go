@@ -11,11 +11,14 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/metricdp"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/prior"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/refine"
+	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sensitivity"
 )
 
 // Case is one mechanism of the library with representative neighbouring
@@ -277,8 +280,8 @@ func exponentialCases(_ context.Context, eps float64) ([]Case, error) {
 
 // example41 is the schema of paper 3's Example 4.1 on the smallest domains,
 // with the exact cuboids {Sex,Age} and {Age,Salary}: generic sensitivity 4.
-func example41() (*cube.Schema, []cube.Cuboid, error) {
-	s, err := cube.NewSchema([]cube.Dimension{
+func example41() (*domain.Schema, []domain.Cuboid, error) {
+	s, err := domain.NewSchema([]domain.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "age", Values: []string{"young", "old"}},
 		{Name: "salary", Values: []string{"low", "high"}},
@@ -294,7 +297,7 @@ func example41() (*cube.Schema, []cube.Cuboid, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return s, []cube.Cuboid{sa, as}, nil
+	return s, []domain.Cuboid{sa, as}, nil
 }
 
 // cubeCase audits the release of the base cuboid of example41 on its
@@ -305,8 +308,8 @@ func cubeCase(ctx context.Context, eps float64, sens int) (Case, error) {
 	if err != nil {
 		return Case{}, err
 	}
-	base := cube.Base(s.NumDims())
-	w, err := cube.BruteForceSensitivity(ctx, s, exact, nil, base)
+	base := domain.Base(s.NumDims())
+	w, err := sensitivity.BruteForceSensitivity(ctx, s, exact, nil, base)
 	if err != nil {
 		return Case{}, err
 	}
@@ -325,18 +328,18 @@ func cubeCase(ctx context.Context, eps float64, sens int) (Case, error) {
 	if err != nil {
 		return Case{}, err
 	}
-	spec := cube.ReleaseSpec{Epsilon: e, Exact: exact, Cuboid: base}
+	spec := release.ReleaseSpec{Epsilon: e, Exact: exact, Cuboid: base}
 	if sens > 0 {
 		// The control ignores the invariants, as a naive release calibrated
-		// to sens would (cube.Release refuses a sens below the
+		// to sensitivity would (release.ReleaseCube refuses a sensitivity below the
 		// one it computes). The statistic below is the same with or without
 		// consistency: diff keeps every invariant, so it is orthogonal to
 		// the least-squares correction.
-		spec = cube.ReleaseSpec{Epsilon: e, Cuboid: base, Sensitivity: sens}
+		spec = release.ReleaseSpec{Epsilon: e, Cuboid: base, Sensitivity: sens}
 	}
 	// The noise a release adds, rebuilt to compute its probabilities; the
 	// exact audit checks that it is the release's.
-	probe, err := cube.ReleaseCube(ctx, before, spec, noise.NewSeeded(0))
+	probe, err := release.ReleaseCube(ctx, before, spec, noise.NewSeeded(0))
 	if err != nil {
 		return Case{}, err
 	}
@@ -346,7 +349,7 @@ func cubeCase(ctx context.Context, eps float64, sens int) (Case, error) {
 	}
 	stat := func(c *cube.Cube) Sampler {
 		return func(r *noise.Rand) (float64, error) {
-			rel, err := cube.ReleaseCube(context.Background(), c, spec, r)
+			rel, err := release.ReleaseCube(context.Background(), c, spec, r)
 			if err != nil {
 				return 0, err
 			}
@@ -357,9 +360,9 @@ func cubeCase(ctx context.Context, eps float64, sens int) (Case, error) {
 			return t, nil
 		}
 	}
-	name := fmt.Sprintf("cube release, generic sens %d (cube.Release)", probe.Sensitivity)
+	name := fmt.Sprintf("cube release, generic sensitivity %d (release.ReleaseCube)", probe.Sensitivity)
 	if sens > 0 {
-		name = fmt.Sprintf("cube release calibrated to sens %d, not %d", sens, w.Value)
+		name = fmt.Sprintf("cube release calibrated to sensitivity %d, not %d", sens, w.Value)
 	}
 	return Case{
 		Mechanism:  name,

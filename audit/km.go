@@ -9,8 +9,8 @@ import (
 
 	"gonum.org/v1/plot/plotter"
 
-	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/sensitivity"
 )
 
 // KMSettings are the parameters of the Kifer–Machanavajjhala attack.
@@ -156,14 +156,14 @@ func kmEstimate(c, noisy []float64) float64 {
 // cube.MaxGraverCells. The basis is always the one move (+1, -1, +1, ...),
 // so the value is k, which is used beyond that size.
 func chainSensitivity(ctx context.Context, k int) (int, error) {
-	if k > cube.MaxGraverCells {
+	if k > sensitivity.MaxGraverCells {
 		return k, nil
 	}
 	rows := make([][]int, 0, k-1)
 	for i := 0; i+1 < k; i++ {
 		rows = append(rows, []int{i, i + 1})
 	}
-	basis, err := cube.GraverBasis(ctx, k, rows)
+	basis, err := sensitivity.GraverBasis(ctx, k, rows)
 	if err != nil {
 		return 0, err
 	}

@@ -10,6 +10,8 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+
+	"github.com/knowdp/knowdp/domain"
 )
 
 // Records is a fact table read as weighted records over chosen columns, as
@@ -62,13 +64,13 @@ type DomainChecker interface {
 // cuboids do not need itself, and returns only the others.)
 // opt.CellLimit bounds the total number of cells of the requested
 // cuboids, checked before anything is allocated or read.
-func Aggregate(ctx context.Context, t Records, s *Schema, cuboids []Cuboid, opt Options) (tables map[Cuboid][]float64, rows int64, err error) {
+func Aggregate(ctx context.Context, t Records, s *domain.Schema, cuboids []domain.Cuboid, opt Options) (tables map[domain.Cuboid][]float64, rows int64, err error) {
 	limit := opt.CellLimit
 	if limit == 0 {
 		limit = DefaultCellLimit
 	}
-	full := Base(s.NumDims())
-	var uniq []Cuboid
+	full := domain.Base(s.NumDims())
+	var uniq []domain.Cuboid
 	for _, cb := range cuboids {
 		if cb&^full != 0 {
 			return nil, 0, fmt.Errorf("aggregate: cuboid %#x names dimensions the schema (%d dimensions) does not have", uint64(cb), s.NumDims())
@@ -80,16 +82,16 @@ func Aggregate(ctx context.Context, t Records, s *Schema, cuboids []Cuboid, opt 
 	if err := checkCuboidCells(s, uniq, limit); err != nil {
 		return nil, 0, err
 	}
-	tables = make(map[Cuboid][]float64, len(uniq))
+	tables = make(map[domain.Cuboid][]float64, len(uniq))
 	targets := make([]target, len(uniq))
 	for k, cb := range uniq {
 		out := make([]float64, s.CuboidSize(cb))
 		tables[cb] = out
 		targets[k] = newTarget(s, cb, out)
 	}
-	dims := Base(s.NumDims()).Dims()
+	dims := domain.Base(s.NumDims()).Dims()
 	if dc, ok := t.(DomainChecker); ok {
-		var need Cuboid
+		var need domain.Cuboid
 		for _, cb := range uniq {
 			need |= cb
 		}
@@ -97,7 +99,7 @@ func Aggregate(ctx context.Context, t Records, s *Schema, cuboids []Cuboid, opt 
 		var domains [][]string
 		for _, d := range dims {
 			if !need.Has(d) {
-				names, domains = append(names, s.dims[d].Name), append(domains, s.dims[d].Values)
+				names, domains = append(names, s.Dims[d].Name), append(domains, s.Dims[d].Values)
 			}
 		}
 		if len(names) > 0 {
@@ -116,7 +118,7 @@ func Aggregate(ctx context.Context, t Records, s *Schema, cuboids []Cuboid, opt 
 
 // checkCuboidCells refuses a set of cuboids whose cells add up to more than
 // limit (or overflow), naming each cuboid and its size.
-func checkCuboidCells(s *Schema, cuboids []Cuboid, limit int) error {
+func checkCuboidCells(s *domain.Schema, cuboids []domain.Cuboid, limit int) error {
 	total, over := uint64(0), false
 	parts := make([]string, len(cuboids))
 	for k, cb := range cuboids {
@@ -166,7 +168,7 @@ type target struct {
 	out     []float64
 }
 
-func newTarget(s *Schema, cb Cuboid, out []float64) target {
+func newTarget(s *domain.Schema, cb domain.Cuboid, out []float64) target {
 	dims := cb.Dims()
 	strides := make([]int, len(dims))
 	n := 1
@@ -178,18 +180,18 @@ func newTarget(s *Schema, cb Cuboid, out []float64) target {
 }
 
 // count is countDims over every schema dimension.
-func count(ctx context.Context, t Records, s *Schema, targets []target, opt Options) (int64, error) {
-	return countDims(ctx, t, s, Base(s.NumDims()).Dims(), targets, opt)
+func count(ctx context.Context, t Records, s *domain.Schema, targets []target, opt Options) (int64, error) {
+	return countDims(ctx, t, s, domain.Base(s.NumDims()).Dims(), targets, opt)
 }
 
 // countDims reads every record of t over the schema dimensions dims (every
 // dimension the targets have, in schema order), maps each value to its
 // index in the declared domain, and adds the record's weight to one cell
 // of every target. It returns the total weight.
-func countDims(ctx context.Context, t Records, s *Schema, dims []int, targets []target, opt Options) (int64, error) {
+func countDims(ctx context.Context, t Records, s *domain.Schema, dims []int, targets []target, opt Options) (int64, error) {
 	names := make([]string, len(dims))
 	for i, d := range dims {
-		names[i] = s.dims[d].Name
+		names[i] = s.Dims[d].Name
 	}
 	if err := t.Select(ctx, names); err != nil {
 		return 0, err
@@ -197,7 +199,7 @@ func countDims(ctx context.Context, t Records, s *Schema, dims []int, targets []
 	idx := make([]int, s.NumDims())
 	vi := make([]valueIndex, len(names))
 	for i, d := range dims {
-		vi[i] = newValueIndex(s.dims[d].Values)
+		vi[i] = newValueIndex(s.Dims[d].Values)
 	}
 	// A single target over every dimension (Build) needs no index array.
 	base := len(targets) == 1 && len(targets[0].dims) == s.NumDims() && len(dims) == s.NumDims()
@@ -225,7 +227,7 @@ func countDims(ctx context.Context, t Records, s *Schema, dims []int, targets []
 				if !ok {
 					return 0, outside(t, s, i, i, v)
 				}
-				cell += j * s.strides[i]
+				cell += j * s.Strides[i]
 			}
 			targets[0].out[cell] += float64(w)
 		} else {
@@ -257,8 +259,8 @@ func countDims(ctx context.Context, t Records, s *Schema, dims []int, targets []
 }
 
 // outside is the error of value v of selected column i, dimension d.
-func outside(t Records, s *Schema, i, d int, v []byte) error {
-	return t.FieldError(i, "value %q is not in the declared domain of %q (%s)", v, s.dims[d].Name, domainList(s.dims[d].Values))
+func outside(t Records, s *domain.Schema, i, d int, v []byte) error {
+	return t.FieldError(i, "value %q is not in the declared domain of %q (%s)", v, s.Dims[d].Name, domainList(s.Dims[d].Values))
 }
 
 // valueIndex maps a value's bytes to its position in a dimension's declared
@@ -349,8 +351,8 @@ func mixValue(w uint64, n int) uint64 {
 // the views need is counted once by Aggregate, then rolled up to every
 // view at a coarser level. Memory grows with the cells of those leaf-level
 // cuboids, not with the records.
-func AggregateViews(ctx context.Context, t Records, s *Schema, views []View, opt Options) (map[View][]float64, int64, error) {
-	var leaves []Cuboid
+func AggregateViews(ctx context.Context, t Records, s *domain.Schema, views []domain.View, opt Options) (map[domain.View][]float64, int64, error) {
+	var leaves []domain.Cuboid
 	for _, v := range views {
 		if err := s.CheckView(v); err != nil {
 			return nil, 0, fmt.Errorf("aggregate: %w", err)
@@ -363,9 +365,9 @@ func AggregateViews(ctx context.Context, t Records, s *Schema, views []View, opt
 	if err != nil {
 		return nil, 0, err
 	}
-	out := make(map[View][]float64, len(views))
+	out := make(map[domain.View][]float64, len(views))
 	for _, v := range views {
-		v = v.normal()
+		v = v.Normal()
 		if _, done := out[v]; done {
 			continue
 		}
@@ -373,7 +375,7 @@ func AggregateViews(ctx context.Context, t Records, s *Schema, views []View, opt
 			out[v] = counts[v.Dims]
 			continue
 		}
-		if out[v], err = s.RollUp(LeafView(v), counts[v.Dims], v); err != nil {
+		if out[v], err = s.RollUp(domain.LeafView(v), counts[v.Dims], v); err != nil {
 			return nil, 0, err
 		}
 	}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/internal/testkit"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/source"
 )
@@ -25,7 +27,7 @@ import (
 // FromCSV counts a CSV fact table with a header row into a cube over s
 // (the tests' shorthand for source.OpenCSV and Build; package cube itself
 // reads no files).
-func FromCSV(ctx context.Context, path string, s *Schema, opt Options) (*Cube, error) {
+func FromCSV(ctx context.Context, path string, s *domain.Schema, opt Options) (*Cube, error) {
 	t, err := source.OpenCSV(path)
 	if err != nil {
 		return nil, err
@@ -42,9 +44,9 @@ type fact struct {
 	Extra  string `parquet:"extra"`
 }
 
-func factSchema(t testing.TB) *Schema {
+func factSchema(t testing.TB) *domain.Schema {
 	t.Helper()
-	s, err := NewSchema([]Dimension{
+	s, err := domain.NewSchema([]domain.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "age", Values: []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}},
 		{Name: "region", Values: []string{"north", "south", "east", "west", "centre"}},
@@ -71,7 +73,7 @@ func makeFacts(n int, seed uint64) []fact {
 }
 
 // countFacts counts rows into cuboid cb of s directly from the rows.
-func countFacts(s *Schema, cb Cuboid, rows []fact) []float64 {
+func countFacts(s *domain.Schema, cb domain.Cuboid, rows []fact) []float64 {
 	out := make([]float64, s.CuboidSize(cb))
 	for _, f := range rows {
 		vals := []string{f.Sex, strconv.Itoa(int(f.Age)), f.Region}
@@ -165,8 +167,8 @@ func TestAggregateMatchesBruteForce(t *testing.T) {
 	ctx := context.Background()
 	s := factSchema(t)
 	rows := makeFacts(2000, 3)
-	var all []Cuboid
-	for cb := range Cuboid(1 << s.NumDims()) {
+	var all []domain.Cuboid
+	for cb := range domain.Cuboid(1 << s.NumDims()) {
 		all = append(all, cb)
 	}
 	files := map[string]source.Spec{
@@ -203,7 +205,7 @@ func TestAggregateMatchesBruteForce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(c.Counts, tables[Base(3)]) {
+			if !slices.Equal(c.Counts, tables[domain.Base(3)]) {
 				t.Error("Build and Aggregate disagree on the base cuboid")
 			}
 		})
@@ -220,7 +222,7 @@ func TestAggregateErrors(t *testing.T) {
 	csvPath := writeFactsCSV(t, rows, false)
 	pqPath := writeFactsParquet(t, rows)
 	dbPath := writeFactsSQLite(t, rows)
-	agg := func(spec source.Spec, cuboids []Cuboid, limit int) func() error {
+	agg := func(spec source.Spec, cuboids []domain.Cuboid, limit int) func() error {
 		return func() error {
 			tab, err := source.Open(ctx, spec)
 			if err != nil {
@@ -231,46 +233,46 @@ func TestAggregateErrors(t *testing.T) {
 			return err
 		}
 	}
-	region := cuboidOf([]int{2})
-	checkErrors(t, []errorCase{
-		{name: "limit", run: agg(source.Spec{Path: csvPath}, []Cuboid{Base(3), region}, 104),
-			words: "the requested cuboids have 105 cells in all ({sex,age,region} 100, {region} 5), above the limit of 104"},
-		{name: "dimension outside the schema", run: agg(source.Spec{Path: csvPath}, []Cuboid{1 << 3}, 0),
-			words: "does not have"},
-		{name: "csv", run: agg(source.Spec{Path: csvPath}, []Cuboid{region}, 0),
-			words: csvPath + `: row 1236, column "region": value "atlantis" is not in the declared domain of "region" (north, south, east, west, centre)`},
-		{name: "parquet", run: agg(source.Spec{Path: pqPath}, []Cuboid{region}, 0),
-			words: pqPath + `: row group 2, row 535 (row 1235 of the file), column "region": value "atlantis"`},
-		{name: "sqlite", run: agg(source.Spec{Path: dbPath, Table: "facts"}, []Cuboid{region}, 0),
-			words: `sqlite table "facts" of ` + dbPath + `: column "region" (a group of 1 rows): value "atlantis"`},
-		{name: "cancelled", is: context.Canceled, run: func() error {
+	region := testkit.CuboidOf([]int{2})
+	testkit.CheckErrors(t, []testkit.ErrorCase{
+		{Name: "limit", Run: agg(source.Spec{Path: csvPath}, []domain.Cuboid{domain.Base(3), region}, 104),
+			Words: "the requested cuboids have 105 cells in all ({sex,age,region} 100, {region} 5), above the limit of 104"},
+		{Name: "dimension outside the schema", Run: agg(source.Spec{Path: csvPath}, []domain.Cuboid{1 << 3}, 0),
+			Words: "does not have"},
+		{Name: "csv", Run: agg(source.Spec{Path: csvPath}, []domain.Cuboid{region}, 0),
+			Words: csvPath + `: row 1236, column "region": value "atlantis" is not in the declared domain of "region" (north, south, east, west, centre)`},
+		{Name: "parquet", Run: agg(source.Spec{Path: pqPath}, []domain.Cuboid{region}, 0),
+			Words: pqPath + `: row group 2, row 535 (row 1235 of the file), column "region": value "atlantis"`},
+		{Name: "sqlite", Run: agg(source.Spec{Path: dbPath, Table: "facts"}, []domain.Cuboid{region}, 0),
+			Words: `sqlite table "facts" of ` + dbPath + `: column "region" (a group of 1 rows): value "atlantis"`},
+		{Name: "cancelled", Is: context.Canceled, Run: func() error {
 			cctx, cancel := context.WithCancel(ctx)
 			cancel()
 			tab, _ := source.Open(ctx, source.Spec{Path: csvPath})
 			defer tab.Close()
-			_, _, err := Aggregate(cctx, tab, s, []Cuboid{region}, Options{})
+			_, _, err := Aggregate(cctx, tab, s, []domain.Cuboid{region}, Options{})
 			return err
-		}, words: "canceled"},
-		{name: "missing column", run: func() error {
-			s2, _ := NewSchema([]Dimension{{Name: "tenure", Values: []string{"own"}}})
+		}, Words: "canceled"},
+		{Name: "missing column", Run: func() error {
+			s2, _ := domain.NewSchema([]domain.Dimension{{Name: "tenure", Values: []string{"own"}}})
 			tab, _ := source.Open(ctx, source.Spec{Path: pqPath})
 			defer tab.Close()
-			_, _, err := Aggregate(ctx, tab, s2, []Cuboid{1}, Options{})
+			_, _, err := Aggregate(ctx, tab, s2, []domain.Cuboid{1}, Options{})
 			return err
-		}, words: `no column "tenure"`},
+		}, Words: `no column "tenure"`},
 	})
 }
 
 // censusFacts writes n rows of a 12-dimension schema of 10^12 base cells
 // (ten values per dimension) to a CSV file and returns the schema, the path
 // and the rows' value indices.
-func censusFacts(t testing.TB, n int) (*Schema, string, [][12]uint8) {
+func censusFacts(t testing.TB, n int) (*domain.Schema, string, [][12]uint8) {
 	t.Helper()
 	sizes := make([]int, 12)
 	for i := range sizes {
 		sizes[i] = 10
 	}
-	s := testSchema(t, sizes...)
+	s := testkit.TestSchema(t, sizes...)
 	path := filepath.Join(t.TempDir(), "census.csv")
 	f, err := os.Create(path)
 	if err != nil {
@@ -310,9 +312,9 @@ func TestAggregateWithoutBaseCube(t *testing.T) {
 	if _, err := FromCSV(ctx, path, s, Options{}); err == nil {
 		t.Fatal("the base cuboid of 10^12 cells was not refused")
 	}
-	c := cuboidOf([]int{0, 1})
-	inv := cuboidOf([]int{1, 2, 3})
-	cuboids := []Cuboid{c, inv, c & inv}
+	c := testkit.CuboidOf([]int{0, 1})
+	inv := testkit.CuboidOf([]int{1, 2, 3})
+	cuboids := []domain.Cuboid{c, inv, c & inv}
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -358,7 +360,7 @@ func BenchmarkAggregate(b *testing.B) {
 	ctx := context.Background()
 	s, path, rows := censusFacts(b, 100_000)
 	st, _ := os.Stat(path)
-	cuboids := []Cuboid{cuboidOf([]int{0, 1}), cuboidOf([]int{1, 2, 3}), cuboidOf([]int{1})}
+	cuboids := []domain.Cuboid{testkit.CuboidOf([]int{0, 1}), testkit.CuboidOf([]int{1, 2, 3}), testkit.CuboidOf([]int{1})}
 	b.SetBytes(st.Size())
 	for b.Loop() {
 		tab, err := source.OpenCSV(path)
@@ -476,7 +478,7 @@ func BenchmarkBuildSources(b *testing.B) {
 }
 
 func TestAggregateViews(t *testing.T) {
-	s := smallGeo(t)
+	s := testkit.SmallGeo(t)
 	var b strings.Builder
 	b.WriteString("geo,sex,age\n")
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -486,7 +488,7 @@ func TestAggregateViews(t *testing.T) {
 		base[g*6+sx*3+a]++
 		fmt.Fprintf(&b, "%s,%s,%s\n", s.Dim(0).Values[g], s.Dim(1).Values[sx], s.Dim(2).Values[a])
 	}
-	views := []View{mustView(t, s, "geo:region"), mustView(t, s, "geo:state,sex"), mustView(t, s, "geo,sex,age"), mustView(t, s, "age")}
+	views := []domain.View{testkit.MustView(t, s, "geo:region"), testkit.MustView(t, s, "geo:state,sex"), testkit.MustView(t, s, "geo,sex,age"), testkit.MustView(t, s, "age")}
 	tab, err := source.NewCSV("persons.csv", strings.NewReader(b.String()))
 	if err != nil {
 		t.Fatal(err)
@@ -499,7 +501,7 @@ func TestAggregateViews(t *testing.T) {
 		t.Fatalf("%d rows", rows)
 	}
 	for _, v := range views {
-		want, _ := s.RollUp(View{Dims: Base(3)}, base, v)
+		want, _ := s.RollUp(domain.View{Dims: domain.Base(3)}, base, v)
 		if !slices.Equal(got[v], want) {
 			t.Errorf("%s: %v, want %v", s.FormatView(v), got[v], want)
 		}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/knowdp/knowdp/internal/tensor"
+	"github.com/knowdp/knowdp/internal/testkit"
 	"github.com/knowdp/knowdp/noise"
 )
 
@@ -18,23 +20,23 @@ import (
 // the same arrays, split over GOMAXPROCS goroutines. Two-pass consistency
 // cannot be faster than this.
 func BenchmarkMemoryFloor(b *testing.B) {
-	for _, sh := range benchShapes {
+	for _, sh := range testkit.BenchShapes {
 		n := 1
-		for range sh.dims {
+		for range sh.Dims {
 			n *= 10
 		}
 		x := make([]float64, n)
 		for i := range x {
 			x[i] = float64(i % 4)
 		}
-		b.Run("cells="+sh.name, func(b *testing.B) {
+		b.Run("cells="+sh.Name, func(b *testing.B) {
 			b.SetBytes(int64(8 * len(x)))
 			workers := runtime.GOMAXPROCS(0)
 			sums := make([]float64, workers)
 			for b.Loop() {
 				var wg sync.WaitGroup
 				for w := range workers {
-					wg.Go(func() { sums[w] = sum(x[w*n/workers : (w+1)*n/workers]) })
+					wg.Go(func() { sums[w] = tensor.Sum(x[w*n/workers : (w+1)*n/workers]) })
 				}
 				wg.Wait()
 				for w := range workers {
@@ -57,7 +59,7 @@ func BenchmarkMemoryFloor(b *testing.B) {
 // MB/s of CSV.
 func BenchmarkFromCSV(b *testing.B) {
 	const rows = 500_000
-	s := testSchema(b, 6, 2, 5, 2, 2, 2, 7)
+	s := testkit.TestSchema(b, 6, 2, 5, 2, 2, 2, 7)
 	path := filepath.Join(b.TempDir(), "facts.csv")
 	f, err := os.Create(path)
 	if err != nil {

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/internal/tensor"
 )
 
 // DefaultCellLimit is the largest base cuboid built unless the caller asks
@@ -18,13 +21,13 @@ const DefaultCellLimit = 1 << 28
 // Cube is the base cuboid of a fact table: one count per cell of the
 // schema's domain, row-major.
 type Cube struct {
-	Schema *Schema
+	Schema *domain.Schema
 	Counts []float64
 }
 
 // New returns an all-zero cube, or an error if the domain has more than
 // limit cells (checked before allocating).
-func New(s *Schema, limit int) (*Cube, error) {
+func New(s *domain.Schema, limit int) (*Cube, error) {
 	if err := s.CheckCells(limit); err != nil {
 		return nil, err
 	}
@@ -45,7 +48,7 @@ type Options struct {
 // dimension's declared domain is an error naming the table, row and
 // column. The domain's size is checked against opt.CellLimit before
 // anything is allocated or read.
-func Build(ctx context.Context, t Records, s *Schema, opt Options) (*Cube, error) {
+func Build(ctx context.Context, t Records, s *domain.Schema, opt Options) (*Cube, error) {
 	limit := opt.CellLimit
 	if limit == 0 {
 		limit = DefaultCellLimit
@@ -54,7 +57,7 @@ func Build(ctx context.Context, t Records, s *Schema, opt Options) (*Cube, error
 	if err != nil {
 		return nil, err
 	}
-	if _, err := count(ctx, t, s, []target{newTarget(s, Base(s.NumDims()), c.Counts)}, opt); err != nil {
+	if _, err := count(ctx, t, s, []target{newTarget(s, domain.Base(s.NumDims()), c.Counts)}, opt); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -76,7 +79,7 @@ func domainList(v []string) string {
 // in the domain reveals that some row has it, and a release over them is
 // not differentially private. It exists for exploration on public or
 // synthetic data; log warns about it.
-func InferSchemaFrom(ctx context.Context, t Records, columns []string, log *slog.Logger) (*Schema, error) {
+func InferSchemaFrom(ctx context.Context, t Records, columns []string, log *slog.Logger) (*domain.Schema, error) {
 	if err := t.Select(ctx, columns); err != nil {
 		return nil, err
 	}
@@ -103,17 +106,17 @@ func InferSchemaFrom(ctx context.Context, t Records, columns []string, log *slog
 			}
 		}
 	}
-	dims := make([]Dimension, len(columns))
+	dims := make([]domain.Dimension, len(columns))
 	for i, name := range columns {
 		vals := make([]string, 0, len(seen[i]))
 		for v := range seen[i] {
 			vals = append(vals, v)
 		}
 		sortValues(vals)
-		dims[i] = Dimension{Name: name, Values: vals}
+		dims[i] = domain.Dimension{Name: name, Values: vals}
 	}
 	log.Warn("domains inferred from the data: the release is NOT differentially private (the domain itself reveals which values occur)", "table", t.Name())
-	return NewSchema(dims)
+	return domain.NewSchema(dims)
 }
 
 func sortValues(v []string) {
@@ -144,9 +147,9 @@ func sortValues(v []string) {
 // Project returns the counts of cuboid cb: the sums of the cube over the
 // dimensions not in cb, in row-major order of cb's dimensions (schema
 // order). One pass over the cube.
-func (c *Cube) Project(cb Cuboid) []float64 {
+func (c *Cube) Project(cb domain.Cuboid) []float64 {
 	out := make([]float64, c.Schema.CuboidSize(cb))
-	project(c.Schema.Sizes(), cb, c.Counts, out)
+	tensor.Project(c.Schema.Sizes(), cb, c.Counts, out)
 	return out
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/source"
 )
 
@@ -17,7 +18,7 @@ func ExampleAggregate() {
 	path := filepath.Join(dir, "people.csv")
 	os.WriteFile(path, []byte("sex,age,tenure\nF,30,own\nM,41,rent\nF,41,own\nF,30,rent\n"), 0o644)
 
-	s, _ := cube.NewSchema([]cube.Dimension{
+	s, _ := domain.NewSchema([]domain.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "age", Values: []string{"30", "41"}},
 		{Name: "tenure", Values: []string{"own", "rent"}},
@@ -32,7 +33,7 @@ func ExampleAggregate() {
 		return
 	}
 	defer t.Close()
-	tables, rows, err := cube.Aggregate(ctx, t, s, []cube.Cuboid{sexAge, tenure}, cube.Options{})
+	tables, rows, err := cube.Aggregate(ctx, t, s, []domain.Cuboid{sexAge, tenure}, cube.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return

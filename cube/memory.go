@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/knowdp/knowdp/domain"
 )
 
 // ErrMemory is wrapped by CheckMemory's error when an allocation would not
@@ -22,12 +24,12 @@ var ErrMemory = errors.New("not enough memory")
 // released cuboid's noisy copy and consistency work arrays (more for a
 // non-negative release, whose iteration keeps correction terms). It is an
 // estimate for refusing hopeless sizes early, not a bound.
-func ReleaseMemory(s *Schema, needs, released []Cuboid, nonneg bool) int64 {
+func ReleaseMemory(s *domain.Schema, needs, released []domain.Cuboid, nonneg bool) int64 {
 	copies := 3.0
 	if nonneg {
 		copies = 6
 	}
-	size := func(c Cuboid) float64 { // in float64: no overflow
+	size := func(c domain.Cuboid) float64 { // in float64: no overflow
 		n := 1.0
 		for _, i := range c.Dims() {
 			n *= float64(s.Size(i))

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/internal/testkit"
 )
 
 func TestCheckMemory(t *testing.T) {
@@ -51,16 +54,16 @@ func TestCheckMemory(t *testing.T) {
 			}
 		})
 	}
-	s := testSchema(t, 10, 10, 10)
-	if got, want := ReleaseMemory(s, []Cuboid{Base(3)}, []Cuboid{Base(3)}, false), int64(8*(1000+3*1000)); got != want {
+	s := testkit.TestSchema(t, 10, 10, 10)
+	if got, want := ReleaseMemory(s, []domain.Cuboid{domain.Base(3)}, []domain.Cuboid{domain.Base(3)}, false), int64(8*(1000+3*1000)); got != want {
 		t.Errorf("ReleaseMemory base = %d, want %d", got, want)
 	}
-	d0, d01 := cuboidOf([]int{0}), cuboidOf([]int{0, 1})
-	if got, want := ReleaseMemory(s, []Cuboid{d0, d01}, []Cuboid{d0}, true), int64(8*(10+100+6*10)); got != want {
+	d0, d01 := testkit.CuboidOf([]int{0}), testkit.CuboidOf([]int{0, 1})
+	if got, want := ReleaseMemory(s, []domain.Cuboid{d0, d01}, []domain.Cuboid{d0}, true), int64(8*(10+100+6*10)); got != want {
 		t.Errorf("ReleaseMemory nonneg {0} = %d, want %d", got, want)
 	}
-	big := testSchema(t, 1<<11, 1<<11, 1<<11, 1<<11, 1<<11, 1<<11)
-	if got := ReleaseMemory(big, []Cuboid{Base(6)}, []Cuboid{Base(6)}, false); got != math.MaxInt64/2 {
+	big := testkit.TestSchema(t, 1<<11, 1<<11, 1<<11, 1<<11, 1<<11, 1<<11)
+	if got := ReleaseMemory(big, []domain.Cuboid{domain.Base(6)}, []domain.Cuboid{domain.Base(6)}, false); got != math.MaxInt64/2 {
 		t.Errorf("ReleaseMemory of 2^66 cells = %d, want saturation", got)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"bytes"
 	_ "embed"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/source"
 )
 
@@ -27,8 +27,8 @@ var (
 
 // Arrests returns the Toronto arrests fact table (5226 rows) as a stream
 // and its schema.
-func Arrests() (*source.CSV, *cube.Schema, error) {
-	s, err := cube.ParseSchema(arrestsSchema)
+func Arrests() (*source.CSV, *domain.Schema, error) {
+	s, err := domain.ParseSchema(arrestsSchema)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -53,8 +53,8 @@ func USPlaces() (*source.CSV, error) {
 // place, with sex and age group drawn from fixed proportions that are not any
 // place's real composition (README.md; scripts/gen-us-geo writes both
 // files).
-func USGeo() (*source.CSV, *cube.Schema, error) {
-	s, err := cube.ParseSchema(usGeoSchema)
+func USGeo() (*source.CSV, *domain.Schema, error) {
+	s, err := domain.ParseSchema(usGeoSchema)
 	if err != nil {
 		return nil, nil, err
 	}

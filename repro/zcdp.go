@@ -6,10 +6,12 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/data"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sensitivity"
 )
 
 // ZCDP compares Laplace noise under pure eps with Gaussian noise under
@@ -52,14 +54,14 @@ func CompareZCDP(eps, delta float64, ks []int) ([]ZCDPRow, error) {
 	}
 	year, _ := s.CuboidOf("year")
 	colourSex, _ := s.CuboidOf("colour", "sex")
-	exact := []cube.Cuboid{year, colourSex}
-	var cuboids []cube.Cuboid
+	exact := []domain.Cuboid{year, colourSex}
+	var cuboids []domain.Cuboid
 	for size := 2; size <= 3; size++ {
-		for c := cube.Cuboid(1); c < cube.Base(s.NumDims()); c++ {
+		for c := domain.Cuboid(1); c < domain.Base(s.NumDims()); c++ {
 			if c.Len() != size {
 				continue
 			}
-			if sens, err := cube.GenericSensitivity(s, exact, c); err == nil && sens.Value > 0 {
+			if sens, err := sensitivity.GenericSensitivity(s, exact, c); err == nil && sens.Value > 0 {
 				cuboids = append(cuboids, c)
 			}
 		}
@@ -80,11 +82,11 @@ func CompareZCDP(eps, delta float64, ks []int) ([]ZCDPRow, error) {
 		row := ZCDPRow{Cuboids: k, Rho: rho}
 		var cells, sumL, sumG float64
 		for _, c := range cuboids[:k] {
-			l1, err := cube.GenericSensitivity(s, exact, c)
+			l1, err := sensitivity.GenericSensitivity(s, exact, c)
 			if err != nil {
 				return nil, err
 			}
-			l2, err := cube.GenericL2Sensitivity(s, exact, c)
+			l2, err := sensitivity.GenericL2Sensitivity(s, exact, c)
 			if err != nil {
 				return nil, err
 			}
@@ -96,7 +98,7 @@ func CompareZCDP(eps, delta float64, ks []int) ([]ZCDPRow, error) {
 			if err != nil {
 				return nil, err
 			}
-			rmse, err := cube.ExpectedRMSE(s, cube.WorkloadSpec{Epsilon: share, Exact: exact, Cuboids: []cube.Cuboid{c}}, cube.StrategyEqual)
+			rmse, err := release.ExpectedRMSE(s, release.WorkloadSpec{Epsilon: share, Exact: exact, Cuboids: []domain.Cuboid{c}}, release.StrategyEqual)
 			if err != nil {
 				return nil, err
 			}

@@ -7,8 +7,11 @@ import (
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/data"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sensitivity"
 )
 
 // TestCompareZCDP checks the comparison's budget conversion, its expected
@@ -38,10 +41,10 @@ func TestCompareZCDP(t *testing.T) {
 	}
 	year, _ := s.CuboidOf("year")
 	colourSex, _ := s.CuboidOf("colour", "sex")
-	exact := []cube.Cuboid{year, colourSex}
-	var cuboids []cube.Cuboid
-	for cb := cube.Cuboid(1); len(cuboids) < 4; cb++ {
-		if sens, err := cube.GenericSensitivity(s, exact, cb); cb.Len() == 2 && err == nil && sens.Value > 0 {
+	exact := []domain.Cuboid{year, colourSex}
+	var cuboids []domain.Cuboid
+	for cb := domain.Cuboid(1); len(cuboids) < 4; cb++ {
+		if sens, err := sensitivity.GenericSensitivity(s, exact, cb); cb.Len() == 2 && err == nil && sens.Value > 0 {
 			cuboids = append(cuboids, cb)
 		}
 	}
@@ -53,11 +56,11 @@ func TestCompareZCDP(t *testing.T) {
 	for _, cb := range cuboids {
 		truth := c.Project(cb)
 		for range runs {
-			l, err := cube.ReleaseCube(context.Background(), c, cube.ReleaseSpec{Epsilon: share, Exact: exact, Cuboid: cb}, r)
+			l, err := release.ReleaseCube(context.Background(), c, release.ReleaseSpec{Epsilon: share, Exact: exact, Cuboid: cb}, r)
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := cube.ReleaseCube(context.Background(), c, cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rhoShare, Delta: delta, Exact: exact, Cuboid: cb}, r)
+			g, err := release.ReleaseCube(context.Background(), c, release.ReleaseSpec{Mechanism: release.MechanismGaussian, Rho: rhoShare, Delta: delta, Exact: exact, Cuboid: cb}, r)
 			if err != nil {
 				t.Fatal(err)
 			}

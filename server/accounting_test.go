@@ -8,9 +8,11 @@ import (
 	"testing"
 
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/prior"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/sensitivity"
 )
 
 // TestProtocol1 checks the linear queries' accounting against Protocol 1 as
@@ -135,7 +137,7 @@ func TestLinearGenericSensitivity(t *testing.T) {
 // of their constraints (cube.GraverBasis), or single added or removed rows
 // without invariants, where Protocol 1's bound is attained exactly.
 func TestLinearPrivacy(t *testing.T) {
-	schema, err := cube.NewSchema([]cube.Dimension{
+	schema, err := domain.NewSchema([]domain.Dimension{
 		{Name: "a", Values: []string{"0", "1"}},
 		{Name: "b", Values: []string{"0", "1", "2"}},
 	})
@@ -182,7 +184,7 @@ func TestLinearPrivacy(t *testing.T) {
 				for _, inv := range d.inv {
 					rows = append(rows, cellsOf(schema, inv.Cuboid)...)
 				}
-				if moves, err = cube.GraverBasis(context.Background(), schema.Cells(), rows); err != nil {
+				if moves, err = sensitivity.GraverBasis(context.Background(), schema.Cells(), rows); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -244,7 +246,7 @@ func TestLinearPrivacy(t *testing.T) {
 
 // cellsOf returns, for each cell of cuboid cb, the base cells that add up to
 // it.
-func cellsOf(s *cube.Schema, cb cube.Cuboid) [][]int {
+func cellsOf(s *domain.Schema, cb domain.Cuboid) [][]int {
 	out := make([][]int, s.CuboidSize(cb))
 	n := s.NumDims()
 	coord := make([]int, n)

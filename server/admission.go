@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/sensitivity"
 )
 
 // Admission. Planning a query (expanding a linear query to its base cells,
@@ -99,7 +99,7 @@ func (d *dataset) publicCuboids(q QueryRequest) bool {
 		if err != nil {
 			return false
 		}
-		if sens, err := cube.GenericSensitivity(d.schema, d.exact, cb); err != nil || sens.Value != 0 {
+		if sens, err := sensitivity.GenericSensitivity(d.schema, d.exact, cb); err != nil || sens.Value != 0 {
 			return false
 		}
 	}

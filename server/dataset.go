@@ -18,7 +18,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/estimate"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sensitivity"
 	"github.com/knowdp/knowdp/source"
 )
 
@@ -96,7 +100,7 @@ const (
 // dataset is a registered dataset, held in memory.
 type dataset struct {
 	id, name string
-	schema   *cube.Schema
+	schema   *domain.Schema
 	cube     *cube.Cube
 	// views are the policy's invariants, in its order, each at its level;
 	// exact are those at their finest levels (cuboids), and coarse is set
@@ -104,18 +108,18 @@ type dataset struct {
 	// every cuboid query is released as views). inv are the flat
 	// invariants' counts (for refinement) and pub every invariant's, in
 	// the order of views (published).
-	views  []cube.View
-	exact  []cube.Cuboid
+	views  []domain.View
+	exact  []domain.Cuboid
 	coarse bool
-	inv    []cube.Invariant
-	pub    []cube.Invariant
+	inv    []estimate.Invariant
+	pub    []estimate.Invariant
 	// invKey identifies the flat invariants and their counts (see
 	// invariantKey): kept measurements are combined only under the same.
 	invKey string
 	// sens is the generic sensitivity S of the base cuboid given the
 	// invariants: two induced neighbours' base cuboids are at most S apart
 	// in L1, so a linear query set is charged S times its add/remove loss.
-	sens cube.Sensitivity
+	sens sensitivity.Sensitivity
 	// guarantee is conditionalGuarantee when sens is the curator's claim
 	// that knowdp could not check, and empty otherwise.
 	guarantee string
@@ -170,7 +174,7 @@ func buildDataset(ctx context.Context, req DatasetRequest, cellLimit int, source
 	if len(req.Schema) == 0 {
 		return nil, errors.New("schema is required")
 	}
-	schema, err := cube.ParseSchema(req.Schema)
+	schema, err := domain.ParseSchema(req.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
@@ -237,7 +241,7 @@ func (d *dataset) applyPolicy() error {
 		// dimension stands at its finest level. Lists without a level are
 		// read as they always were (CuboidOf), so that a stored policy
 		// still loads.
-		var v cube.View
+		var v domain.View
 		if slices.ContainsFunc(names, func(n string) bool { return strings.Contains(n, ":") }) {
 			var err error
 			if v, err = d.schema.ViewOfNames(names...); err != nil {
@@ -248,7 +252,7 @@ func (d *dataset) applyPolicy() error {
 			if err != nil {
 				return fmt.Errorf("policy.invariants[%d]: %w", i, err)
 			}
-			v = cube.ViewOf(cb)
+			v = domain.ViewOf(cb)
 		}
 		d.views = append(d.views, v)
 		if v.Flat() {
@@ -258,7 +262,7 @@ func (d *dataset) applyPolicy() error {
 		}
 	}
 	// With flat invariants only this is cube.GenericSensitivity.
-	computed, err := cube.GenericSensitivityViews(d.schema, d.views, cube.ViewOf(cube.Base(d.schema.NumDims())))
+	computed, err := sensitivity.GenericSensitivityViews(d.schema, d.views, domain.ViewOf(domain.Base(d.schema.NumDims())))
 	d.guarantee = ""
 	switch {
 	case p.Sensitivity < 0:
@@ -271,9 +275,9 @@ func (d *dataset) applyPolicy() error {
 		// A smaller value would make every epsilon a lie.
 		return fmt.Errorf("policy.sensitivity: %d is below the generic sensitivity knowdp computes for these invariants, %d (%s); give at least %d, or leave it out", p.Sensitivity, computed.Value, computed.Rule, computed.Value)
 	case err == nil:
-		d.sens = cube.Sensitivity{Value: p.Sensitivity, Rule: fmt.Sprintf("given by the curator (at least the computed %d: %s)", computed.Value, computed.Rule)}
-	case errors.Is(err, cube.ErrNoClosedForm):
-		d.sens = cube.Sensitivity{Value: p.Sensitivity, Rule: "given by the curator; knowdp cannot compute it for these invariants"}
+		d.sens = sensitivity.Sensitivity{Value: p.Sensitivity, Rule: fmt.Sprintf("given by the curator (at least the computed %d: %s)", computed.Value, computed.Rule)}
+	case errors.Is(err, sensitivity.ErrNoClosedForm):
+		d.sens = sensitivity.Sensitivity{Value: p.Sensitivity, Rule: "given by the curator; knowdp cannot compute it for these invariants"}
 		d.guarantee = conditionalGuarantee
 	default:
 		return fmt.Errorf("policy.invariants: %w", err)
@@ -297,18 +301,18 @@ func (d *dataset) setCube(c *cube.Cube) error {
 		}
 	}
 	d.cube, d.total = c, int64(t)
-	d.inv = cube.CubeInvariants(c, d.exact)
+	d.inv = release.CubeInvariants(c, d.exact)
 	d.invKey = invariantKey(d)
-	d.pub = make([]cube.Invariant, len(d.views))
+	d.pub = make([]estimate.Invariant, len(d.views))
 	for i, v := range d.views {
 		x := c.Project(v.Dims)
 		if !v.Flat() {
 			var err error
-			if x, err = d.schema.RollUp(cube.LeafView(v), x, v); err != nil {
+			if x, err = d.schema.RollUp(domain.LeafView(v), x, v); err != nil {
 				return fmt.Errorf("invariant %s: %w", d.schema.FormatView(v), err)
 			}
 		}
-		d.pub[i] = cube.Invariant{Cuboid: v.Dims, View: v, Counts: x}
+		d.pub[i] = estimate.Invariant{Cuboid: v.Dims, View: v, Counts: x}
 	}
 	return nil
 }
@@ -375,7 +379,7 @@ func sourcePath(dirs []string, name, field string) (string, error) {
 // and column but never quote the file's contents (not even its header): a
 // server error must not become a way to read files.
 // With a count column each row stands for that many records.
-func countCSV(ctx context.Context, path, countColumn string, s *cube.Schema, cellLimit int) (*cube.Cube, error) {
+func countCSV(ctx context.Context, path, countColumn string, s *domain.Schema, cellLimit int) (*cube.Cube, error) {
 	t, err := source.OpenCSV(path)
 	if err != nil {
 		return nil, fmt.Errorf("source.csv: %s: not a readable CSV file with a header row", path)
@@ -424,7 +428,7 @@ func quoteIdent(name string) (string, error) {
 // countSQL aggregates a table in its own database with GROUP BY and fills the
 // counts into a dense cube, rejecting values outside the declared domains.
 // With a count column the groups sum it instead of counting rows.
-func countSQL(ctx context.Context, src SQLSource, countColumn string, s *cube.Schema, cellLimit int, sourceDirs []string) (*cube.Cube, error) {
+func countSQL(ctx context.Context, src SQLSource, countColumn string, s *domain.Schema, cellLimit int, sourceDirs []string) (*cube.Cube, error) {
 	var driver string
 	switch src.Driver {
 	case "sqlite":
@@ -661,7 +665,7 @@ func (s *store) loadDataset(ctx context.Context, id string) (*dataset, error) {
 // restore rebuilds a stored dataset with the checks of registration.
 func (d *dataset) restore(schemaJSON, policyJSON string, counts []byte) error {
 	var err error
-	if d.schema, err = cube.ParseSchema([]byte(schemaJSON)); err != nil {
+	if d.schema, err = domain.ParseSchema([]byte(schemaJSON)); err != nil {
 		return fmt.Errorf("stored schema: %w", err)
 	}
 	if err := json.Unmarshal([]byte(policyJSON), &d.policy); err != nil {

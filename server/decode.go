@@ -9,7 +9,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 )
 
 // Request bodies are decoded strictly. encoding/json matches field names
@@ -43,7 +43,7 @@ type opaque struct {
 var opaqueFields = map[reflect.Type]map[string]opaque{
 	reflect.TypeFor[DatasetRequest](): {
 		"schema": {typ: reflect.TypeFor[struct {
-			Dimensions []cube.Dimension `json:"dimensions"`
+			Dimensions []domain.Dimension `json:"dimensions"`
 		}]()},
 	},
 	reflect.TypeFor[QueryRequest](): {

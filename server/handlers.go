@@ -8,19 +8,19 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 )
 
 // datasetView is a dataset as analysts see it: everything public about it.
 type datasetView struct {
-	ID                 string           `json:"id"`
-	Name               string           `json:"name"`
-	Dimensions         []cube.Dimension `json:"dimensions"`
-	Cells              int              `json:"cells"`
-	Invariants         [][]string       `json:"invariants"`
-	Neighbours         string           `json:"neighbours"`
-	GenericSensitivity int              `json:"generic_sensitivity"`
-	SensitivityRule    string           `json:"sensitivity_rule"`
+	ID                 string             `json:"id"`
+	Name               string             `json:"name"`
+	Dimensions         []domain.Dimension `json:"dimensions"`
+	Cells              int                `json:"cells"`
+	Invariants         [][]string         `json:"invariants"`
+	Neighbours         string             `json:"neighbours"`
+	GenericSensitivity int                `json:"generic_sensitivity"`
+	SensitivityRule    string             `json:"sensitivity_rule"`
 	// Guarantee qualifies every answer's guarantee when the sensitivity is
 	// the curator's claim (see Policy.Sensitivity).
 	Guarantee         string    `json:"guarantee,omitempty"`
@@ -38,7 +38,7 @@ const unavailableText = "the server could not load this dataset and answers no q
 
 func viewDataset(d *dataset) datasetView {
 	if d.unavailable != "" {
-		return datasetView{ID: d.id, Name: d.name, Dimensions: []cube.Dimension{}, Invariants: [][]string{}, QueryKinds: []string{},
+		return datasetView{ID: d.id, Name: d.name, Dimensions: []domain.Dimension{}, Invariants: [][]string{}, QueryKinds: []string{},
 			Created: d.created, Unavailable: unavailableText}
 	}
 	v := datasetView{

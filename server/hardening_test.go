@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/internal/pgtest"
 	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/release"
 )
 
 // TestBudgetBeforeCompute checks that a query the analyst cannot afford is
@@ -178,7 +178,7 @@ func TestHugeCounts(t *testing.T) {
 	// limits could be: errors must not depend on the counts at any size.
 	d.cube.Counts[0] += 1<<40 + 5
 	d.total += 1<<40 + 5
-	d.inv = cube.CubeInvariants(d.cube, d.exact)
+	d.inv = release.CubeInvariants(d.cube, d.exact)
 	_, key := s.analyst("prober")
 	bodies := []string{
 		`{"kind":"cuboid","epsilon":0.5,"cuboid":["year","colour"]}`,

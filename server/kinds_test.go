@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/metricdp"
 )
 
@@ -20,7 +20,7 @@ import (
 // the scales chosen on the cuboid pass metricdp's per-pair check on the
 // whole universe.
 func TestDXReduction(t *testing.T) {
-	schema, err := cube.NewSchema([]cube.Dimension{
+	schema, err := domain.NewSchema([]domain.Dimension{
 		{Name: "a", Values: []string{"x", "y", "z"}},
 		{Name: "b", Values: []string{"0", "1"}},
 		{Name: "c", Values: []string{"p", "q"}},
@@ -37,7 +37,7 @@ func TestDXReduction(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	all := cube.Base(3)
+	all := domain.Base(3)
 	attrs, _ := d.attributes(all, 1)
 	full, err := metricdp.NewAttributeMetric(attrs, metricdp.FullProduct(attrs))
 	if err != nil {
@@ -62,7 +62,7 @@ func TestDXReduction(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var T cube.Cuboid
+			var T domain.Cuboid
 			for _, q := range tc.queries {
 				for _, term := range q.Terms {
 					for n := range term.Where {

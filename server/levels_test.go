@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 )
 
 // Queries and invariants at the levels of a hierarchy (issue 20 item 7):
@@ -61,7 +61,7 @@ type levelPolicy struct {
 // geoHierarchy is the public schema of a dataset, as GET /v1/datasets/{id}
 // gives it, with its invariants' counts.
 type geoHierarchy struct {
-	schema     *cube.Schema
+	schema     *domain.Schema
 	invariants []struct {
 		Cuboid []string   `json:"cuboid"`
 		Values [][]string `json:"values"`
@@ -72,10 +72,10 @@ type geoHierarchy struct {
 func (s *testServer) hierarchyOf(id, key string) geoHierarchy {
 	s.t.Helper()
 	var view struct {
-		Dimensions []cube.Dimension `json:"dimensions"`
+		Dimensions []domain.Dimension `json:"dimensions"`
 	}
 	s.must(http.StatusOK, "GET", "/v1/datasets/"+id, key, nil, &view)
-	sc, err := cube.NewSchema(view.Dimensions)
+	sc, err := domain.NewSchema(view.Dimensions)
 	if err != nil {
 		s.t.Fatalf("the published schema does not parse: %v", err)
 	}

@@ -24,8 +24,9 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/release"
 )
 
 // measurementsFormat names the layout of a stored measurementRecord.
@@ -43,8 +44,8 @@ type measurementRecord struct {
 	// Mechanism is "laplace" or "gaussian".
 	Mechanism string `json:"mechanism"`
 	// Guarantee is the answer's conditionalGuarantee, if any.
-	Guarantee    string                  `json:"guarantee,omitempty"`
-	Measurements []cube.SavedMeasurement `json:"measurements"`
+	Guarantee    string                     `json:"guarantee,omitempty"`
+	Measurements []release.SavedMeasurement `json:"measurements"`
 }
 
 // measuredAnswer is a computed answer with the measurements it was
@@ -80,12 +81,12 @@ func invariantKey(d *dataset) string {
 // the invariants, so the least-squares estimate from them is the estimate
 // from the noisy counts. A release with post-processing (nonneg, integer)
 // or without noise keeps no measurement.
-func cuboidMeasurement(d *dataset, spec cube.ReleaseSpec, rel *cube.Release, guarantee string) (*measurementRecord, error) {
+func cuboidMeasurement(d *dataset, spec release.ReleaseSpec, rel *release.Release, guarantee string) (*measurementRecord, error) {
 	if spec.NonNegative || spec.Integer || rel.ReleasedExactly || d.coarse {
 		return nil, nil
 	}
-	m := cube.SavedMeasurement{Cuboid: nonNilNames(d.schema.Names(spec.Cuboid)), Counts: slices.Clone(rel.Counts)}
-	if rel.Mechanism == cube.MechanismGaussian {
+	m := release.SavedMeasurement{Cuboid: nonNilNames(d.schema.Names(spec.Cuboid)), Counts: slices.Clone(rel.Counts)}
+	if rel.Mechanism == release.MechanismGaussian {
 		m.L2Sensitivity, m.Rho, m.Variance = rel.L2Sensitivity, rel.Rho, rel.Sigma*rel.Sigma
 	} else {
 		lap, err := noise.NewLaplace(float64(rel.Sensitivity), rel.Epsilon)
@@ -95,12 +96,12 @@ func cuboidMeasurement(d *dataset, spec cube.ReleaseSpec, rel *cube.Release, gua
 		m.Sensitivity, m.Epsilon, m.Variance = rel.Sensitivity, rel.Epsilon, lap.Variance()
 	}
 	return &measurementRecord{Format: measurementsFormat, Invariants: d.invKey, Mechanism: rel.Mechanism.String(),
-		Guarantee: guarantee, Measurements: []cube.SavedMeasurement{m}}, nil
+		Guarantee: guarantee, Measurements: []release.SavedMeasurement{m}}, nil
 }
 
 // workloadMeasurements returns the record of a workload release's noisy
 // measurements (kept with WorkloadSpec.KeepMeasurements).
-func workloadMeasurements(d *dataset, w *cube.WorkloadRelease, guarantee string) (*measurementRecord, error) {
+func workloadMeasurements(d *dataset, w *release.WorkloadRelease, guarantee string) (*measurementRecord, error) {
 	if d.coarse || len(w.Measurements) == 0 {
 		return nil, nil
 	}
@@ -115,7 +116,7 @@ func workloadMeasurements(d *dataset, w *cube.WorkloadRelease, guarantee string)
 // derivation is a query that the analyst's stored measurements determine:
 // it is answered from them, free.
 type derivation struct {
-	cuboid cube.Cuboid
+	cuboid domain.Cuboid
 	// hash is the query's hash as a derived answer: it depends on the
 	// cuboid, the mechanism and the invariants only, so every later
 	// request for the cuboid gets the first derived answer back.
@@ -123,7 +124,7 @@ type derivation struct {
 	// from are the ledger ids of the answers whose measurements are used,
 	// in ledger order, and meas their measurements.
 	from      []string
-	meas      []cube.SavedMeasurement
+	meas      []release.SavedMeasurement
 	mechanism string
 	guarantee string
 }
@@ -391,11 +392,11 @@ func (dv *derivation) apply(d *dataset, pl *plan) {
 	pl.hash, pl.uniform, pl.cells, pl.prepare = dv.hash, 0, nil, nil
 	pl.compute = func(ctx context.Context, _ *noise.Rand) (any, error) {
 		s := d.schema
-		sm := &cube.SavedMeasurements{Format: cube.MeasurementsFormat, Mechanism: dv.mechanism, Measurements: dv.meas, Invariants: []cube.SavedTable{}}
+		sm := &release.SavedMeasurements{Format: release.MeasurementsFormat, Mechanism: dv.mechanism, Measurements: dv.meas, Invariants: []release.SavedTable{}}
 		for _, v := range d.inv {
-			sm.Invariants = append(sm.Invariants, cube.SavedTable{Cuboid: nonNilNames(s.Names(v.Cuboid)), Counts: v.Counts})
+			sm.Invariants = append(sm.Invariants, release.SavedTable{Cuboid: nonNilNames(s.Names(v.Cuboid)), Counts: v.Counts})
 		}
-		tables, err := sm.Estimate(s, []cube.Cuboid{dv.cuboid})
+		tables, err := sm.Estimate(s, []domain.Cuboid{dv.cuboid})
 		if err != nil {
 			return nil, fmt.Errorf("derived answer: %w", err)
 		}

@@ -13,8 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/release"
 )
 
 // measuredView is what the tests read of a one-cuboid answer, charged or
@@ -192,16 +193,16 @@ func sum(x []float64) float64 {
 // measurements of the steps st.from: the counts and noise of their
 // one-cuboid answers, as the analyst holds them, or a workload's noisy
 // measurements as the ledger keeps them.
-func expectedEstimate(t *testing.T, s *testServer, st measurementStep, answered map[string]response, analyst string, dims []string) cube.Table {
+func expectedEstimate(t *testing.T, s *testServer, st measurementStep, answered map[string]response, analyst string, dims []string) release.Table {
 	t.Helper()
 	d := s.srv.sets[st.dataset]
 	mech := "laplace"
 	if strings.Contains(st.query, "gaussian") {
 		mech = "gaussian"
 	}
-	sm := &cube.SavedMeasurements{Format: cube.MeasurementsFormat, Mechanism: mech, Invariants: []cube.SavedTable{}}
+	sm := &release.SavedMeasurements{Format: release.MeasurementsFormat, Mechanism: mech, Invariants: []release.SavedTable{}}
 	for _, v := range d.inv {
-		sm.Invariants = append(sm.Invariants, cube.SavedTable{Cuboid: nonNilNames(d.schema.Names(v.Cuboid)), Counts: v.Counts})
+		sm.Invariants = append(sm.Invariants, release.SavedTable{Cuboid: nonNilNames(d.schema.Names(v.Cuboid)), Counts: v.Counts})
 	}
 	kept, err := s.srv.st.measurementsOf(context.Background(), analyst, st.dataset)
 	if err != nil {
@@ -220,7 +221,7 @@ func expectedEstimate(t *testing.T, s *testServer, st measurementStep, answered 
 			sm.Measurements = append(sm.Measurements, kept[i].record.Measurements...)
 			continue
 		}
-		m := cube.SavedMeasurement{Cuboid: a.Dimensions, Counts: a.Counts}
+		m := release.SavedMeasurement{Cuboid: a.Dimensions, Counts: a.Counts}
 		if mech == "gaussian" {
 			m.L2Sensitivity, m.Rho, m.Variance = a.Privacy.L2Sensitivity, a.Privacy.Rho, a.Privacy.Sigma*a.Privacy.Sigma
 		} else {
@@ -236,7 +237,7 @@ func expectedEstimate(t *testing.T, s *testServer, st measurementStep, answered 
 	if err != nil {
 		t.Fatal(err)
 	}
-	tables, err := sm.Estimate(d.schema, []cube.Cuboid{cb})
+	tables, err := sm.Estimate(d.schema, []domain.Cuboid{cb})
 	if err != nil {
 		t.Fatalf("%s: %v", st.name, err)
 	}
@@ -268,7 +269,7 @@ func checkMargin(t *testing.T, s *testServer, st measurementStep, from response,
 
 // marginal sums the counts x of cuboid big (row-major over its dimensions,
 // in schema order) down to cuboid small, a subset of big.
-func marginal(s *cube.Schema, big cube.Cuboid, x []float64, small cube.Cuboid) []float64 {
+func marginal(s *domain.Schema, big domain.Cuboid, x []float64, small domain.Cuboid) []float64 {
 	var dims []int
 	for i := range s.NumDims() {
 		if big&(1<<i) != 0 {

@@ -13,7 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/release"
 )
 
 // TestOpenAPI checks that the served OpenAPI document lists exactly the
@@ -114,7 +115,7 @@ func TestOpenAPIFields(t *testing.T) {
 		schema string
 		typ    reflect.Type
 	}{
-		{"Dimension", reflect.TypeFor[cube.Dimension]()},
+		{"Dimension", reflect.TypeFor[domain.Dimension]()},
 		{"QueryRequest", reflect.TypeFor[QueryRequest]()},
 		{"Policy", reflect.TypeFor[Policy]()},
 		{"DatasetRequest", reflect.TypeFor[DatasetRequest]()},
@@ -137,7 +138,7 @@ func TestOpenAPIFields(t *testing.T) {
 		t.Errorf("split enum %v lacks spine", splits)
 	}
 	for _, name := range splits {
-		if _, err := cube.ParseSplit(name); err != nil {
+		if _, err := release.ParseSplit(name); err != nil {
 			t.Errorf("documented split %q: %v", name, err)
 		}
 	}

@@ -13,9 +13,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sensitivity"
 )
 
 // QueryRequest is an analyst's query on a dataset. Kind selects the
@@ -274,7 +276,7 @@ type cuboidAnswer struct {
 // cuboidPrivacy is a release's privacy metadata, qualified when it rests on
 // the curator's sensitivity claim.
 type cuboidPrivacy struct {
-	cube.Metadata
+	release.Metadata
 	Guarantee string `json:"guarantee,omitempty"`
 }
 
@@ -305,8 +307,8 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 	if q.NonNeg && q.Integer {
 		return nil, badInput("nonneg and integer exclude each other (integer counts are non-negative)")
 	}
-	spec := cube.ReleaseSpec{Epsilon: eps, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg, Integer: q.Integer}
-	sens, err := cube.GenericSensitivity(d.schema, d.exact, cb)
+	spec := release.ReleaseSpec{Epsilon: eps, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg, Integer: q.Integer}
+	sens, err := sensitivity.GenericSensitivity(d.schema, d.exact, cb)
 	guarantee := ""
 	switch {
 	case err == nil && sens.Value > 0 && d.policy.Sensitivity > sens.Value:
@@ -316,9 +318,9 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 		// knowdp computed it: the curator's override, if any, is at least
 		// the base cuboid's value (checked at registration), which bounds
 		// this cuboid's (Lemma 4.4); use the computed value.
-	case errors.Is(err, cube.ErrNoClosedForm) && d.policy.Sensitivity > 0:
+	case errors.Is(err, sensitivity.ErrNoClosedForm) && d.policy.Sensitivity > 0:
 		spec.Sensitivity = d.policy.Sensitivity
-		sens = cube.Sensitivity{Value: d.policy.Sensitivity}
+		sens = sensitivity.Sensitivity{Value: d.policy.Sensitivity}
 		guarantee = conditionalGuarantee
 	default:
 		return nil, badInput("cuboid: %v", err)
@@ -341,7 +343,7 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 
 // workload adds a workload query's tables, weights, split and
 // post-processing to its hash.
-func (h *hasher) workload(spec cube.WorkloadSpec, q QueryRequest) {
+func (h *hasher) workload(spec release.WorkloadSpec, q QueryRequest) {
 	h.int(-1) // a workload, not one cuboid
 	h.int(int64(len(spec.Cuboids)))
 	for i, cb := range spec.Cuboids {
@@ -365,9 +367,9 @@ func (h *hasher) postProcessing(q QueryRequest) {
 }
 
 // releaseCuboid returns the computation of a one-cuboid answer.
-func releaseCuboid(d *dataset, spec cube.ReleaseSpec, guarantee string) func(context.Context, *noise.Rand) (any, error) {
+func releaseCuboid(d *dataset, spec release.ReleaseSpec, guarantee string) func(context.Context, *noise.Rand) (any, error) {
 	return func(ctx context.Context, r *noise.Rand) (any, error) {
-		rel, err := cube.ReleaseCube(ctx, d.cube, spec, r)
+		rel, err := release.ReleaseCube(ctx, d.cube, spec, r)
 		if err != nil {
 			return nil, err
 		}
@@ -406,7 +408,7 @@ func (r sparseRow) dot(counts []float64) int64 {
 
 // expandQueries turns the where clauses of queries into sparse rows over the
 // base cells. field names the request field in errors.
-func expandQueries(s *cube.Schema, queries []LinearQuery, field string) ([]sparseRow, error) {
+func expandQueries(s *domain.Schema, queries []LinearQuery, field string) ([]sparseRow, error) {
 	if len(queries) == 0 {
 		return nil, badInput("%s: at least one query is needed", field)
 	}
@@ -440,7 +442,7 @@ type cellCoef struct {
 	coef int64
 }
 
-func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (sparseRow, error) {
+func expandQuery(s *domain.Schema, lq LinearQuery, name string, budget int) (sparseRow, error) {
 	if len(lq.Terms) == 0 {
 		return sparseRow{}, badInput("%s.terms: at least one term is needed", name)
 	}
@@ -461,7 +463,7 @@ func expandQuery(s *cube.Schema, lq LinearQuery, name string, budget int) (spars
 		}
 		for dim := range term.Where {
 			if _, ok := s.Lookup(dim); !ok {
-				return sparseRow{}, badInput("%s.where: unknown dimension %q (the schema has %s)", tname, clip(dim), strings.Join(s.Names(cube.Base(n)), ", "))
+				return sparseRow{}, badInput("%s.where: unknown dimension %q (the schema has %s)", tname, clip(dim), strings.Join(s.Names(domain.Base(n)), ", "))
 			}
 		}
 		sel := make([][]int, n)

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/metricdp"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
@@ -41,7 +41,7 @@ func (d *dataset) hasMetric() bool { return d.policy.Metric != nil }
 
 // attributes returns the metric's attributes for the dimensions of cuboid c
 // (in schema order), with every budget multiplied by scale.
-func (d *dataset) attributes(c cube.Cuboid, scale float64) ([]metricdp.Attribute, error) {
+func (d *dataset) attributes(c domain.Cuboid, scale float64) ([]metricdp.Attribute, error) {
 	mp := d.policy.Metric
 	var out []metricdp.Attribute
 	for _, i := range c.Dims() {
@@ -149,7 +149,7 @@ func planDX(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Epsilon
 			return nil, badInput("strategy: %v", err)
 		}
 	}
-	var T cube.Cuboid
+	var T domain.Cuboid
 	for _, lq := range q.Queries {
 		for _, t := range lq.Terms {
 			for name := range t.Where {
@@ -243,11 +243,11 @@ func planDX(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Epsilon
 }
 
 // subSchema returns the schema of cuboid T's dimensions.
-func (d *dataset) subSchema(T cube.Cuboid) (*cube.Schema, error) {
-	var dims []cube.Dimension
+func (d *dataset) subSchema(T domain.Cuboid) (*domain.Schema, error) {
+	var dims []domain.Dimension
 	for _, i := range T.Dims() {
 		dim := d.schema.Dim(i)
-		dims = append(dims, cube.Dimension{Name: dim.Name, Values: slices.Clone(dim.Values)})
+		dims = append(dims, domain.Dimension{Name: dim.Name, Values: slices.Clone(dim.Values)})
 	}
-	return cube.NewSchema(dims)
+	return domain.NewSchema(dims)
 }

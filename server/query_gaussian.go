@@ -1,9 +1,10 @@
 package server
 
 import (
-	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sensitivity"
 )
 
 // defaultGaussianDelta is the delta at which a Gaussian answer states its
@@ -47,11 +48,11 @@ func planGaussianCuboid(d *dataset, q QueryRequest) (*plan, error) {
 	if size := d.schema.CuboidSize(cb); size > maxAnswerCells {
 		return nil, badInput("cuboid: %s has %d cells; at most %d per answer", d.schema.Format(cb), size, maxAnswerCells)
 	}
-	sens, err := cube.GenericSensitivity(d.schema, d.exact, cb)
+	sens, err := sensitivity.GenericSensitivity(d.schema, d.exact, cb)
 	if err != nil {
 		return nil, badInput("cuboid: %v", err)
 	}
-	l2, err := cube.GenericL2Sensitivity(d.schema, d.exact, cb)
+	l2, err := sensitivity.GenericL2Sensitivity(d.schema, d.exact, cb)
 	if err != nil {
 		return nil, badInput("cuboid: %v", err)
 	}
@@ -68,7 +69,7 @@ func planGaussianCuboid(d *dataset, q QueryRequest) (*plan, error) {
 	}
 	h.int(int64(cb))
 	h.postProcessing(q)
-	spec := cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rho, Delta: delta, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg, Integer: q.Integer}
+	spec := release.ReleaseSpec{Mechanism: release.MechanismGaussian, Rho: rho, Delta: delta, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg, Integer: q.Integer}
 	return &plan{hash: h.sum(), uniform: charge, compute: releaseCuboid(d, spec, "")}, nil
 }
 
@@ -85,7 +86,7 @@ func planGaussianWorkload(d *dataset, q QueryRequest, rho privacy.Rho, delta flo
 	if err != nil {
 		return nil, err
 	}
-	spec.Mechanism, spec.Rho, spec.Delta = cube.MechanismGaussian, rho, delta
+	spec.Mechanism, spec.Rho, spec.Delta = release.MechanismGaussian, rho, delta
 	// Refuse what the release would refuse (duplicates, weights <= 0, a
 	// cuboid without an L2 sensitivity, a rho too small for the noise),
 	// from the request alone.

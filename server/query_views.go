@@ -7,9 +7,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/integer"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sensitivity"
 )
 
 // Cuboid queries at the levels of a hierarchy (docs/hierarchy.md). A
@@ -42,15 +45,15 @@ type viewTable struct {
 // viewAnswer is the answer to a cuboid query released as a view.
 type viewAnswer struct {
 	viewTable
-	Privacy   cube.WorkloadMetadata `json:"privacy"`
-	Guarantee string                `json:"guarantee,omitempty"`
+	Privacy   release.WorkloadMetadata `json:"privacy"`
+	Guarantee string                   `json:"guarantee,omitempty"`
 }
 
 // viewsAnswer is the answer to a workload query released as views.
 type viewsAnswer struct {
-	Tables    []viewTable           `json:"tables"`
-	Privacy   cube.WorkloadMetadata `json:"privacy"`
-	Guarantee string                `json:"guarantee,omitempty"`
+	Tables    []viewTable              `json:"tables"`
+	Privacy   release.WorkloadMetadata `json:"privacy"`
+	Guarantee string                   `json:"guarantee,omitempty"`
 }
 
 // cuboidLists returns the cuboids a cuboid query names: its workload, or
@@ -86,7 +89,7 @@ func (d *dataset) viewQuery(q QueryRequest) bool {
 
 // queryViews parses a cuboid query's cuboids as views; ok is false when
 // one does not parse (planning then says why).
-func (d *dataset) queryViews(q QueryRequest) (views []cube.View, ok bool) {
+func (d *dataset) queryViews(q QueryRequest) (views []domain.View, ok bool) {
 	for _, names := range cuboidLists(q) {
 		v, err := d.schema.ViewOfNames(names...)
 		if err != nil {
@@ -100,13 +103,13 @@ func (d *dataset) queryViews(q QueryRequest) (views []cube.View, ok bool) {
 // viewPublic reports whether view v is determined by the invariants: a
 // roll-up of one of them, or of generic sensitivity 0. Released exactly,
 // it is free.
-func (d *dataset) viewPublic(v cube.View) bool {
+func (d *dataset) viewPublic(v domain.View) bool {
 	for _, e := range d.views {
 		if v.RollUpOf(e) {
 			return true
 		}
 	}
-	sens, err := cube.GenericSensitivityViews(d.schema, d.views, v)
+	sens, err := sensitivity.GenericSensitivityViews(d.schema, d.views, v)
 	return err == nil && sens.Value == 0
 }
 
@@ -140,7 +143,7 @@ func planViewQuery(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.
 		return nil, badInput("nonneg and integer exclude each other (integer counts are non-negative)")
 	}
 	lists := cuboidLists(q)
-	views := make([]cube.View, len(lists))
+	views := make([]domain.View, len(lists))
 	cells, flat := 0, true
 	for i, names := range lists {
 		name := field
@@ -176,17 +179,17 @@ func planViewQuery(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.
 	if q.NonNeg {
 		return nil, badInput("nonneg: tables at the levels of a hierarchy (or under invariants at coarser levels) are published as real counts or, with integer, as non-negative integers that add up level by level; use integer")
 	}
-	split := cube.SplitEqual
+	split := release.SplitEqual
 	if workload {
 		var err error
-		if split, err = cube.ParseSplit(q.Split); q.Split == "" {
-			split, err = cube.SplitSpine, nil
+		if split, err = release.ParseSplit(q.Split); q.Split == "" {
+			split, err = release.SplitSpine, nil
 		}
 		if err != nil {
 			return nil, badInput("split: %v", err)
 		}
 	}
-	spec := cube.ViewSpec{Exact: d.views, Views: views, Weights: q.Weights, Split: split}
+	spec := release.ViewSpec{Exact: d.views, Views: views, Weights: q.Weights, Split: split}
 	public := true
 	guarantee := ""
 	for i, v := range views {
@@ -197,14 +200,14 @@ func planViewQuery(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.
 		if gaussian {
 			continue // planViews computes the L2 sensitivities and refuses what it cannot
 		}
-		sens, err := cube.GenericSensitivityViews(s, d.views, v)
+		sens, err := sensitivity.GenericSensitivityViews(s, d.views, v)
 		switch {
 		case err == nil && !workload && d.policy.Sensitivity > sens.Value:
 			// The curator asked for more noise than needed: allowed (as for
 			// flat cuboids; the base cuboid's value bounds every view's).
 			spec.Sensitivity = d.policy.Sensitivity
 		case err == nil:
-		case errors.Is(err, cube.ErrNoClosedForm) && d.policy.Sensitivity > 0:
+		case errors.Is(err, sensitivity.ErrNoClosedForm) && d.policy.Sensitivity > 0:
 			spec.Sensitivity, guarantee = d.policy.Sensitivity, conditionalGuarantee
 		default:
 			name := field
@@ -215,18 +218,18 @@ func planViewQuery(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.
 		}
 	}
 	if gaussian {
-		spec.Mechanism, spec.Rho, spec.Delta = cube.MechanismGaussian, rho, delta
+		spec.Mechanism, spec.Rho, spec.Delta = release.MechanismGaussian, rho, delta
 	} else {
 		spec.Epsilon = eps
 	}
 	// Refuse what the release would refuse (duplicates, weights <= 0, two
 	// hierarchies at coarser levels, a budget too small for the noise),
 	// from the request and the policy alone.
-	vplan, err := cube.PlanViews(s, spec)
+	vplan, err := release.PlanViews(s, spec)
 	if err != nil {
-		if split == cube.SplitOptimal {
+		if split == release.SplitOptimal {
 			eq := spec
-			eq.Split = cube.SplitEqual
+			eq.Split = release.SplitEqual
 			if _, e2 := eq.Needs(s); e2 == nil {
 				return nil, badInput("split: %v", err)
 			}
@@ -278,25 +281,25 @@ func planViewQuery(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.
 // rounding cannot make add up (a level with no published view to round
 // it from): it rounds all-zero tables of the same views, which depends on
 // the views and the invariants' levels only.
-func checkRoundViews(s *cube.Schema, spec cube.ViewSpec, d *dataset) error {
-	tables := map[cube.View][]float64{}
+func checkRoundViews(s *domain.Schema, spec release.ViewSpec, d *dataset) error {
+	tables := map[domain.View][]float64{}
 	for _, v := range spec.Views {
 		if !d.viewPublic(v) {
 			tables[v] = make([]float64, s.ViewSize(v))
 		}
 	}
-	exact := map[cube.View][]float64{}
+	exact := map[domain.View][]float64{}
 	for _, e := range spec.Exact {
 		exact[e] = make([]float64, s.ViewSize(e))
 	}
-	_, err := cube.RoundViews(context.Background(), s, tables, exact, noise.NewSeeded(1))
+	_, err := integer.RoundViews(context.Background(), s, tables, exact, noise.NewSeeded(1))
 	return err
 }
 
 // viewCounts returns the exact counts of views, each the roll-up of the
 // projection of the dataset's base cuboid.
-func (d *dataset) viewCounts(views []cube.View) (map[cube.View][]float64, error) {
-	out := make(map[cube.View][]float64, len(views))
+func (d *dataset) viewCounts(views []domain.View) (map[domain.View][]float64, error) {
+	out := make(map[domain.View][]float64, len(views))
 	for _, v := range views {
 		if _, done := out[v]; done {
 			continue
@@ -304,7 +307,7 @@ func (d *dataset) viewCounts(views []cube.View) (map[cube.View][]float64, error)
 		x := d.cube.Project(v.Dims)
 		if !v.Flat() {
 			var err error
-			if x, err = d.schema.RollUp(cube.LeafView(v), x, v); err != nil {
+			if x, err = d.schema.RollUp(domain.LeafView(v), x, v); err != nil {
 				return nil, fmt.Errorf("counts of %s: %w", d.schema.FormatView(v), err)
 			}
 		}
@@ -315,7 +318,7 @@ func (d *dataset) viewCounts(views []cube.View) (map[cube.View][]float64, error)
 
 // releaseViewsAnswer returns the computation of an answer released as
 // views: the release, then integer rounding if asked for.
-func releaseViewsAnswer(d *dataset, vplan *cube.ViewPlan, single, integer bool, guarantee string) func(context.Context, *noise.Rand) (any, error) {
+func releaseViewsAnswer(d *dataset, vplan *release.ViewPlan, single, integer bool, guarantee string) func(context.Context, *noise.Rand) (any, error) {
 	s := d.schema
 	return func(ctx context.Context, r *noise.Rand) (any, error) {
 		counts, err := d.viewCounts(vplan.Needs())
@@ -345,7 +348,7 @@ func releaseViewsAnswer(d *dataset, vplan *cube.ViewPlan, single, integer bool, 
 
 // viewTableOf labels a released table with its levels' values and each
 // cell's margin of error.
-func viewTableOf(s *cube.Schema, t cube.Table) viewTable {
+func viewTableOf(s *domain.Schema, t release.Table) viewTable {
 	v := t.TableView()
 	vt := viewTable{Dimensions: nonNilNames(s.ViewNames(v)), Values: [][]string{}, Counts: t.Counts, MOE90: t.CellMOE90(),
 		MOE90s: make([]float64, len(t.Counts))}

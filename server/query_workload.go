@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 
-	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sensitivity"
 )
 
 // maxWorkloadCuboids bounds the cuboids of one workload query.
@@ -14,8 +15,8 @@ const maxWorkloadCuboids = 64
 
 // workloadAnswer is the answer to a cuboid query with several cuboids.
 type workloadAnswer struct {
-	Tables  []workloadTable       `json:"tables"`
-	Privacy cube.WorkloadMetadata `json:"privacy"`
+	Tables  []workloadTable          `json:"tables"`
+	Privacy release.WorkloadMetadata `json:"privacy"`
 	// Guarantee is set when the policy's sensitivity is a claim knowdp
 	// cannot check.
 	Guarantee string `json:"guarantee,omitempty"`
@@ -44,7 +45,7 @@ func planWorkload(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error
 	}
 	// Refuse what the release would refuse (duplicates, weights <= 0, an
 	// epsilon too small for the noise), from the request alone.
-	if _, err := cube.ExpectedRMSE(s, spec, cube.StrategyOptimal); err != nil {
+	if _, err := release.ExpectedRMSE(s, spec, release.StrategyOptimal); err != nil {
 		return nil, badInput("cuboids: %v", err)
 	}
 	charge := epsSteps(eps)
@@ -61,9 +62,9 @@ func planWorkload(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error
 // of a workload query and returns its spec without a budget, and whether
 // every cuboid is public. A cuboid without a generic sensitivity takes the
 // curator's claim (spec.Sensitivity; the guarantee is then conditional).
-func workloadCuboids(d *dataset, q QueryRequest) (cube.WorkloadSpec, bool, error) {
+func workloadCuboids(d *dataset, q QueryRequest) (release.WorkloadSpec, bool, error) {
 	s := d.schema
-	var spec cube.WorkloadSpec
+	var spec release.WorkloadSpec
 	if q.Cuboid != nil {
 		return spec, false, badInput("cuboid and cuboids exclude each other")
 	}
@@ -76,14 +77,14 @@ func workloadCuboids(d *dataset, q QueryRequest) (cube.WorkloadSpec, bool, error
 	if q.NonNeg && q.Integer {
 		return spec, false, badInput("nonneg and integer exclude each other (integer counts are non-negative)")
 	}
-	split, err := cube.ParseSplit(q.Split)
+	split, err := release.ParseSplit(q.Split)
 	if q.Split == "" {
-		split, err = cube.SplitOptimal, nil
+		split, err = release.SplitOptimal, nil
 	}
 	if err != nil {
 		return spec, false, badInput("split: %v", err)
 	}
-	spec = cube.WorkloadSpec{Exact: d.exact, Weights: q.Weights, Split: split}
+	spec = release.WorkloadSpec{Exact: d.exact, Weights: q.Weights, Split: split}
 	gaussian := q.Mechanism == "gaussian"
 	cells, public := 0, true
 	for i, names := range q.Cuboids {
@@ -95,11 +96,11 @@ func workloadCuboids(d *dataset, q QueryRequest) (cube.WorkloadSpec, bool, error
 			return spec, false, badInput("cuboids: more than %d cells in all", maxAnswerCells)
 		}
 		spec.Cuboids = append(spec.Cuboids, cb)
-		sens, err := cube.GenericSensitivity(s, d.exact, cb)
+		sens, err := sensitivity.GenericSensitivity(s, d.exact, cb)
 		switch {
 		case err == nil:
 			public = public && sens.Value == 0
-		case errors.Is(err, cube.ErrNoClosedForm) && d.policy.Sensitivity > 0 && !gaussian:
+		case errors.Is(err, sensitivity.ErrNoClosedForm) && d.policy.Sensitivity > 0 && !gaussian:
 			public, spec.Sensitivity = false, d.policy.Sensitivity
 		default:
 			return spec, false, badInput("cuboids[%d]: %v", i, err)
@@ -110,11 +111,11 @@ func workloadCuboids(d *dataset, q QueryRequest) (cube.WorkloadSpec, bool, error
 
 // releaseWorkload returns the computation of a workload answer: the
 // release, then the post-processing the query asks for.
-func releaseWorkload(d *dataset, spec cube.WorkloadSpec, q QueryRequest, guarantee string) func(context.Context, *noise.Rand) (any, error) {
+func releaseWorkload(d *dataset, spec release.WorkloadSpec, q QueryRequest, guarantee string) func(context.Context, *noise.Rand) (any, error) {
 	s := d.schema
 	spec.KeepMeasurements = true
 	return func(ctx context.Context, r *noise.Rand) (any, error) {
-		w, err := cube.ReleaseWorkloadCube(ctx, d.cube, spec, r)
+		w, err := release.ReleaseWorkloadCube(ctx, d.cube, spec, r)
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/pgtest"
 	"github.com/knowdp/knowdp/source"
 )
@@ -38,15 +39,15 @@ func (r *recordCounter) NextRecord() ([][]byte, int64, error) {
 func TestSQLGroupsByTheNeededDimensions(t *testing.T) {
 	ctx := context.Background()
 	const dims, size, rows = 6, 10, 3000
-	var ds []cube.Dimension
+	var ds []domain.Dimension
 	for d := range dims {
 		var vals []string
 		for v := range size {
 			vals = append(vals, strconv.Itoa(v))
 		}
-		ds = append(ds, cube.Dimension{Name: fmt.Sprintf("d%d", d), Values: vals})
+		ds = append(ds, domain.Dimension{Name: fmt.Sprintf("d%d", d), Values: vals})
 	}
-	s, err := cube.NewSchema(ds)
+	s, err := domain.NewSchema(ds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,9 +96,9 @@ func TestSQLGroupsByTheNeededDimensions(t *testing.T) {
 			t.Cleanup(func() { tab.Close() })
 			return &recordCounter{SQL: tab}
 		}
-		released, exact := cube.Cuboid(1<<0|1<<1), cube.Cuboid(1<<1|1<<2)
+		released, exact := domain.Cuboid(1<<0|1<<1), domain.Cuboid(1<<1|1<<2)
 		tab := open("facts")
-		tables, n, err := cube.Aggregate(ctx, tab, s, []cube.Cuboid{released, exact}, cube.Options{})
+		tables, n, err := cube.Aggregate(ctx, tab, s, []domain.Cuboid{released, exact}, cube.Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -118,7 +119,7 @@ func TestSQLGroupsByTheNeededDimensions(t *testing.T) {
 			{"outside", `column "d5": value "10" is not in the declared domain of "d5"`},
 			{"holes", `column "d4" is NULL in 2 rows`},
 		} {
-			if _, _, err := cube.Aggregate(ctx, open(tc.table), s, []cube.Cuboid{released}, cube.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, _, err := cube.Aggregate(ctx, open(tc.table), s, []domain.Cuboid{released}, cube.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s %s: %v, want %q", name, tc.table, err, tc.want)
 			}
 		}

@@ -8,8 +8,12 @@ import (
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/data"
+	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/estimate"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sensitivity"
 )
 
 func demoCommand() *command {
@@ -63,9 +67,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	}
 	r := seed.rand(e)
 	w := e.stdout
-	fmt.Fprintf(w, "knowdp demo: Toronto arrests for marijuana possession, %s people (carData 3.0-5, GPL; see data/README.md)\n", cube.FormatCount(c.Total()))
+	fmt.Fprintf(w, "knowdp demo: Toronto arrests for marijuana possession, %s people (carData 3.0-5, GPL; see data/README.md)\n", domain.FormatCount(c.Total()))
 	fmt.Fprintf(w, "base cuboid %s: %d cells\nepsilon %g per release; errors are root-mean-square per cell over %d releases, ± one standard error\n",
-		s.Format(cube.Base(s.NumDims())), s.Cells(), eps.Float64(), *runs)
+		s.Format(domain.Base(s.NumDims())), s.Cells(), eps.Float64(), *runs)
 	if r.Seeded() {
 		fmt.Fprintln(w, "SEEDED RUN: reproducible and NOT differentially private")
 	}
@@ -88,7 +92,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 
 func demoScenarioRun(ctx context.Context, e *env, c *cube.Cube, sc demoScenario, n int, eps privacy.Epsilon, runs int, r *noise.Rand) error {
 	s := c.Schema
-	var exact []cube.Cuboid
+	var exact []domain.Cuboid
 	for _, x := range sc.exact {
 		cb, err := s.ParseCuboid(x)
 		if err != nil {
@@ -104,18 +108,18 @@ func demoScenarioRun(ctx context.Context, e *env, c *cube.Cube, sc demoScenario,
 	fmt.Fprintf(w, "\nScenario %d: %s.\n", n, sc.title)
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "  released cuboid\tcells\tS\tnoisy\tconsistent\tnaive*\t")
-	var rel *cube.Release
+	var rel *release.Release
 	for _, name := range append(demoCuboids, "") {
-		cb := cube.Base(s.NumDims())
+		cb := domain.Base(s.NumDims())
 		if name != "" {
 			if cb, err = s.ParseCuboid(name); err != nil {
 				return err
 			}
 		}
 		truth := c.Project(cb)
-		spec := cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cb}
+		spec := release.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cb}
 		// The release itself, for its sensitivity and invariants.
-		if rel, err = cube.ReleaseCube(ctx, c, spec, r); err != nil {
+		if rel, err = release.ReleaseCube(ctx, c, spec, r); err != nil {
 			return err
 		}
 		var lap noise.Laplace
@@ -139,7 +143,7 @@ func demoScenarioRun(ctx context.Context, e *env, c *cube.Cube, sc demoScenario,
 				}
 			}
 			cons := append([]float64(nil), raw...)
-			if err := cube.Consistent(s, cb, cons, rel.Invariants); err != nil {
+			if err := estimate.Consistent(s, cb, cons, rel.Invariants); err != nil {
 				return err
 			}
 			// The naive noise, calibrated as if nothing were public.
@@ -147,7 +151,7 @@ func demoScenarioRun(ctx context.Context, e *env, c *cube.Cube, sc demoScenario,
 			if err := naiveLap.AddTo(r, nv); err != nil {
 				return err
 			}
-			if err := cube.Consistent(s, cb, nv, rel.Invariants); err != nil {
+			if err := estimate.Consistent(s, cb, nv, rel.Invariants); err != nil {
 				return err
 			}
 			for m, x := range [3][]float64{raw, cons, nv} {
@@ -199,7 +203,7 @@ func rmsWithError(sum, sumSq float64, runs int) string {
 // expected error of the ways to spend that budget.
 func demoWorkload(ctx context.Context, e *env, c *cube.Cube, sc demoScenario, eps privacy.Epsilon, r *noise.Rand) error {
 	s := c.Schema
-	spec := cube.WorkloadSpec{Epsilon: eps}
+	spec := release.WorkloadSpec{Epsilon: eps}
 	for _, x := range sc.exact {
 		cb, err := s.ParseCuboid(x)
 		if err != nil {
@@ -218,7 +222,7 @@ func demoWorkload(ctx context.Context, e *env, c *cube.Cube, sc demoScenario, ep
 	// others share the budget when released one by one.
 	k := 0
 	for _, cb := range spec.Cuboids {
-		if sens, err := cube.GenericSensitivity(s, spec.Exact, cb); err == nil && sens.Value > 0 {
+		if sens, err := sensitivity.GenericSensitivity(s, spec.Exact, cb); err == nil && sens.Value > 0 {
 			k++
 		}
 	}
@@ -234,22 +238,22 @@ func demoWorkload(ctx context.Context, e *env, c *cube.Cube, sc demoScenario, ep
 	today.Epsilon = many
 	cols := []struct {
 		label string
-		spec  cube.WorkloadSpec
-		st    cube.Strategy
+		spec  release.WorkloadSpec
+		st    release.Strategy
 	}{
-		{fmt.Sprintf("separate, eps each (%g in all)", many.Float64()), today, cube.StrategySeparate},
-		{fmt.Sprintf("separate, eps/%d each", k), spec, cube.StrategySeparate},
-		{"noisy base, aggregated", spec, cube.StrategyBase},
-		{"equal split + LS", spec, cube.StrategyEqual},
-		{"optimal split + LS", spec, cube.StrategyOptimal},
+		{fmt.Sprintf("separate, eps each (%g in all)", many.Float64()), today, release.StrategySeparate},
+		{fmt.Sprintf("separate, eps/%d each", k), spec, release.StrategySeparate},
+		{"noisy base, aggregated", spec, release.StrategyBase},
+		{"equal split + LS", spec, release.StrategyEqual},
+		{"optimal split + LS", spec, release.StrategyOptimal},
 	}
 	rmse := make([][]float64, len(cols))
 	for i, col := range cols {
-		if rmse[i], err = cube.ExpectedRMSE(s, col.spec, col.st); err != nil {
+		if rmse[i], err = release.ExpectedRMSE(s, col.spec, col.st); err != nil {
 			return err
 		}
 	}
-	rel, err := cube.ReleaseWorkloadCube(ctx, c, spec, r)
+	rel, err := release.ReleaseWorkloadCube(ctx, c, spec, r)
 	if err != nil {
 		return err
 	}

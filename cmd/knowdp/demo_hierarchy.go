@@ -8,7 +8,9 @@ import (
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/data"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
 )
 
 // demoHierarchyViews are the tables of the hierarchy demo: one per level
@@ -42,8 +44,8 @@ func runDemoHierarchy(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	parse := func(xs []string) ([]cube.View, error) {
-		out := make([]cube.View, len(xs))
+	parse := func(xs []string) ([]domain.View, error) {
+		out := make([]domain.View, len(xs))
 		for i, x := range xs {
 			if out[i], err = s.ParseView(x); err != nil {
 				return nil, err
@@ -59,13 +61,13 @@ func runDemoHierarchy(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	spec := cube.ViewSpec{Epsilon: eps, Split: cube.SplitSpine, Views: views, Exact: exact}
+	spec := release.ViewSpec{Epsilon: eps, Split: release.SplitSpine, Views: views, Exact: exact}
 	needs, err := spec.Needs(s)
 	if err != nil {
 		return err
 	}
 	// The truth of every table, for the measured errors.
-	truth, rows, err := cube.AggregateViews(ctx, tab, s, append(append([]cube.View{}, views...), needs...), cube.Options{})
+	truth, rows, err := cube.AggregateViews(ctx, tab, s, append(append([]domain.View{}, views...), needs...), cube.Options{})
 	if err != nil {
 		return err
 	}
@@ -80,7 +82,7 @@ func runDemoHierarchy(ctx context.Context, e *env, args []string) error {
 	}
 
 	// One release, shown in full: integer tables that add up.
-	rel, err := cube.ReleaseViews(ctx, s, truth, spec, r.Split())
+	rel, err := release.ReleaseViews(ctx, s, truth, spec, r.Split())
 	if err != nil {
 		return err
 	}
@@ -110,15 +112,15 @@ func runDemoHierarchy(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(w, "largest gap between a table and the sum of a finer one, over every pair of levels: %g\n", worst)
 
 	// Measured error per level, against releasing each level on its own.
-	one := make(map[cube.View]float64)
-	sep := make(map[cube.View]float64)
+	one := make(map[domain.View]float64)
+	sep := make(map[domain.View]float64)
 	var sepGap float64
 	for range *runs {
-		rel, err := cube.ReleaseViews(ctx, s, truth, spec, r.Split())
+		rel, err := release.ReleaseViews(ctx, s, truth, spec, r.Split())
 		if err != nil {
 			return err
 		}
-		var sepTables []cube.Table
+		var sepTables []release.Table
 		for _, t := range rel.Tables {
 			one[t.TableView()] += meanAbsDiff(t.Counts, truth[t.TableView()]) / float64(*runs)
 		}
@@ -132,7 +134,7 @@ func runDemoHierarchy(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			alone, err := cube.ReleaseViews(ctx, s, truth, cube.ViewSpec{Epsilon: share, Split: cube.SplitEqual, Views: []cube.View{t.TableView()}, Exact: exact}, r.Split())
+			alone, err := release.ReleaseViews(ctx, s, truth, release.ViewSpec{Epsilon: share, Split: release.SplitEqual, Views: []domain.View{t.TableView()}, Exact: exact}, r.Split())
 			if err != nil {
 				return err
 			}
@@ -170,7 +172,7 @@ func meanAbsDiff(a, b []float64) float64 {
 
 // addUpGap returns the largest difference between a table and the roll-up
 // of a finer table it is a roll-up of.
-func addUpGap(s *cube.Schema, tables []cube.Table) float64 {
+func addUpGap(s *domain.Schema, tables []release.Table) float64 {
 	var worst float64
 	for _, a := range tables {
 		for _, b := range tables {
@@ -191,7 +193,7 @@ func addUpGap(s *cube.Schema, tables []cube.Table) float64 {
 }
 
 // measuredCount returns how many tables of a release were measured.
-func measuredCount(w *cube.WorkloadRelease) int {
+func measuredCount(w *release.WorkloadRelease) int {
 	n := 0
 	for _, t := range w.Tables {
 		if t.Measured {

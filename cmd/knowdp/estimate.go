@@ -8,8 +8,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/fileio"
+	"github.com/knowdp/knowdp/release"
 )
 
 func estimateCommand() *command {
@@ -22,7 +23,7 @@ func estimateCommand() *command {
 
 // writeMeasurements writes a workload release's noisy measurements (kept
 // with WorkloadSpec.KeepMeasurements) to path, atomically.
-func writeMeasurements(path string, w *cube.WorkloadRelease) error {
+func writeMeasurements(path string, w *release.WorkloadRelease) error {
 	saved, err := w.SaveMeasurements()
 	if err != nil {
 		return err
@@ -81,7 +82,7 @@ func runEstimate(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--measurements: %w", err)
 	}
-	var saved cube.SavedMeasurements
+	var saved release.SavedMeasurements
 	if err := json.Unmarshal(b, &saved); err != nil {
 		return fmt.Errorf("--measurements %s: %w", *path, err)
 	}
@@ -89,7 +90,7 @@ func runEstimate(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--measurements %s: %w", *path, err)
 	}
-	var cs []cube.Cuboid
+	var cs []domain.Cuboid
 	for _, x := range cuboids {
 		c, err := s.ParseCuboid(x)
 		if err != nil {
@@ -116,7 +117,7 @@ func runEstimate(ctx context.Context, e *env, args []string) error {
 			ts.Cuboid = []string{}
 		}
 		if *out != "" {
-			ts.File = cube.TableFileName(s, t.Cuboid)
+			ts.File = release.TableFileName(s, t.Cuboid)
 			files = append(files, fileio.File{Path: ts.File, Write: func(w io.Writer) error { return t.WriteCSV(w, s) }})
 		}
 		sum.Tables = append(sum.Tables, ts)

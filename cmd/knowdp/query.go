@@ -15,7 +15,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/prior"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/source"
@@ -96,11 +96,11 @@ type queryResult struct {
 
 // loadQuerySchema reads --schema. A schema with no dimensions is allowed
 // here (a purely numeric query has no categorical columns) and gives nil.
-func loadQuerySchema(path string) (*cube.Schema, error) {
+func loadQuerySchema(path string) (*domain.Schema, error) {
 	if err := checkInput("--schema", path); err != nil {
 		return nil, err
 	}
-	s, err := cube.LoadSchema(path)
+	s, err := domain.LoadSchema(path)
 	if err == nil {
 		return s, nil
 	}
@@ -120,7 +120,7 @@ func loadQuerySchema(path string) (*cube.Schema, error) {
 }
 
 // lookupDim is s.Lookup for a schema that may be nil (no dimensions).
-func lookupDim(s *cube.Schema, col string) (int, bool) {
+func lookupDim(s *domain.Schema, col string) (int, bool) {
 	if s == nil {
 		return 0, false
 	}
@@ -423,7 +423,7 @@ func parsePriorQuery(s string) (*priorQuery, error) {
 
 // checkDomains checks the where clause's values of schema dimensions
 // against their declared domains (public information).
-func (q *priorQuery) checkDomains(s *cube.Schema) error {
+func (q *priorQuery) checkDomains(s *domain.Schema) error {
 	for _, c := range q.where {
 		if i, ok := lookupDim(s, c.col); ok {
 			if _, ok := s.ValueIndex(i, c.val); !ok {
@@ -435,7 +435,7 @@ func (q *priorQuery) checkDomains(s *cube.Schema) error {
 }
 
 // checkPrior matches the prior's components to the query.
-func (q *priorQuery) checkPrior(comps []prior.Component, s *cube.Schema, path string) error {
+func (q *priorQuery) checkPrior(comps []prior.Component, s *domain.Schema, path string) error {
 	if q.kind == prior.Statistical {
 		if len(comps) != 1 || comps[0].Level != prior.Numeric {
 			return fmt.Errorf("%s: %s is a number; its prior must have one numeric component", path, q.op)
@@ -465,7 +465,7 @@ func (q *priorQuery) checkPrior(comps []prior.Component, s *cube.Schema, path st
 // a property of the table, not of the rows the query selects.
 //
 // With a count column each row stands for that many records.
-func (q *priorQuery) evaluate(ctx context.Context, path, countColumn string, s *cube.Schema, comps []prior.Component) (prior.Point, error) {
+func (q *priorQuery) evaluate(ctx context.Context, path, countColumn string, s *domain.Schema, comps []prior.Component) (prior.Point, error) {
 	t, err := source.OpenCSV(path)
 	if err != nil {
 		return nil, err

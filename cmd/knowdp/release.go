@@ -15,9 +15,11 @@ import (
 	"strings"
 
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
 	"github.com/knowdp/knowdp/source"
 )
 
@@ -94,13 +96,13 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usageErr(fs, "%v", err)
 	}
-	mech, err := cube.ParseMechanism(f.mechanism)
+	mech, err := release.ParseMechanism(f.mechanism)
 	if err != nil {
 		return usageErr(fs, "--mechanism: %v", err)
 	}
 	var eps privacy.Epsilon
 	var rho privacy.Rho
-	if mech == cube.MechanismGaussian {
+	if mech == release.MechanismGaussian {
 		switch {
 		case f.epsilon != 0:
 			return usageErr(fs, "--mechanism gaussian is calibrated to --rho; --epsilon does not apply (the equivalent (eps, delta) is reported for --delta)")
@@ -120,11 +122,11 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 			return usageErr(fs, "--epsilon: %v", err)
 		}
 	}
-	split, err := cube.ParseSplit(f.split)
+	split, err := release.ParseSplit(f.split)
 	if err != nil {
 		return usageErr(fs, "--split: %v", err)
 	}
-	strategy, err := cube.ParseMeasureStrategy(f.strategy)
+	strategy, err := release.ParseMeasureStrategy(f.strategy)
 	if err != nil {
 		return usageErr(fs, "--strategy: %v", err)
 	}
@@ -157,13 +159,13 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 			}
 		}
 	}
-	var s *cube.Schema
+	var s *domain.Schema
 	if f.infer {
 		fmt.Fprintln(e.stderr, "WARNING: --infer-domains takes the domains from the data; the release is NOT differentially private")
 		if s, err = inferSchema(ctx, source.Spec{Path: f.data, Table: f.table, CountColumn: f.countColumn}, splitList(f.dims), e.log); err != nil {
 			return err
 		}
-	} else if s, err = cube.LoadSchema(f.schema); err != nil {
+	} else if s, err = domain.LoadSchema(f.schema); err != nil {
 		return err
 	}
 	// Views at coarser levels of a hierarchy (--cuboid geo:state) are
@@ -172,17 +174,17 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if coarse || split == cube.SplitSpine {
+	if coarse || split == release.SplitSpine {
 		if f.nonneg {
 			return usageErr(fs, "--nonneg: views at coarser levels are published as real counts or, with --integer, as non-negative integers that add up level by level; use --integer")
 		}
-		vspec := cube.ViewSpec{Epsilon: eps, Split: split, Sensitivity: f.sensitivity, DomainsFromData: f.infer, Mechanism: mech, Rho: rho}
-		if mech == cube.MechanismGaussian {
+		vspec := release.ViewSpec{Epsilon: eps, Split: split, Sensitivity: f.sensitivity, DomainsFromData: f.infer, Mechanism: mech, Rho: rho}
+		if mech == release.MechanismGaussian {
 			vspec.Delta = f.delta
 		}
 		return releaseViews(ctx, e, s, vs, vspec, &f, format)
 	}
-	var cuboids []cube.Cuboid
+	var cuboids []domain.Cuboid
 	var weights []float64
 	for _, x := range f.cuboids {
 		c, err := s.ParseCuboid(x)
@@ -196,16 +198,16 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("--workload: %w", err)
 		}
-		cs, ws, err := cube.ParseWorkload(s, b)
+		cs, ws, err := release.ParseWorkload(s, b)
 		if err != nil {
 			return fmt.Errorf("--workload %s: %w", f.workload, err)
 		}
 		cuboids, weights = append(cuboids, cs...), append(weights, ws...)
 	}
 	if len(cuboids) == 0 {
-		cuboids, weights = []cube.Cuboid{cube.Base(s.NumDims())}, []float64{1}
+		cuboids, weights = []domain.Cuboid{domain.Base(s.NumDims())}, []float64{1}
 	}
-	var exact []cube.Cuboid
+	var exact []domain.Cuboid
 	for _, x := range f.exact {
 		c, err := s.ParseCuboid(x)
 		if err != nil {
@@ -215,24 +217,24 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 	// What to count: the released and exact cuboids only, never the base
 	// domain unless it is released.
-	wspec := cube.WorkloadSpec{Epsilon: eps, Exact: exact, Cuboids: cuboids, Weights: weights, Split: split,
+	wspec := release.WorkloadSpec{Epsilon: eps, Exact: exact, Cuboids: cuboids, Weights: weights, Split: split,
 		Sensitivity: f.sensitivity, DomainsFromData: f.infer, Mechanism: mech, Rho: rho}
 	wspec.Strategy, wspec.KeepMeasurements = strategy, f.measurements != ""
-	if mech == cube.MechanismGaussian {
+	if mech == release.MechanismGaussian {
 		wspec.Delta = f.delta
 	}
-	spec := cube.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cuboids[0], Sensitivity: f.sensitivity,
+	spec := release.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cuboids[0], Sensitivity: f.sensitivity,
 		NonNegative: f.nonneg, Integer: f.integer, Tol: f.tol, DomainsFromData: f.infer,
 		Mechanism: mech, Rho: rho}
-	if mech == cube.MechanismGaussian {
+	if mech == release.MechanismGaussian {
 		spec.Delta = f.delta
 	}
 	needs := spec.Needs()
-	var plan *cube.WorkloadPlan
+	var plan *release.WorkloadPlan
 	if workload {
 		// Planned once, before the data is read: the optimal split can
 		// take seconds for a large workload.
-		if plan, err = cube.PlanWorkload(s, wspec, false); err != nil {
+		if plan, err = release.PlanWorkload(s, wspec, false); err != nil {
 			return err
 		}
 		needs = plan.Needs()
@@ -242,7 +244,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 
 	// The data, counted straight into the cuboids needed.
-	tables, err := countData(ctx, e, &f, func(t cube.Records, opt cube.Options) (map[cube.Cuboid][]float64, int64, error) {
+	tables, err := countData(ctx, e, &f, func(t cube.Records, opt cube.Options) (map[domain.Cuboid][]float64, int64, error) {
 		return cube.Aggregate(ctx, t, s, needs, opt)
 	})
 	if err != nil {
@@ -253,7 +255,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 
 	// One cuboid: a CSV and its sidecar.
-	rel, err := cube.ReleaseFrom(ctx, s, tables, spec, f.seed.rand(e))
+	rel, err := release.ReleaseFrom(ctx, s, tables, spec, f.seed.rand(e))
 	if err != nil {
 		return err
 	}
@@ -332,10 +334,10 @@ func (f *releaseFlags) check(fs *flag.FlagSet) error {
 
 // releaseSummary is what release --json prints.
 type releaseSummary struct {
-	Out      string        `json:"out"`
-	Sidecar  string        `json:"sidecar"`
-	Cells    int           `json:"cells"`
-	Metadata cube.Metadata `json:"privacy"`
+	Out      string           `json:"out"`
+	Sidecar  string           `json:"sidecar"`
+	Cells    int              `json:"cells"`
+	Metadata release.Metadata `json:"privacy"`
 }
 
 // writeJSON prints v as indented JSON (floats in full precision).
@@ -345,7 +347,7 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func printRelease(w io.Writer, rel *cube.Release, out, sidecar string) {
+func printRelease(w io.Writer, rel *release.Release, out, sidecar string) {
 	s := rel.Schema
 	// The number of rows read is not printed: it is the true total, which
 	// is private unless an exact cuboid publishes it.
@@ -357,7 +359,7 @@ func printRelease(w io.Writer, rel *cube.Release, out, sidecar string) {
 		}
 		fmt.Fprintf(w, "exact cuboids (published as they are): %s\n", strings.Join(ex, ", "))
 	}
-	if rel.Mechanism == cube.MechanismGaussian {
+	if rel.Mechanism == release.MechanismGaussian {
 		fmt.Fprintf(w, "rho %.6g (zCDP; (%.6g, %g)-DP) w.r.t. %s\n", rel.Rho, rel.Epsilon, rel.Delta, rel.Neighbours)
 	} else {
 		fmt.Fprintf(w, "epsilon %g w.r.t. %s\n", rel.Epsilon, rel.Neighbours)
@@ -365,7 +367,7 @@ func printRelease(w io.Writer, rel *cube.Release, out, sidecar string) {
 	if rel.Sensitivity == 0 {
 		fmt.Fprintf(w, "no noise: the cuboid is determined by the exact cuboids (%s); its counts are the TRUE counts\n", rel.SensitivityRule)
 	} else {
-		if rel.Mechanism == cube.MechanismGaussian {
+		if rel.Mechanism == release.MechanismGaussian {
 			fmt.Fprintf(w, "L2 generic sensitivity %.6g (%s); Gaussian sigma %.6g per cell\n", rel.L2Sensitivity, rel.L2Rule, rel.Sigma)
 		} else {
 			fmt.Fprintf(w, "generic sensitivity %d (%s); Laplace scale %.6g per cell\n", rel.Sensitivity, rel.SensitivityRule, rel.Scale)
@@ -392,7 +394,7 @@ func splitList(s string) []string {
 
 // inferSchema reads the domains of the named columns from the fact table
 // (see cube.InferSchemaFrom: the result is NOT private).
-func inferSchema(ctx context.Context, spec source.Spec, columns []string, log *slog.Logger) (*cube.Schema, error) {
+func inferSchema(ctx context.Context, spec source.Spec, columns []string, log *slog.Logger) (*domain.Schema, error) {
 	t, err := source.Open(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -404,8 +406,8 @@ func inferSchema(ctx context.Context, spec source.Spec, columns []string, log *s
 // largestTable names the largest of the cuboids a release counts and why it
 // is counted (released, or exact), so that a memory refusal blames the
 // right flag.
-func largestTable(s *cube.Schema, needs, exact []cube.Cuboid) string {
-	var big cube.Cuboid
+func largestTable(s *domain.Schema, needs, exact []domain.Cuboid) string {
+	var big domain.Cuboid
 	bigCells := -1.0
 	for _, c := range needs {
 		n := 1.0

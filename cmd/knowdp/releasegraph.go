@@ -8,7 +8,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/graph"
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/source"
@@ -50,8 +50,8 @@ func runReleaseGraph(ctx context.Context, e *env, args []string) error {
 	if f.vertices < 1 || f.vertices > 1<<16 {
 		return usageErr(fs, "--vertices must be between 1 and 65536, got %d", f.vertices)
 	}
-	if cube.Pairs(f.vertices, f.directed) > cube.MaxGraphPairs {
-		return usageErr(fs, "--vertices %d gives %d vertex pairs, more than %d", f.vertices, cube.Pairs(f.vertices, f.directed), cube.MaxGraphPairs)
+	if graph.Pairs(f.vertices, f.directed) > graph.MaxGraphPairs {
+		return usageErr(fs, "--vertices %d gives %d vertex pairs, more than %d", f.vertices, graph.Pairs(f.vertices, f.directed), graph.MaxGraphPairs)
 	}
 	eps, err := privacy.NewEpsilon(f.epsilon)
 	if err != nil {
@@ -65,7 +65,7 @@ func runReleaseGraph(ctx context.Context, e *env, args []string) error {
 	if err := fileio.CheckOutputs(inputs, []fileio.Named{{Flag: "--out", Path: f.out}, {Flag: "sidecar", Path: sidecar}}); err != nil {
 		return usageErr(fs, "%v", err)
 	}
-	spec := cube.GraphSpec{Vertices: f.vertices, Directed: f.directed, Epsilon: eps}
+	spec := graph.GraphSpec{Vertices: f.vertices, Directed: f.directed, Epsilon: eps}
 	if f.known != "" {
 		if spec.KnownOut, spec.KnownIn, err = readKnownDegrees(f.known, f.vertices, f.directed); err != nil {
 			return err
@@ -75,7 +75,7 @@ func runReleaseGraph(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	g, err := cube.ReleaseGraph(ctx, edges, spec, f.seed.rand(e))
+	g, err := graph.ReleaseGraph(ctx, edges, spec, f.seed.rand(e))
 	if err != nil {
 		return err
 	}
@@ -92,10 +92,10 @@ func runReleaseGraph(ctx context.Context, e *env, args []string) error {
 	}
 	if f.json {
 		return writeJSON(e.stdout, struct {
-			Out     string             `json:"out"`
-			Sidecar string             `json:"sidecar"`
-			Pairs   int                `json:"pairs"`
-			Privacy cube.GraphMetadata `json:"privacy"`
+			Out     string              `json:"out"`
+			Sidecar string              `json:"sidecar"`
+			Pairs   int                 `json:"pairs"`
+			Privacy graph.GraphMetadata `json:"privacy"`
 		}{f.out, sidecar, len(g.Values), meta})
 	}
 	kind := "undirected"

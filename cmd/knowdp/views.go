@@ -11,22 +11,24 @@ import (
 	"text/tabwriter"
 
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
 )
 
 // releaseViewsSpec is a release whose cuboids name levels of a hierarchy
 // (--cuboid geo:state,sex), parsed from the flags.
 type releaseViewsSpec struct {
-	views   []cube.View
+	views   []domain.View
 	weights []float64
-	exact   []cube.View
+	exact   []domain.View
 }
 
 // parseViews reads --cuboid, --workload and --exact as views. It reports
 // whether any stands at a coarser level of a hierarchy.
-func parseViews(s *cube.Schema, f *releaseFlags) (releaseViewsSpec, bool, error) {
+func parseViews(s *domain.Schema, f *releaseFlags) (releaseViewsSpec, bool, error) {
 	var r releaseViewsSpec
 	coarse := false
 	for _, x := range f.cuboids {
@@ -42,7 +44,7 @@ func parseViews(s *cube.Schema, f *releaseFlags) (releaseViewsSpec, bool, error)
 		if err != nil {
 			return r, false, fmt.Errorf("--workload: %w", err)
 		}
-		vs, ws, err := cube.ParseViewWorkload(s, b)
+		vs, ws, err := release.ParseViewWorkload(s, b)
 		if err != nil {
 			return r, false, fmt.Errorf("--workload %s: %w", f.workload, err)
 		}
@@ -65,31 +67,31 @@ func parseViews(s *cube.Schema, f *releaseFlags) (releaseViewsSpec, bool, error)
 // releaseViews releases views at several levels of a hierarchy under one
 // budget and writes them, with release.json, into the new directory f.out
 // (or, for one view, f.out and its sidecar).
-func releaseViews(ctx context.Context, e *env, s *cube.Schema, vs releaseViewsSpec, spec cube.ViewSpec, f *releaseFlags, format tablefile.Format) error {
+func releaseViews(ctx context.Context, e *env, s *domain.Schema, vs releaseViewsSpec, spec release.ViewSpec, f *releaseFlags, format tablefile.Format) error {
 	spec.Views, spec.Weights, spec.Exact = vs.views, vs.weights, vs.exact
 	// Planned once, before the data is read: the optimal split across a
 	// hierarchy takes seconds at national scale.
-	plan, err := cube.PlanViews(s, spec)
+	plan, err := release.PlanViews(s, spec)
 	if err != nil {
 		return err
 	}
 	needs := plan.Needs()
-	leaves := map[cube.Cuboid]bool{}
-	var leafCuboids []cube.Cuboid
+	leaves := map[domain.Cuboid]bool{}
+	var leafCuboids []domain.Cuboid
 	for _, v := range needs {
 		if !leaves[v.Dims] {
 			leaves[v.Dims] = true
 			leafCuboids = append(leafCuboids, v.Dims)
 		}
 	}
-	var released []cube.Cuboid
+	var released []domain.Cuboid
 	for _, v := range vs.views {
 		released = append(released, v.Dims)
 	}
 	if err := cube.CheckMemory(cube.ReleaseMemory(s, leafCuboids, released, f.integer)); err != nil {
 		return fmt.Errorf("releasing %s would run out of memory (%w); coarsen the schema or release smaller views", formatViews(s, vs.views), err)
 	}
-	counts, err := countData(ctx, e, f, func(t cube.Records, opt cube.Options) (map[cube.View][]float64, int64, error) {
+	counts, err := countData(ctx, e, f, func(t cube.Records, opt cube.Options) (map[domain.View][]float64, int64, error) {
 		return cube.AggregateViews(ctx, t, s, needs, opt)
 	})
 	if err != nil {
@@ -156,15 +158,15 @@ func releaseViews(ctx context.Context, e *env, s *cube.Schema, vs releaseViewsSp
 
 // writeTable writes a released table in the format asked for, with its
 // margin of error cell by cell.
-func writeTable(w io.Writer, format tablefile.Format, s *cube.Schema, t cube.Table) error {
+func writeTable(w io.Writer, format tablefile.Format, s *domain.Schema, t release.Table) error {
 	return tablefile.WriteRows(w, format, s, t.TableView(), 0, t.Counts, t.CellMOE)
 }
 
 // printViewsSummary prints what a release of views spent and its error
 // level by level.
-func printViewsSummary(out io.Writer, w *cube.WorkloadRelease, meta cube.WorkloadMetadata, names []string) {
+func printViewsSummary(out io.Writer, w *release.WorkloadRelease, meta release.WorkloadMetadata, names []string) {
 	s := w.Schema
-	if w.Mechanism == cube.MechanismGaussian {
+	if w.Mechanism == release.MechanismGaussian {
 		fmt.Fprintf(out, "released %d tables across the levels of %q for rho %.6g in all (budget %.6g; (%.6g, %g)-DP; split %s) w.r.t. %s\n",
 			len(w.Tables), w.Hierarchy, w.Rho, w.RhoBudget, w.Epsilon, w.Delta, meta.Split, w.Neighbours)
 	} else {
@@ -175,7 +177,7 @@ func printViewsSummary(out io.Writer, w *cube.WorkloadRelease, meta cube.Workloa
 	fmt.Fprintf(tw, "table\tcells\tshare\tsensitivity\tmax moe90\tfile\n")
 	for i, t := range w.Tables {
 		share, sens := fmt.Sprintf("eps %.4g", t.Share), fmt.Sprint(t.Sensitivity)
-		if w.Mechanism == cube.MechanismGaussian {
+		if w.Mechanism == release.MechanismGaussian {
 			share, sens = fmt.Sprintf("rho %.4g", t.RhoShare), "L2"
 		}
 		switch {
@@ -200,7 +202,7 @@ func printViewsSummary(out io.Writer, w *cube.WorkloadRelease, meta cube.Workloa
 }
 
 // formatViews formats views as "{geo:state,sex}, {age}".
-func formatViews(s *cube.Schema, vs []cube.View) string {
+func formatViews(s *domain.Schema, vs []domain.View) string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
 		out[i] = s.FormatView(v)

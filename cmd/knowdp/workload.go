@@ -11,10 +11,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
 )
 
 // checkNewDir refuses an output directory that exists: a workload release
@@ -33,14 +34,14 @@ func checkNewDir(dir string) error {
 
 // workloadSummary is what release --json prints for several cuboids.
 type workloadSummary struct {
-	Out      string                `json:"out"`
-	Files    []string              `json:"files"`
-	Metadata cube.WorkloadMetadata `json:"privacy"`
+	Out      string                   `json:"out"`
+	Files    []string                 `json:"files"`
+	Metadata release.WorkloadMetadata `json:"privacy"`
 }
 
 // releaseWorkload releases several cuboids together and writes them, with
 // release.json, into the new directory f.out.
-func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cube.Cuboid][]float64, plan *cube.WorkloadPlan, f *releaseFlags, format tablefile.Format) error {
+func releaseWorkload(ctx context.Context, e *env, s *domain.Schema, tables map[domain.Cuboid][]float64, plan *release.WorkloadPlan, f *releaseFlags, format tablefile.Format) error {
 	r := f.seed.rand(e)
 	w, err := plan.ReleaseFrom(ctx, tables, r)
 	if err != nil {
@@ -59,7 +60,7 @@ func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cub
 	var files []fileio.File
 	var names []string
 	for i, t := range w.Tables {
-		name := strings.TrimSuffix(cube.TableFileName(w.Schema, t.Cuboid), ".csv") + format.Ext()
+		name := strings.TrimSuffix(release.TableFileName(w.Schema, t.Cuboid), ".csv") + format.Ext()
 		meta.Tables[i].File = name
 		files = append(files, fileio.File{Path: name, Write: func(out io.Writer) error {
 			return tablefile.Write(out, format, w.Schema, t.Cuboid, t.Counts, t.CellMOE90())
@@ -89,7 +90,7 @@ func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cub
 	if f.json {
 		return writeJSON(e.stdout, workloadSummary{Out: f.out, Files: names, Metadata: meta})
 	}
-	if w.Mechanism == cube.MechanismGaussian {
+	if w.Mechanism == release.MechanismGaussian {
 		fmt.Fprintf(e.stdout, "released %d cuboids for rho %.6g in all (budget %.6g; (%.6g, %g)-DP; %s) w.r.t. %s\n",
 			len(w.Tables), w.Rho, w.RhoBudget, w.Epsilon, w.Delta, meta.Composition, w.Neighbours)
 	} else {
@@ -105,8 +106,8 @@ func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cub
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	unit, sensName := "epsilon", "sensitivity"
-	l2 := map[cube.Cuboid]float64{}
-	if w.Mechanism == cube.MechanismGaussian {
+	l2 := map[domain.Cuboid]float64{}
+	if w.Mechanism == release.MechanismGaussian {
 		unit, sensName = "rho", "L2 sensitivity"
 		for _, m := range w.Measurements {
 			l2[m.Cuboid] = m.L2Sensitivity
@@ -116,7 +117,7 @@ func releaseWorkload(ctx context.Context, e *env, s *cube.Schema, tables map[cub
 	for i, t := range w.Tables {
 		share := fmt.Sprintf("%.4g", t.Share)
 		sens := fmt.Sprint(t.Sensitivity)
-		if w.Mechanism == cube.MechanismGaussian {
+		if w.Mechanism == release.MechanismGaussian {
 			share, sens = fmt.Sprintf("%.4g", t.RhoShare), fmt.Sprintf("%.4g", l2[t.Cuboid])
 		}
 		switch {

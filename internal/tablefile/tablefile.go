@@ -23,7 +23,8 @@ import (
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/encoding"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/release"
 )
 
 // Format is the file format of a released table.
@@ -58,7 +59,7 @@ func (f Format) Ext() string { return "." + string(f) }
 
 // Write writes the counts of cuboid c of s (row-major, as a release holds
 // them), with the margin of error moe90 on every row, in format f.
-func Write(w io.Writer, f Format, s *cube.Schema, c cube.Cuboid, counts []float64, moe90 float64) error {
+func Write(w io.Writer, f Format, s *domain.Schema, c domain.Cuboid, counts []float64, moe90 float64) error {
 	switch f {
 	case CSV:
 		return WriteCSV(w, s, c, counts, moe90)
@@ -71,17 +72,17 @@ func Write(w io.Writer, f Format, s *cube.Schema, c cube.Cuboid, counts []float6
 // FormatNumber formats a count or margin of error as the shortest decimal
 // that parses back to the same float64, in fixed notation (a count column
 // reads 12345678, not 1.2345678e+07), without a negative zero.
-func FormatNumber(v float64) string { return cube.FormatExact(v) }
+func FormatNumber(v float64) string { return domain.FormatExact(v) }
 
 // WriteCSV writes the counts of cuboid c of s with the margin of error
 // moe90 on every row as CSV (cube.WriteTableCSV): a header row, then one
 // row per cell, labels quoted where they need it, numbers as FormatNumber
 // writes them.
-func WriteCSV(w io.Writer, s *cube.Schema, c cube.Cuboid, counts []float64, moe90 float64) error {
+func WriteCSV(w io.Writer, s *domain.Schema, c domain.Cuboid, counts []float64, moe90 float64) error {
 	if err := check(s, c, counts); err != nil {
 		return err
 	}
-	return cube.WriteTableCSV(w, s, cube.ViewOf(c), counts, func(int) float64 { return moe90 })
+	return release.WriteTableCSV(w, s, domain.ViewOf(c), counts, func(int) float64 { return moe90 })
 }
 
 // eachCell calls f with the label indices and count of every cell, in
@@ -105,7 +106,7 @@ func eachCell[L any](labels [][]L, first int, counts []float64, f func(idx []int
 }
 
 // check refuses counts that do not cover the cuboid's cells.
-func check(s *cube.Schema, c cube.Cuboid, counts []float64) error {
+func check(s *domain.Schema, c domain.Cuboid, counts []float64) error {
 	if want := s.CuboidSize(c); want != len(counts) {
 		return fmt.Errorf("tablefile: %d counts for the %d cells of %s", len(counts), want, s.Format(c))
 	}
@@ -122,21 +123,21 @@ const parquetBatch = 4096
 // one row group per 2^20 rows, Snappy-compressed, the dimension columns
 // dictionary-encoded. Counts are written at full precision (the float64
 // the release holds).
-func WriteParquet(w io.Writer, s *cube.Schema, c cube.Cuboid, counts []float64, moe90 float64) error {
+func WriteParquet(w io.Writer, s *domain.Schema, c domain.Cuboid, counts []float64, moe90 float64) error {
 	if err := check(s, c, counts); err != nil {
 		return err
 	}
-	return writeParquetRows(w, s, cube.ViewOf(c), 0, counts, func(int) float64 { return moe90 })
+	return writeParquetRows(w, s, domain.ViewOf(c), 0, counts, func(int) float64 { return moe90 })
 }
 
 // WriteRows writes cells first, first+1, ... of view v of s, with the
 // margin of error moe90(cell) (the cell's index in the whole table), as a
 // file of format f with its header: one shard of a table too large for one
 // file, readable on its own.
-func WriteRows(w io.Writer, f Format, s *cube.Schema, v cube.View, first int, counts []float64, moe90 func(cell int) float64) error {
+func WriteRows(w io.Writer, f Format, s *domain.Schema, v domain.View, first int, counts []float64, moe90 func(cell int) float64) error {
 	switch f {
 	case CSV:
-		return cube.WriteTableRowsCSV(w, s, v, first, counts, moe90)
+		return release.WriteTableRowsCSV(w, s, v, first, counts, moe90)
 	case Parquet:
 		if n := s.ViewSize(v); first < 0 || first > n || len(counts) > n-first {
 			return fmt.Errorf("tablefile: cells %d to %d are not all in the %d cells of %s", first, first+len(counts), n, s.FormatView(v))
@@ -146,7 +147,7 @@ func WriteRows(w io.Writer, f Format, s *cube.Schema, v cube.View, first int, co
 	return fmt.Errorf("tablefile: unknown format %q", f)
 }
 
-func writeParquetRows(w io.Writer, s *cube.Schema, v cube.View, first int, counts []float64, moe90 func(cell int) float64) error {
+func writeParquetRows(w io.Writer, s *domain.Schema, v domain.View, first int, counts []float64, moe90 func(cell int) float64) error {
 	dims := v.Dims.Dims()
 	cols := make(orderedGroup, 0, len(dims)+2)
 	for _, d := range dims {

@@ -11,8 +11,10 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
 )
 
 // readParquet returns the column names and the rows of a Parquet file,
@@ -49,7 +51,7 @@ func readParquet(t *testing.T, b []byte) ([]string, [][]parquet.Value) {
 // and the same labels; that the CSV's numbers parse back to the released
 // float64 values exactly; and that the Parquet file holds them exactly.
 func TestTablesMatch(t *testing.T) {
-	s, err := cube.NewSchema([]cube.Dimension{
+	s, err := domain.NewSchema([]domain.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "town", Values: []string{"Ash", "Elm, North", "Oak"}},
 		{Name: "age", Values: []string{"0-17", "18-64", "65+", "80+"}},
@@ -80,12 +82,12 @@ func TestTablesMatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			spec := cube.ReleaseSpec{Epsilon: eps, Cuboid: c}
+			spec := release.ReleaseSpec{Epsilon: eps, Cuboid: c}
 			if tc.exact != nil {
 				e, _ := s.CuboidOf(tc.exact...)
-				spec.Exact = []cube.Cuboid{e}
+				spec.Exact = []domain.Cuboid{e}
 			}
-			rel, err := cube.ReleaseCube(t.Context(), cb, spec, noise.NewSeeded(7))
+			rel, err := release.ReleaseCube(t.Context(), cb, spec, noise.NewSeeded(7))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,9 +175,9 @@ func TestFormatNumber(t *testing.T) {
 		}
 	}
 	// In a table, a negative zero count is written 0 too.
-	s, _ := cube.NewSchema([]cube.Dimension{{Name: "a", Values: []string{"x", "y"}}})
+	s, _ := domain.NewSchema([]domain.Dimension{{Name: "a", Values: []string{"x", "y"}}})
 	var b bytes.Buffer
-	if err := WriteCSV(&b, s, cube.Base(1), []float64{math.Copysign(0, -1), 1.5}, 0.25); err != nil || b.String() != "a,count,moe90\nx,0,0.25\ny,1.5,0.25\n" {
+	if err := WriteCSV(&b, s, domain.Base(1), []float64{math.Copysign(0, -1), 1.5}, 0.25); err != nil || b.String() != "a,count,moe90\nx,0,0.25\ny,1.5,0.25\n" {
 		t.Errorf("WriteCSV: %q, %v", b.String(), err)
 	}
 }
@@ -199,11 +201,11 @@ func TestFormats(t *testing.T) {
 			t.Errorf("ParseFormat(%q) = %q, %v", tc.in, got, err)
 		}
 	}
-	s, _ := cube.NewSchema([]cube.Dimension{{Name: "count", Values: []string{"a"}}})
-	if err := WriteParquet(&bytes.Buffer{}, s, cube.Base(1), []float64{1}, 0); err == nil {
+	s, _ := domain.NewSchema([]domain.Dimension{{Name: "count", Values: []string{"a"}}})
+	if err := WriteParquet(&bytes.Buffer{}, s, domain.Base(1), []float64{1}, 0); err == nil {
 		t.Error("a dimension named count: no error")
 	}
-	if err := WriteParquet(&bytes.Buffer{}, s, cube.Base(1), []float64{1, 2}, 0); err == nil {
+	if err := WriteParquet(&bytes.Buffer{}, s, domain.Base(1), []float64{1, 2}, 0); err == nil {
 		t.Error("two counts for one cell: no error")
 	}
 }
@@ -212,7 +214,7 @@ func TestFormats(t *testing.T) {
 // Parquet, including a view at a coarser level of a hierarchy: every shard
 // has the header, and the shards' rows in order are the whole table's.
 func TestWriteRowsShards(t *testing.T) {
-	s, err := cube.ParseSchema([]byte(`{"dimensions":[
+	s, err := domain.ParseSchema([]byte(`{"dimensions":[
  {"name":"geo","levels":["region","state"],"values":["a","b","c","d","e"],
   "parents":{"region":{"a":"N","b":"N","c":"S","d":"S","e":"S"}}},
  {"name":"sex","values":["F","M"]},
@@ -224,7 +226,7 @@ func TestWriteRowsShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	views := []cube.View{cube.ViewOf(cube.Base(3)), region, cube.ViewOf(0)}
+	views := []domain.View{domain.ViewOf(domain.Base(3)), region, domain.ViewOf(0)}
 	for _, v := range views {
 		n := s.ViewSize(v)
 		counts := make([]float64, n)

@@ -32,11 +32,12 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/knowdp/knowdp/beam/release"
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/beam/pipeline"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/cli"
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
 	"github.com/knowdp/knowdp/source"
 )
 
@@ -110,7 +111,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	table := fs.String("table", "", "with an SQLite or PostgreSQL --data: the `TABLE` to count (the GROUP BY runs in the database)")
 	countColumn := fs.String("count-column", "", "`NAME` of a column of counts in --data: each row stands for that many records (non-negative integers)")
 	schemaPath := fs.String("schema", "", `schema JSON `+"`FILE`"+` {"dimensions":[{"name":..,"values":[..]}]} declaring every domain (required)`)
-	var job release.Job
+	var job pipeline.Job
 	var exact, cuboids stringList
 	fs.Var(&exact, "exact", "comma-separated `DIMS` of a cuboid published exactly (an invariant), each DIM or DIM:LEVEL of a hierarchy; repeatable; \"\" is the grand total")
 	fs.Var(&cuboids, "cuboid", "comma-separated `DIMS` of a cuboid to release, each DIM or DIM:LEVEL of a hierarchy (geo:state,sex); repeatable: several cuboids are released together under the one budget (default: the base cuboid)")
@@ -184,19 +185,19 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case !(*workerMemory > 0) || math.IsInf(*workerMemory, 0):
 		return usageErr("--worker-memory must be a positive number of GB, got %v", *workerMemory)
 	case !(job.Tol > 0) || math.IsInf(job.Tol, 0):
-		// As knowdp release: release.Job reads a zero --tol as the default
+		// As knowdp release: pipeline.Job reads a zero --tol as the default
 		// and would pass NaN or an infinity on to the workers.
 		return usageErr("--tol must be a positive number, got %v", job.Tol)
 	}
-	// release.Job reads an empty --mechanism, --split or --strategy as the
+	// pipeline.Job reads an empty --mechanism, --split or --strategy as the
 	// default; knowdp release refuses them, and so does this command.
-	if _, err := cube.ParseMechanism(job.Mechanism); err != nil {
+	if _, err := release.ParseMechanism(job.Mechanism); err != nil {
 		return usageErr("--mechanism: %v", err)
 	}
-	if _, err := cube.ParseSplit(job.Split); err != nil {
+	if _, err := release.ParseSplit(job.Split); err != nil {
 		return usageErr("--split: %v", err)
 	}
-	if _, err := cube.ParseMeasureStrategy(job.Strategy); err != nil {
+	if _, err := release.ParseMeasureStrategy(job.Strategy); err != nil {
 		return usageErr("--strategy: %v", err)
 	}
 	job.Cuboids, job.Exact, job.KeepMeasurements = cuboids, exact, *measurements != ""
@@ -204,7 +205,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("--schema: %w", err)
 	}
-	s, err := cube.ParseSchema(sb)
+	s, err := domain.ParseSchema(sb)
 	if err != nil {
 		return fmt.Errorf("--schema %s: %w", *schemaPath, err)
 	}
@@ -214,7 +215,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		job.WorkloadName = *workload
 	}
-	spec := release.Spec{Schema: s, Job: job, Seeded: seed.set, Seed: seed.n, Out: *out, Table: *table, CountColumn: *countColumn,
+	spec := pipeline.Spec{Schema: s, Job: job, Seeded: seed.set, Seed: seed.n, Out: *out, Table: *table, CountColumn: *countColumn,
 		Measurements: *measurements, WorkerMemory: int64(*workerMemory * 1e9)}
 	if source.IsPostgresURL(*dataPath) {
 		spec.Files = []string{*dataPath}
@@ -227,8 +228,8 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	// Beam reads its own flags from the global flag set; Init also turns
 	// this binary into a worker when a runner starts it as one.
 	beam.Init()
-	plan, err := release.NewPlan(spec)
-	if errors.Is(err, release.ErrUsage) {
+	plan, err := pipeline.NewPlan(spec)
+	if errors.Is(err, pipeline.ErrUsage) {
 		return usageErr("%s", strings.TrimPrefix(err.Error(), "usage: "))
 	}
 	if err != nil {
@@ -255,7 +256,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stderr, "WARNING: --seed %d makes the noise predictable; this output is NOT differentially private\n", seed.n)
 	}
 	res, err := plan.Run(ctx)
-	if errors.Is(err, release.ErrUsage) {
+	if errors.Is(err, pipeline.ErrUsage) {
 		return usageErr("%s", strings.TrimPrefix(err.Error(), "usage: "))
 	}
 	if err != nil {
@@ -266,7 +267,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // printSummary prints what the release wrote and its privacy story, as
 // knowdp release prints it (or, with --json, the sidecar with the files).
-func printSummary(w io.Writer, s *cube.Schema, spec release.Spec, res *release.Result, asJSON bool) error {
+func printSummary(w io.Writer, s *domain.Schema, spec pipeline.Spec, res *pipeline.Result, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -280,7 +281,7 @@ func printSummary(w io.Writer, s *cube.Schema, spec release.Spec, res *release.R
 	}
 	var guarantee string
 	if res.Workload {
-		var m cube.WorkloadMetadata
+		var m release.WorkloadMetadata
 		if err := json.Unmarshal(res.Sidecar, &m); err != nil {
 			return err
 		}
@@ -294,7 +295,7 @@ func printSummary(w io.Writer, s *cube.Schema, spec release.Spec, res *release.R
 		}
 		guarantee = m.Guarantee
 	} else {
-		var m cube.Metadata
+		var m release.Metadata
 		if err := json.Unmarshal(res.Sidecar, &m); err != nil {
 			return err
 		}
@@ -318,7 +319,7 @@ func printSummary(w io.Writer, s *cube.Schema, spec release.Spec, res *release.R
 // printCuboid prints what a release of one cuboid spent, as knowdp release
 // prints it; the number of rows read is not printed: it is the true total,
 // private unless an invariant has it.
-func printCuboid(w io.Writer, m cube.Metadata, cells int64) {
+func printCuboid(w io.Writer, m release.Metadata, cells int64) {
 	fmt.Fprintf(w, "released cuboid {%s}: %d cells\n", strings.Join(m.Cuboid, ","), cells)
 	if len(m.Exact) > 0 {
 		var ex []string

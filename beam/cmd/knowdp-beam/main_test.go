@@ -16,8 +16,10 @@ import (
 	"testing"
 
 	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/release"
 	"github.com/knowdp/knowdp/source"
 )
 
@@ -85,7 +87,7 @@ func writeInputs(t *testing.T, data string) (dir, schema, table string) {
 }
 
 // TestReleaseMatchesKnowdpRelease checks the command's CSV and sidecar
-// against what knowdp release writes (cube.Release.WriteCSV and Metadata)
+// against what knowdp release writes (release.Release.WriteCSV and Metadata)
 // for the same seed, and that an unseeded run is labelled private.
 func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 	dir, schema, table := writeInputs(t, facts)
@@ -93,13 +95,13 @@ func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 	tests := []struct {
 		name  string
 		args  []string
-		exact []cube.Cuboid
-		cb    cube.Cuboid
+		exact []domain.Cuboid
+		cb    domain.Cuboid
 	}{
-		{"two invariants", []string{"--exact", "sex", "--exact", "age,town", "--cuboid", "sex,town"}, []cube.Cuboid{1, 6}, 5},
-		{"base cuboid", []string{"--exact", "age"}, []cube.Cuboid{2}, 7},
-		{"grand total", []string{"--cuboid", "", "--exact", "town"}, []cube.Cuboid{4}, 0},
-		{"determined by the invariants", []string{"--cuboid", "sex", "--exact", "sex,age"}, []cube.Cuboid{3}, 1},
+		{"two invariants", []string{"--exact", "sex", "--exact", "age,town", "--cuboid", "sex,town"}, []domain.Cuboid{1, 6}, 5},
+		{"base cuboid", []string{"--exact", "age"}, []domain.Cuboid{2}, 7},
+		{"grand total", []string{"--cuboid", "", "--exact", "town"}, []domain.Cuboid{4}, 0},
+		{"determined by the invariants", []string{"--cuboid", "sex", "--exact", "sex,age"}, []domain.Cuboid{3}, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -113,7 +115,7 @@ func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 		for _, tc := range tests {
 			t.Run("gaussian "+tc.name+" delta "+delta, func(t *testing.T) {
 				flags := []string{"--mechanism", "gaussian", "--rho", "0.5"}
-				spec := cube.ReleaseSpec{Mechanism: cube.MechanismGaussian, Rho: rho, Delta: 1e-6}
+				spec := release.ReleaseSpec{Mechanism: release.MechanismGaussian, Rho: rho, Delta: 1e-6}
 				if delta != "" {
 					flags, spec.Delta = append(flags, "--delta", delta), 1e-3
 				}
@@ -130,7 +132,7 @@ func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var meta cube.Metadata
+	var meta release.Metadata
 	side, _ := os.ReadFile(filepath.Join(dir, "rel.json"))
 	if err := json.Unmarshal(side, &meta); err != nil {
 		t.Fatal(err)
@@ -142,16 +144,16 @@ func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 
 // checkAgainstCore runs a seeded release and compares its CSV and sidecar
 // with the single-machine release of the same seed.
-func checkAgainstCore(t *testing.T, dir, schema, table, out string, args []string, exact []cube.Cuboid, cb cube.Cuboid) {
+func checkAgainstCore(t *testing.T, dir, schema, table, out string, args []string, exact []domain.Cuboid, cb domain.Cuboid) {
 	t.Helper()
 	eps, _ := privacy.NewEpsilon(1)
-	checkSpec(t, dir, schema, table, out, []string{"--epsilon", "1"}, cube.ReleaseSpec{Epsilon: eps}, args, exact, cb)
+	checkSpec(t, dir, schema, table, out, []string{"--epsilon", "1"}, release.ReleaseSpec{Epsilon: eps}, args, exact, cb)
 }
 
 // checkSpec is checkAgainstCore for the privacy flags given and the
 // single-machine spec they stand for (its exact cuboids and cuboid aside);
 // it returns the command's stdout.
-func checkSpec(t *testing.T, dir, schema, table, out string, privFlags []string, spec cube.ReleaseSpec, args []string, exact []cube.Cuboid, cb cube.Cuboid) string {
+func checkSpec(t *testing.T, dir, schema, table, out string, privFlags []string, spec release.ReleaseSpec, args []string, exact []domain.Cuboid, cb domain.Cuboid) string {
 	t.Helper()
 	args = append(append([]string{"release", "--data", table, "--schema", schema, "--seed", "3", "--out", out}, privFlags...), args...)
 	code, stdout, stderr := knowdpBeam(t, args...)
@@ -162,7 +164,7 @@ func checkSpec(t *testing.T, dir, schema, table, out string, privFlags []string,
 		t.Errorf("a seeded run must say it is not private; stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
 
-	s, err := cube.LoadSchema(schema)
+	s, err := domain.LoadSchema(schema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +173,7 @@ func checkSpec(t *testing.T, dir, schema, table, out string, privFlags []string,
 		t.Fatal(err)
 	}
 	spec.Exact, spec.Cuboid = exact, cb
-	rel, err := cube.ReleaseCube(context.Background(), c, spec, noise.NewSeeded(3))
+	rel, err := release.ReleaseCube(context.Background(), c, spec, noise.NewSeeded(3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +309,7 @@ func TestErrors(t *testing.T) {
 
 // cubeFromCSV counts a CSV fact table into a cube over s (package cube
 // reads no files itself).
-func cubeFromCSV(ctx context.Context, path string, s *cube.Schema, opt cube.Options) (*cube.Cube, error) {
+func cubeFromCSV(ctx context.Context, path string, s *domain.Schema, opt cube.Options) (*cube.Cube, error) {
 	t, err := source.OpenCSV(path)
 	if err != nil {
 		return nil, err

@@ -17,9 +17,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/knowdp/knowdp/domain"
 	"github.com/parquet-go/parquet-go"
-
-	"github.com/knowdp/knowdp/cube"
 )
 
 // The parity tests run the real knowdp CLI (built once from the core
@@ -150,7 +149,7 @@ type releaseTable struct {
 }
 
 // readTableFile reads a CSV or Parquet table (by its extension); Parquet
-// numbers are written as the CSV writes them (cube.FormatExact).
+// numbers are written as the CSV writes them (domain.FormatExact).
 func readTableFile(t *testing.T, path string) releaseTable {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -181,7 +180,7 @@ func readTableFile(t *testing.T, path string) releaseTable {
 			var rec []string
 			for _, v := range row {
 				if v.Kind() == parquet.Double {
-					rec = append(rec, cube.FormatExact(v.Double()))
+					rec = append(rec, domain.FormatExact(v.Double()))
 				} else {
 					rec = append(rec, v.String())
 				}

@@ -1,0 +1,230 @@
+package release
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/source"
+)
+
+// nationalSchema returns a 4-level geography (4 regions > 50 states >
+// 3,000 counties > 100,000 tracts, groups of unequal sizes) crossed with
+// sex and 18 age bands, and each tract's share of the population.
+func nationalSchema(tb testing.TB, leaves int) (*domain.Schema, []float64) {
+	rng := rand.New(rand.NewPCG(2020, 1))
+	counties := max(leaves*3/100, 1)
+	states := min(50, counties)
+	regions := min(4, states)
+	// Unequal groups: each unit picks its parent with a skewed
+	// probability, every parent getting at least one child.
+	assign := func(children, parents int) []int {
+		p := make([]int, children)
+		for i := range p {
+			if i < parents {
+				p[i] = i
+				continue
+			}
+			u := rng.Float64()
+			p[i] = int(u * u * float64(parents))
+		}
+		rng.Shuffle(children, func(i, j int) { p[i], p[j] = p[j], p[i] })
+		return p
+	}
+	tractCounty, countyState, stateRegion := assign(leaves, counties), assign(counties, states), assign(states, regions)
+	d := domain.Dimension{Name: "geo", Levels: []string{"region", "state", "county", "tract"}, Parents: map[string]map[string]string{
+		"county": {}, "state": {}, "region": {},
+	}}
+	for i := range leaves {
+		v := "t" + strconv.Itoa(i)
+		d.Values = append(d.Values, v)
+		d.Parents["county"][v] = "c" + strconv.Itoa(tractCounty[i])
+	}
+	for i := range counties {
+		d.Parents["state"]["c"+strconv.Itoa(i)] = "s" + strconv.Itoa(countyState[i])
+	}
+	for i := range states {
+		d.Parents["region"]["s"+strconv.Itoa(i)] = "r" + strconv.Itoa(stateRegion[i])
+	}
+	ages := make([]string, 18)
+	for i := range ages {
+		ages[i] = fmt.Sprintf("%d-%d", 5*i, 5*i+4)
+	}
+	s, err := domain.NewSchema([]domain.Dimension{d, {Name: "sex", Values: []string{"F", "M"}}, {Name: "age", Values: ages}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := make([]float64, leaves)
+	var total float64
+	for i := range w {
+		w[i] = 0.2 + rng.ExpFloat64()
+		total += w[i]
+	}
+	for i := range w {
+		w[i] /= total
+	}
+	return s, w
+}
+
+// writeNationalPersons writes n synthetic persons over the schema's tracts
+// (in the tracts' proportions, sex and age uniform) to a CSV file.
+func writeNationalPersons(tb testing.TB, path string, s *domain.Schema, weights []float64, n int) {
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	w.WriteString("geo,sex,age\n")
+	rng := rand.New(rand.NewPCG(2020, 2))
+	cum := make([]float64, len(weights))
+	var c float64
+	for i, x := range weights {
+		c += x
+		cum[i] = c
+	}
+	tracts, ages := s.Dim(0).Values, s.Dim(2).Values
+	// Rows in random order, as a real file would have them.
+	for range n {
+		u := rng.Float64()
+		lo, hi := 0, len(cum)-1
+		for lo < hi {
+			mid := (lo + hi) / 2
+			if cum[mid] < u {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		w.WriteString(tracts[lo])
+		if rng.IntN(2) == 0 {
+			w.WriteString(",F,")
+		} else {
+			w.WriteString(",M,")
+		}
+		w.WriteString(ages[rng.IntN(18)])
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkNationalHierarchy is the national-scale release of
+// docs/hierarchy.md: synthetic persons over a 4-level hierarchy with 10^5
+// leaves x sex x 18 age bands, three tables per level (the level alone, by
+// sex, by sex and age) and the grand total, state totals exact, integer
+// output. It reads the persons from a CSV file and reports the seconds of
+// each phase and the peak resident memory. The number of persons is
+// KNOWDP_BENCH_PERSONS (default 10^6; the documented figure uses 10^8):
+//
+//	KNOWDP_BENCH_PERSONS=100000000 go test ./cube -run '^$' -bench BenchmarkNationalHierarchy -benchtime 1x -timeout 60m
+func BenchmarkNationalHierarchy(b *testing.B) {
+	persons := 1_000_000
+	if v := os.Getenv("KNOWDP_BENCH_PERSONS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("KNOWDP_BENCH_PERSONS=%q: want a positive integer", v)
+		}
+		persons = n
+	}
+	s, weights := nationalSchema(b, 100_000)
+	path := filepath.Join(b.TempDir(), "persons.csv")
+	writeNationalPersons(b, path, s, weights, persons)
+	var views []domain.View
+	for _, level := range []string{"region", "state", "county", "tract"} {
+		for _, x := range []string{"geo:" + level, "geo:" + level + ",sex", "geo:" + level + ",sex,age"} {
+			v, err := s.ParseView(x)
+			if err != nil {
+				b.Fatal(err)
+			}
+			views = append(views, v)
+		}
+	}
+	views = append(views, domain.View{})
+	exact, _ := s.ParseView("geo:state")
+	eps, _ := privacy.NewEpsilon(1)
+	spec := ViewSpec{Epsilon: eps, Split: SplitSpine, Views: views, Exact: []domain.View{exact}}
+	needs, err := spec.Needs(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	runtime.GC()
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		tab, err := source.OpenCSV(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		counts, rows, err := cube.AggregateViews(ctx, tab, s, needs, cube.Options{})
+		tab.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rows != int64(persons) {
+			b.Fatalf("%d rows", rows)
+		}
+		t1 := time.Now()
+		r := noise.NewSeeded(1)
+		rel, err := ReleaseViews(ctx, s, counts, spec, r.Split())
+		if err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		if err := rel.RoundIntegers(ctx, r.Split()); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		cells := 0
+		for _, t := range rel.Tables {
+			if err := t.WriteCSV(discard{}, s); err != nil {
+				b.Fatal(err)
+			}
+			cells += len(t.Counts)
+		}
+		t4 := time.Now()
+		b.ReportMetric(t1.Sub(t0).Seconds(), "read-s")
+		b.ReportMetric(t2.Sub(t1).Seconds(), "estimate-s")
+		b.ReportMetric(t3.Sub(t2).Seconds(), "integer-s")
+		b.ReportMetric(t4.Sub(t3).Seconds(), "format-s")
+		b.ReportMetric(float64(cells), "cells")
+	}
+	b.StopTimer()
+	b.ReportMetric(peakRSSMiB(), "peak-MiB")
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// peakRSSMiB returns the process's peak resident memory (VmHWM), or 0
+// where /proc does not say.
+func peakRSSMiB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}

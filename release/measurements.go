@@ -1,0 +1,220 @@
+package release
+
+// Saved measurements: the noisy cuboids of a workload release with what the
+// estimator needs, so that any cuboid they determine can be estimated later.
+// Estimating from them is post-processing of a release already paid for:
+// it costs no privacy.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/estimate"
+	"github.com/knowdp/knowdp/internal/tensor"
+	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/sensitivity"
+)
+
+// MeasurementsFormat names the version of SavedMeasurements' layout.
+const MeasurementsFormat = "knowdp-measurements/1"
+
+// SavedMeasurements is a workload release's noisy measurements, invariants
+// and noise, as written by --measurements. Its privacy fields are the
+// release's: the counts in it are exactly as private as the release.
+type SavedMeasurements struct {
+	Format string `json:"format"`
+	// Dimensions are the schema's, in order.
+	Dimensions []SavedDimension `json:"dimensions"`
+	// Mechanism is "laplace" or "gaussian"; Epsilon (and, for Gaussian
+	// noise, Rho and Delta) the release's privacy loss.
+	Mechanism  string  `json:"mechanism"`
+	Epsilon    float64 `json:"epsilon"`
+	Rho        float64 `json:"rho,omitempty"`
+	Delta      float64 `json:"delta,omitempty"`
+	Neighbours string  `json:"neighbours"`
+	Guarantee  string  `json:"guarantee"`
+	Private    bool    `json:"private"`
+	// Invariants are the exact (public) cuboids with their counts, and
+	// Measurements the noisy cuboids with their noise and noisy counts
+	// (row-major over the cuboid's dimensions, before any estimate).
+	Invariants   []SavedTable       `json:"invariants"`
+	Measurements []SavedMeasurement `json:"measurements"`
+}
+
+// SavedDimension is a dimension of a saved release's schema.
+type SavedDimension struct {
+	Name   string   `json:"name"`
+	Values []string `json:"values"`
+}
+
+// SavedTable is a cuboid with its counts.
+type SavedTable struct {
+	Cuboid []string  `json:"cuboid"`
+	Counts []float64 `json:"counts"`
+}
+
+// SavedMeasurement is a noisy cuboid: Laplace noise calibrated to
+// Sensitivity with the share Epsilon, or Gaussian noise calibrated to
+// L2Sensitivity with the share Rho; Variance is the noise's per-cell
+// variance.
+type SavedMeasurement struct {
+	Cuboid        []string  `json:"cuboid"`
+	Sensitivity   int       `json:"sensitivity,omitempty"`
+	Epsilon       float64   `json:"epsilon,omitempty"`
+	L2Sensitivity float64   `json:"l2_sensitivity,omitempty"`
+	Rho           float64   `json:"rho,omitempty"`
+	Variance      float64   `json:"variance"`
+	Counts        []float64 `json:"counts"`
+}
+
+// SaveMeasurements returns the release's measurements for writing. The
+// release must have been made with WorkloadSpec.KeepMeasurements.
+func (w *WorkloadRelease) SaveMeasurements() (*SavedMeasurements, error) {
+	if w.noisy == nil && len(w.Measurements) > 0 {
+		return nil, errors.New("workload: the noisy measurements were not kept (set WorkloadSpec.KeepMeasurements)")
+	}
+	s := w.Schema
+	meta := w.Metadata()
+	out := &SavedMeasurements{
+		Format: MeasurementsFormat, Mechanism: w.Mechanism.String(), Epsilon: w.Epsilon, Rho: w.Rho, Delta: w.Delta,
+		Neighbours: w.Neighbours, Guarantee: meta.Guarantee, Private: meta.Private,
+		Invariants: []SavedTable{}, Measurements: []SavedMeasurement{},
+	}
+	for i := range s.NumDims() {
+		d := s.Dim(i)
+		out.Dimensions = append(out.Dimensions, SavedDimension{Name: d.Name, Values: slices.Clone(d.Values)})
+	}
+	for _, v := range w.Invariants {
+		out.Invariants = append(out.Invariants, SavedTable{Cuboid: nonNil(s.Names(v.Cuboid)), Counts: slices.Clone(v.Counts)})
+	}
+	for k, m := range w.Measurements {
+		sm := SavedMeasurement{Cuboid: nonNil(s.Names(m.Cuboid)), Counts: slices.Clone(w.noisy[k])}
+		if w.Mechanism == MechanismGaussian {
+			sm.L2Sensitivity, sm.Rho, sm.Variance = m.L2Sensitivity, m.RhoShare, m.Sigma*m.Sigma
+		} else {
+			sm.Sensitivity, sm.Epsilon = m.Sensitivity, m.Share
+			lap, err := noise.NewLaplace(float64(m.Sensitivity), m.Share)
+			if err != nil {
+				return nil, fmt.Errorf("workload: cuboid %s: %w", s.Format(m.Cuboid), err)
+			}
+			sm.Variance = lap.Variance()
+		}
+		out.Measurements = append(out.Measurements, sm)
+	}
+	return out, nil
+}
+
+// Schema returns the saved release's schema.
+func (sm *SavedMeasurements) Schema() (*domain.Schema, error) {
+	if sm.Format != MeasurementsFormat {
+		return nil, fmt.Errorf("measurements: format %q, want %q", sm.Format, MeasurementsFormat)
+	}
+	dims := make([]domain.Dimension, len(sm.Dimensions))
+	for i, d := range sm.Dimensions {
+		dims[i] = domain.Dimension{Name: d.Name, Values: d.Values}
+	}
+	return domain.NewSchema(dims)
+}
+
+// Estimate returns the least-squares estimate of each cuboid from the saved
+// measurements and invariants, with its variance and margin of error: the
+// estimate a release requesting these cuboids with the same measurements
+// would give (derived in docs/release.md). It costs no privacy. A cuboid
+// with a residual that no measurement covers and no invariant fixes is
+// refused, naming both.
+func (sm *SavedMeasurements) Estimate(s *domain.Schema, cuboids []domain.Cuboid) ([]Table, error) {
+	if len(cuboids) == 0 {
+		return nil, errors.New("measurements: no cuboid to estimate")
+	}
+	mech, err := ParseMechanism(sm.Mechanism)
+	if err != nil {
+		return nil, fmt.Errorf("measurements: %w", err)
+	}
+	p := &workloadPlan{s: s, sizes: s.Sizes(), mech: mech}
+	inv := make([]estimate.Invariant, len(sm.Invariants))
+	for i, v := range sm.Invariants {
+		c, err := s.CuboidOf(v.Cuboid...)
+		if err != nil {
+			return nil, fmt.Errorf("measurements: invariant %d: %w", i+1, err)
+		}
+		if len(v.Counts) != s.CuboidSize(c) {
+			return nil, fmt.Errorf("measurements: invariant %s has %d counts for %d cells", s.Format(c), len(v.Counts), s.CuboidSize(c))
+		}
+		p.exact = append(p.exact, c)
+		inv[i] = estimate.Invariant{Cuboid: c, Counts: slices.Clone(v.Counts)}
+	}
+	noisy := make([][]float64, len(sm.Measurements))
+	for k, x := range sm.Measurements {
+		c, err := s.CuboidOf(x.Cuboid...)
+		if err != nil {
+			return nil, fmt.Errorf("measurements: measurement %d: %w", k+1, err)
+		}
+		if len(x.Counts) != s.CuboidSize(c) {
+			return nil, fmt.Errorf("measurements: measurement %s has %d counts for %d cells", s.Format(c), len(x.Counts), s.CuboidSize(c))
+		}
+		m := measurement{c: c, sens: x.Sensitivity}
+		if mech == MechanismGaussian {
+			share, err := privacy.NewRho(x.Rho)
+			if err != nil {
+				return nil, fmt.Errorf("measurements: measurement %s: %w", s.Format(c), err)
+			}
+			if m.gauss, err = noise.NewGaussian(x.L2Sensitivity, share.Float64()); err != nil {
+				return nil, fmt.Errorf("measurements: measurement %s: %w", s.Format(c), err)
+			}
+			m.l2, m.rhoShare, m.v = x.L2Sensitivity, share, m.gauss.Variance()
+		} else {
+			share, err := privacy.NewEpsilon(x.Epsilon)
+			if err != nil {
+				return nil, fmt.Errorf("measurements: measurement %s: %w", s.Format(c), err)
+			}
+			if m.lap, err = noise.NewLaplace(float64(x.Sensitivity), share.Float64()); err != nil {
+				return nil, fmt.Errorf("measurements: measurement %s: %w", s.Format(c), err)
+			}
+			m.share, m.v = share, m.lap.Variance()
+		}
+		if math.Abs(m.v-x.Variance) > 1e-9*m.v {
+			return nil, fmt.Errorf("measurements: measurement %s: its noise has variance %v, the file says %v", s.Format(c), m.v, x.Variance)
+		}
+		p.meas = append(p.meas, m)
+		noisy[k] = make([]float64, len(x.Counts), tensor.ExtSize(tensor.SubSizes(p.sizes, c)))
+		copy(noisy[k], x.Counts)
+	}
+	for i, c := range cuboids {
+		if err := sensitivity.CheckCuboid(s, c, fmt.Sprintf("measurements: cuboid %d", i+1)); err != nil {
+			return nil, err
+		}
+		p.tables = append(p.tables, Table{Cuboid: c, Weight: 1})
+	}
+	p.classify()
+	p.setCoverage()
+	fixed := make([]bool, len(p.tables))
+	for i, t := range p.tables {
+		fixed[i] = true
+		for a := range p.subsets(t.Cuboid) {
+			switch r := p.res[a]; {
+			case r.status == resFree && len(r.covers) == 0:
+				return nil, fmt.Errorf("measurements: cuboid %s is not determined: no measured cuboid contains %s and no invariant fixes it", s.Format(t.Cuboid), s.Format(a))
+			case r.status == resFree:
+				fixed[i] = false
+			}
+		}
+	}
+	// A table the invariants fix has no error; it is estimated like the
+	// others (from several invariants, possibly).
+	for i := range p.tables {
+		p.tables[i].Public = fixed[i]
+	}
+	p.finishErrors()
+	for i := range p.tables {
+		p.tables[i].Public = false
+	}
+	p.estimate(p.tables, inv, noisy)
+	for i := range p.tables {
+		p.tables[i].Public = fixed[i]
+	}
+	return p.tables, nil
+}

@@ -1,0 +1,219 @@
+package release
+
+// The optimal split of a workload's budget, and the choice of what to
+// measure. The mathematics (and its certificate) is in package plan (imported as splitplan); this
+// file turns a workload plan into a splitplan.Problem and back.
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/knowdp/knowdp/domain"
+	splitplan "github.com/knowdp/knowdp/plan"
+	"github.com/knowdp/knowdp/sensitivity"
+)
+
+// MeasureStrategy says which cuboids a workload release adds noise to when
+// WorkloadSpec.Measure does not list them.
+type MeasureStrategy int
+
+const (
+	// MeasureRequested measures the requested cuboids that no invariant
+	// determines (the optimal split may leave some out).
+	MeasureRequested MeasureStrategy = iota
+	// MeasureMarginals lets the optimal split choose among every cuboid
+	// under a requested one (the down-closure of the workload), each
+	// calibrated to its own generic sensitivity under the invariants: a
+	// smaller marginal that several requested tables share can be cheaper
+	// to measure than the tables themselves.
+	MeasureMarginals
+	// MeasureBest plans both and keeps the one with the smaller weighted
+	// total variance (MeasureRequested on a tie).
+	MeasureBest
+)
+
+// String returns "requested", "marginals" or "best".
+func (ms MeasureStrategy) String() string {
+	switch ms {
+	case MeasureRequested:
+		return "requested"
+	case MeasureMarginals:
+		return "marginals"
+	case MeasureBest:
+		return "best"
+	}
+	return fmt.Sprintf("MeasureStrategy(%d)", int(ms))
+}
+
+// ParseMeasureStrategy parses "requested", "marginals" or "best".
+func ParseMeasureStrategy(name string) (MeasureStrategy, error) {
+	switch name {
+	case "requested":
+		return MeasureRequested, nil
+	case "marginals":
+		return MeasureMarginals, nil
+	case "best":
+		return MeasureBest, nil
+	}
+	return 0, fmt.Errorf("strategy %q: want requested, marginals or best", name)
+}
+
+// SplitCertificate is what the optimal split proves about itself.
+type SplitCertificate struct {
+	// Bound is a proved lower bound of the weighted total variance over
+	// every split of the budget among the candidate measurements, and Gap
+	// is (objective - Bound) / objective.
+	Bound, Gap float64
+	// Global is true when Gap is within the solver's tolerance (1e-6).
+	Global bool
+	// Method says how the split was found and the bound proved.
+	Method string
+}
+
+// problem returns the split problem of the objective.
+func (o objective) problem() splitplan.Problem {
+	pr := splitplan.Problem{Weights: o.a, Covers: o.covers, Coef: o.c, Power: 2}
+	if o.power == 1 {
+		pr.Power = 1
+	}
+	return pr
+}
+
+// optimalFractions minimises the objective on the simplex with splitplan.Solve
+// (certified: see SplitCertificate) and records the certificate in the
+// plan. Measurements with no share have fraction 0.
+func (p *workloadPlan) optimalFractions() []float64 {
+	o := p.objective()
+	k := len(o.c)
+	if len(o.a) == 0 {
+		equal := make([]float64, k)
+		for i := range equal {
+			equal[i] = 1 / float64(k)
+		}
+		return equal // every table is public: nothing to optimise
+	}
+	var starts [][]float64
+	if p.start != nil {
+		starts = append(starts, p.start)
+	}
+	res, err := splitplan.Solve(o.problem(), splitplan.Options{Starts: starts})
+	if err != nil {
+		// planWorkload checked what Solve checks (every needed residual
+		// is covered, shares and weights are positive).
+		panic("cube: " + err.Error())
+	}
+	p.cert = &SplitCertificate{Bound: res.Bound, Gap: res.Gap, Global: res.Global, Method: res.Method}
+	return res.X
+}
+
+// finishObjective sets the objective at the shares actually given (whole
+// accounting steps) and the gap to the split's lower bound.
+func (p *workloadPlan) finishObjective() {
+	if len(p.meas) == 0 {
+		return
+	}
+	o := p.objective()
+	x := make([]float64, len(p.meas))
+	for k, m := range p.meas {
+		if p.mech == MechanismGaussian {
+			x[k] = m.rhoShare.Float64() / p.rho.Float64()
+		} else {
+			x[k] = m.share.Float64() / p.budget.Float64()
+		}
+	}
+	p.objValue = o.value(x)
+	if p.cert != nil && p.objValue > 0 {
+		p.cert.Bound = min(p.cert.Bound, p.objValue)
+		p.cert.Gap = (p.objValue - p.cert.Bound) / p.objValue
+	}
+}
+
+// downClosure returns the cuboids a MeasureMarginals plan may measure: the
+// requested cuboids that are not public, then every cuboid under one (its
+// dimensions of size 1 left out), each once, in a fixed order.
+func (p *workloadPlan) downClosure() []domain.Cuboid {
+	trivial := sensitivity.TrivialDims(p.s)
+	seen := map[domain.Cuboid]bool{}
+	var out []domain.Cuboid
+	for _, t := range p.tables {
+		if !t.Public && !seen[t.Cuboid&^trivial] {
+			seen[t.Cuboid&^trivial] = true
+			out = append(out, t.Cuboid)
+		}
+	}
+	var subs []domain.Cuboid
+	for _, t := range p.tables {
+		for a := range p.subsets(t.Cuboid) {
+			if !seen[a] {
+				seen[a] = true
+				subs = append(subs, a)
+			}
+		}
+	}
+	// Larger cuboids first, then by their bits: a stable, readable order.
+	slices.SortFunc(subs, func(a, b domain.Cuboid) int {
+		if na, nb := len(a.Dims()), len(b.Dims()); na != nb {
+			return nb - na
+		}
+		return cmpFloat(float64(a), float64(b))
+	})
+	return append(out, subs...)
+}
+
+// planStrategy plans a MeasureMarginals or MeasureBest release: the
+// requested plan, and the plan that measures the down-closure's cuboids
+// that have a computable, positive sensitivity, started from the requested
+// plan's split. It returns the better one (the requested one on a tie, and
+// always the marginals one for MeasureMarginals).
+func planStrategy(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
+	req := spec
+	req.Strategy = MeasureRequested
+	p1, err := planWorkload(s, req)
+	if err != nil {
+		return nil, err
+	}
+	var cands []domain.Cuboid
+	probe := &workloadPlan{s: s, exact: p1.exact} // sensitivity may mark it conditional; p1 stays as it is
+	for _, c := range p1.downClosure() {
+		if sens, err := probe.sensitivity(c, spec.Sensitivity); err == nil && sens.Value > 0 {
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) == 0 {
+		return p1, nil // every table is public: nothing to measure
+	}
+	start := make([]float64, len(cands))
+	for k, c := range cands {
+		for _, m := range p1.meas {
+			if m.c == c {
+				if p1.mech == MechanismGaussian {
+					start[k] = m.rhoShare.Float64() / p1.rho.Float64()
+				} else {
+					start[k] = m.share.Float64() / p1.budget.Float64()
+				}
+			}
+		}
+	}
+	marg := req
+	marg.Measure = cands
+	p2, err := planMeasured(s, marg, start)
+	if err != nil {
+		return nil, fmt.Errorf("workload: strategy %v: %w", spec.Strategy, err)
+	}
+	p2.strategy = MeasureMarginals
+	best := p2
+	if spec.Strategy == MeasureBest && !(p2.objValue < p1.objValue*(1-1e-9)) {
+		best = p1
+	}
+	// Either plan is within its gap of the best split among its own
+	// candidates; the down-closure contains the requested cuboids, so the
+	// lesser bound holds for both.
+	if p1.cert != nil && p2.cert != nil && best.objValue > 0 {
+		c := *best.cert
+		c.Bound = min(p1.cert.Bound, p2.cert.Bound, best.objValue)
+		c.Gap = (best.objValue - c.Bound) / best.objValue
+		c.Global = c.Gap <= 1e-6
+		best.cert = &c
+	}
+	return best, nil
+}

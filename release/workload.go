@@ -1,0 +1,1444 @@
+package release
+
+// A workload release: several cuboids released together under one budget,
+// from one weighted least-squares estimate of the base table subject to the
+// invariants, so that every released table agrees with every other and with
+// the invariants exactly.
+//
+// Model. Measurement j adds grid Laplace noise of per-cell variance v_j to
+// every cell of cuboid C_j, giving z_j. The estimate minimises
+//
+//	Σ_j (1/v_j) ||M_j y - z_j||²  subject to  M_E y = e for every invariant E
+//
+// over base tables y. With P_A the projection onto the A-residual subspace
+// (residual.go), M_C^T M_C = deg(C) Σ_{A⊆C} P_A, so both the objective and
+// the constraints split over residuals: the invariants fix exactly the
+// residuals A ⊆ E (the down-closure of the invariants), and each other
+// residual is the weighted mean of what the measurements covering it say:
+//
+//	r_A = Σ_{j: A⊆C_j} β_{A,j} centre_A(marginal_A z_j),
+//	β_{A,j} = (1/(v_j |C_j|)) / W_A,  W_A = Σ_{k: A⊆C_k} 1/(v_k |C_k|),
+//
+// (deg(C_j) = N/|C_j|, so the weight of measurement j in the normal
+// equations, deg(C_j)/v_j, is proportional to 1/(v_j |C_j|)). A table C is
+// then ŷ_C(c) = Σ_{A⊆C} (|A|/|C|) r_A(c_A), and since residuals are
+// uncorrelated and centring is a projection, every cell of C has variance
+//
+//	Var ŷ_C = Σ_{A⊆C free} (|A|/|C|)² π_A / (|A| W_A),  π_A = Π_{i∈A} (1 - 1/n_i).
+//
+// Residuals over a dimension of size 1 are zero and play no part.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/estimate"
+	"github.com/knowdp/knowdp/internal/tensor"
+	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/sensitivity"
+)
+
+// Split says how a workload's budget is shared among its measurements.
+type Split int
+
+const (
+	// SplitOptimal chooses the shares that minimise the weighted total
+	// variance of the released tables.
+	SplitOptimal Split = iota
+	// SplitEqual gives every measured cuboid the same share.
+	SplitEqual
+	// SplitSpine, for views at several levels of a hierarchy
+	// (ReleaseViews), gives every measured level of the hierarchy the same
+	// share, shared equally by the views measured at that level: the
+	// Census TopDown's per-level budget.
+	SplitSpine
+)
+
+// String returns "optimal" or "equal".
+func (sp Split) String() string {
+	switch sp {
+	case SplitOptimal:
+		return "optimal"
+	case SplitEqual:
+		return "equal"
+	case SplitSpine:
+		return "spine"
+	}
+	return fmt.Sprintf("Split(%d)", int(sp))
+}
+
+// ParseSplit parses "optimal" or "equal".
+func ParseSplit(name string) (Split, error) {
+	switch name {
+	case "optimal":
+		return SplitOptimal, nil
+	case "equal":
+		return SplitEqual, nil
+	case "spine":
+		return SplitSpine, nil
+	}
+	return 0, fmt.Errorf("split %q: want optimal, equal or spine", name)
+}
+
+// WorkloadSpec says which cuboids to release together and how.
+type WorkloadSpec struct {
+	// Epsilon is the total privacy loss of the release (pure DP, with
+	// respect to the neighbours induced by the exact cuboids).
+	Epsilon privacy.Epsilon
+	// Exact lists the invariants: cuboids published exactly, which every
+	// released table agrees with.
+	Exact []domain.Cuboid
+	// Cuboids are the tables to release, without duplicates.
+	Cuboids []domain.Cuboid
+	// Weights, if set, has one weight > 0 per cuboid: its importance in the
+	// weighted total variance that SplitOptimal minimises. Nil means 1 each.
+	Weights []float64
+	// Split chooses the shares of Epsilon (default SplitOptimal).
+	Split Split
+	// Sensitivity, when > 0, replaces the generic sensitivity of every
+	// measured cuboid. It must not be below a sensitivity the library can
+	// compute (the release is refused, naming it); where none is known
+	// (ErrNoClosedForm) the guarantee becomes conditional on it.
+	Sensitivity int
+	// DomainsFromData records that the schema's domains were read from the
+	// data: the release is then not private, whatever the noise.
+	DomainsFromData bool
+	// Measure, if set, lists the cuboids to add noise to instead of the
+	// requested ones (a measurement strategy: the base cuboid, a few large
+	// cuboids...). Every requested cuboid must then be computable from them
+	// and the invariants; ExpectedRMSE compares strategies before release.
+	Measure []domain.Cuboid
+	// Mechanism is Laplace (pure Epsilon, the default) or Gaussian: exact
+	// discrete Gaussian noise calibrated to each measured cuboid's L2
+	// generic sensitivity, with shares of Rho (zCDP: the shares' rho add
+	// up), the equivalent (eps, delta) guarantee stated at Delta in (0, 1).
+	// Epsilon and Sensitivity are then unset.
+	Mechanism Mechanism
+	Rho       privacy.Rho
+	Delta     float64
+	// Strategy chooses what to measure when Measure is not set: the
+	// requested cuboids (the default), the marginals under them
+	// (MeasureMarginals, which needs SplitOptimal) or the better of the two
+	// (MeasureBest; with another split than SplitOptimal, the requested
+	// cuboids).
+	Strategy MeasureStrategy
+	// KeepMeasurements keeps a copy of the noisy measurements in the
+	// release, for SaveMeasurements.
+	KeepMeasurements bool
+}
+
+// Table is one released cuboid of a workload.
+type Table struct {
+	Cuboid domain.Cuboid
+	// View is the table's view in a release of views at coarser levels of
+	// a hierarchy (ReleaseViews); it is zero in a flat workload's tables,
+	// whose view is the cuboid itself: TableView gives it in both cases.
+	View domain.View
+	// MOE90s, when set, is the margin of error of each cell, in the order
+	// of Counts: across a hierarchy the law of the error differs from node
+	// to node. MOE90 is then the largest of them.
+	MOE90s []float64
+	// absErr is each cell's expected absolute error, for the level summary.
+	absErr []float64
+	// Counts are the released counts, row-major over Cuboid's dimensions.
+	Counts []float64
+	// MOE90 is the margin of error of every cell: the true count lies
+	// within Counts[i] ± MOE90 with probability 90% under the mechanism,
+	// computed from the noise alone. It is 0 for a public table.
+	MOE90 float64
+	// Variance is the variance of the error of every cell.
+	Variance float64
+	// Weight is the table's weight in the split's objective.
+	Weight float64
+	// Measured is true when noise was added to this cuboid, with Share of
+	// the budget, calibrated to Sensitivity (from SensitivityRule), at
+	// Laplace scale Scale on grid Grid. A table that is not measured is
+	// public (Sensitivity 0) or estimated from the measurements of larger
+	// cuboids alone (the optimal split gave it no share, or Measure did
+	// not list it); Sensitivity is then its generic sensitivity.
+	Measured        bool
+	Share           float64
+	Sensitivity     int
+	SensitivityRule string
+	Scale, Grid     float64
+	// Public is true when the table is computed from the invariants alone.
+	Public bool
+	// Sigma is the standard deviation of a Gaussian measurement's noise
+	// (Scale is then 0) and RhoShare its share of rho.
+	Sigma, RhoShare float64
+	// Post-processing (see MakeNonNegative and RoundIntegers):
+	// NonNegative tables had their negative counts removed, leaving a KKT
+	// residual of NonNegativeResidual; Integer tables were rounded to
+	// integers by IntegerMethod, keeping every margin constraint exactly
+	// when IntegerExact, and otherwise within IntegerMaxDeviation.
+	NonNegative         bool
+	NonNegativeResidual float64
+	Integer             bool
+	IntegerExact        bool
+	IntegerMethod       string
+	IntegerMaxDeviation float64
+}
+
+// TableView returns the view the table is released at.
+func (t Table) TableView() domain.View { return measuredView(t.Cuboid, t.View) }
+
+// CellMOE90 is the moe90 column of the table: MOE90, plus 1 for an integer
+// table (rounding moves a cell by less than 1).
+func (t Table) CellMOE90() float64 {
+	if t.Integer {
+		return t.MOE90 + 1
+	}
+	return t.MOE90
+}
+
+// Measurement is one noisy cuboid of a workload release.
+type Measurement struct {
+	Cuboid domain.Cuboid
+	// View is the measured view in a release of views (zero otherwise).
+	View domain.View
+	// Share is its part of the budget; Sensitivity (from SensitivityRule)
+	// and Share give the Laplace scale Scale, on grid Grid.
+	Share           float64
+	Sensitivity     int
+	SensitivityRule string
+	Scale, Grid     float64
+	// A Gaussian measurement: its share of rho, its L2 generic sensitivity
+	// (and rule) and the noise's standard deviation; Share and Scale are 0.
+	RhoShare, L2Sensitivity, Sigma float64
+	L2Rule                         string
+}
+
+// WorkloadRelease is a set of tables released together, with its privacy
+// story.
+type WorkloadRelease struct {
+	Schema *domain.Schema
+	Tables []Table
+	// Measurements are the noisy cuboids the tables are estimated from.
+	Measurements []Measurement
+	// Invariants are the exact cuboids, published as they are.
+	Invariants []estimate.Invariant
+	// Epsilon is the privacy loss of the whole release: the sum of the
+	// measurements' shares (sequential composition), at most Budget.
+	Epsilon, Budget float64
+	// Mechanism is the noise; for a Gaussian release Rho is the zCDP loss
+	// (the sum of the shares, at most RhoBudget) and Epsilon its equivalent
+	// at Delta (Budget is then 0).
+	Mechanism             Mechanism
+	Rho, RhoBudget, Delta float64
+	Split                 Split
+	// Strategy is what was measured: MeasureRequested, MeasureMarginals,
+	// or -1 when the caller listed the measurements (WorkloadSpec.Measure).
+	Strategy MeasureStrategy
+	// Objective is the weighted total variance of the tables,
+	// Σ_C w_C |C| Var ŷ_C, at the shares given; with the optimal split,
+	// Certificate bounds how far it can be from the minimum.
+	Objective   float64
+	Certificate *SplitCertificate
+	// noisy holds the noisy measurements, in the order of Measurements,
+	// when the spec asked to keep them.
+	noisy [][]float64
+	// Neighbours describes the neighbour relation the guarantee is about.
+	Neighbours string
+	// Conditional is true when a caller-given sensitivity replaced one the
+	// library could not compute: the guarantee holds only if it is right.
+	Conditional bool
+	// Seeded is true when the noise came from a seeded generator;
+	// DomainsFromData when the schema came from the data. Either makes the
+	// release NOT private.
+	Seeded, DomainsFromData bool
+	// Hierarchy names the dimension whose levels a release of views
+	// crosses (empty for a flat workload), and Levels summarises the
+	// error of its tables level by level.
+	Hierarchy string
+	Levels    []LevelError
+}
+
+// residual is one residual A of the workload and what the plan knows about it.
+type residual struct {
+	status int     // zero, fixed or free
+	source int     // for a fixed residual: the invariant it is taken from
+	covers []int   // for a free one: the measurements whose cuboid contains A
+	a      float64 // its weight in the objective: π_A Σ_{C⊇A} w_C |A|/|C|
+	w      float64 // W_A (free residuals, once shares are known)
+}
+
+const (
+	resZero = iota
+	resFixed
+	resFree
+)
+
+// measurement is one noisy cuboid of the plan.
+type measurement struct {
+	c     domain.Cuboid
+	sens  int
+	rule  string
+	share privacy.Epsilon
+	lap   noise.Laplace
+	v     float64 // per-cell noise variance
+	// A Gaussian measurement: its L2 generic sensitivity (and rule), its
+	// share of rho and its noise.
+	l2       float64
+	l2rule   string
+	rhoShare privacy.Rho
+	gauss    noise.Gaussian
+}
+
+// dist is the measurement's noise distribution.
+func (m measurement) dist(mech Mechanism) noise.Adder {
+	if mech == MechanismGaussian {
+		return m.gauss
+	}
+	return m.lap
+}
+
+// workloadPlan is everything about a workload release that does not depend
+// on the data: which cuboids are public or measured, the shares, the
+// estimator's weights and the error of every table.
+type workloadPlan struct {
+	s           *domain.Schema
+	sizes       []int
+	exact       []domain.Cuboid
+	tables      []Table
+	meas        []measurement
+	res         map[domain.Cuboid]*residual
+	budget      privacy.Epsilon
+	mech        Mechanism
+	rho         privacy.Rho
+	split       Split
+	conditional bool
+	// strategy is what was measured (-1: the caller's list); start, if
+	// set, is a split to start the optimal split's search from; cert is
+	// the optimal split's certificate and objValue the objective at the
+	// shares given.
+	strategy MeasureStrategy
+	start    []float64
+	cert     *SplitCertificate
+	objValue float64
+}
+
+// Needs returns the cuboids whose exact counts ReleaseWorkload needs: the
+// invariants, then the cuboids that will be measured. It depends on the
+// schema and the spec only.
+func (spec WorkloadSpec) Needs(s *domain.Schema) ([]domain.Cuboid, error) {
+	p, err := planWorkload(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	return p.needs(), nil
+}
+
+func (p *workloadPlan) needs() []domain.Cuboid {
+	out := slices.Clone(p.exact)
+	for _, m := range p.meas {
+		if !slices.Contains(out, m.c) {
+			out = append(out, m.c)
+		}
+	}
+	return out
+}
+
+// planWorkload validates the spec, chooses what to measure, classifies the
+// requested cuboids and residuals, and chooses the shares. Every error it
+// returns is decided by the schema and the spec alone.
+func planWorkload(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
+	switch {
+	case spec.Strategy < MeasureRequested || spec.Strategy > MeasureBest:
+		return nil, fmt.Errorf("workload: unknown strategy %v", spec.Strategy)
+	case spec.Strategy != MeasureRequested && spec.Measure != nil:
+		return nil, fmt.Errorf("workload: strategy %v chooses the measurements; leave Measure unset", spec.Strategy)
+	case spec.Strategy == MeasureMarginals && spec.Split != SplitOptimal:
+		return nil, errors.New("workload: strategy marginals needs the optimal split (an equal split among every marginal under the workload wastes the budget)")
+	case spec.Strategy == MeasureBest && spec.Split != SplitOptimal:
+		spec.Strategy = MeasureRequested
+	}
+	if spec.Strategy != MeasureRequested {
+		return planStrategy(s, spec)
+	}
+	p, err := planMeasured(s, spec, nil)
+	if err == nil && spec.Measure != nil {
+		p.strategy = -1
+	}
+	return p, err
+}
+
+// planMeasured plans a release that measures spec.Measure, or else the
+// requested cuboids; start, if not nil, is a split to start the optimal
+// split's search from (one fraction per measurement).
+func planMeasured(s *domain.Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
+	if s == nil {
+		return nil, errors.New("workload: nil schema")
+	}
+	if len(spec.Cuboids) == 0 {
+		return nil, errors.New("workload: no cuboids to release")
+	}
+	if spec.Weights != nil && len(spec.Weights) != len(spec.Cuboids) {
+		return nil, fmt.Errorf("workload: %d weights for %d cuboids", len(spec.Weights), len(spec.Cuboids))
+	}
+	if spec.Sensitivity < 0 {
+		return nil, fmt.Errorf("workload: sensitivity must be positive, got %d", spec.Sensitivity)
+	}
+	if spec.Split != SplitOptimal && spec.Split != SplitEqual {
+		return nil, fmt.Errorf("workload: unknown split %v", spec.Split)
+	}
+	gaussian := spec.Mechanism == MechanismGaussian
+	switch {
+	case gaussian && !spec.Epsilon.IsZero():
+		return nil, errors.New("workload: a Gaussian release is calibrated to rho; leave epsilon unset")
+	case gaussian && spec.Sensitivity != 0:
+		return nil, errors.New("workload: a Gaussian release is calibrated to the L2 generic sensitivities, which cannot be overridden")
+	case gaussian && !(spec.Delta > 0 && spec.Delta < 1):
+		return nil, fmt.Errorf("workload: a Gaussian release states its equivalent (eps, delta) guarantee at a delta in (0, 1), got %v", spec.Delta)
+	case !gaussian && (!spec.Rho.IsZero() || spec.Delta != 0):
+		return nil, errors.New("workload: rho and delta apply to Gaussian releases only")
+	}
+	for i, e := range spec.Exact {
+		if err := sensitivity.CheckCuboid(s, e, fmt.Sprintf("workload: exact cuboid %d", i+1)); err != nil {
+			return nil, err
+		}
+	}
+	p := &workloadPlan{s: s, sizes: s.Sizes(), exact: dedupe(spec.Exact), budget: spec.Epsilon, mech: spec.Mechanism, rho: spec.Rho, split: spec.Split, start: start}
+	for i, c := range spec.Cuboids {
+		if err := sensitivity.CheckCuboid(s, c, fmt.Sprintf("workload: cuboid %d", i+1)); err != nil {
+			return nil, err
+		}
+		for j, d := range spec.Cuboids[:i] {
+			if c == d {
+				return nil, fmt.Errorf("workload: cuboid %s is requested twice (cuboids %d and %d)", s.Format(c), j+1, i+1)
+			}
+		}
+		w := 1.0
+		if spec.Weights != nil {
+			w = spec.Weights[i]
+			if !(w > 0) || math.IsInf(w, 0) {
+				return nil, fmt.Errorf("workload: weight of cuboid %s must be finite and > 0, got %v", s.Format(c), w)
+			}
+		}
+		t := Table{Cuboid: c, Weight: w}
+		sens, err := p.sensitivity(c, spec.Sensitivity)
+		if err != nil {
+			return nil, err
+		}
+		t.Sensitivity, t.SensitivityRule, t.Public = sens.Value, sens.Rule, sens.Value == 0
+		if !t.Public && spec.Measure == nil {
+			p.meas = append(p.meas, measurement{c: c, sens: sens.Value, rule: sens.Rule})
+		}
+		p.tables = append(p.tables, t)
+	}
+	for i, c := range spec.Measure {
+		if err := sensitivity.CheckCuboid(s, c, fmt.Sprintf("workload: measured cuboid %d", i+1)); err != nil {
+			return nil, err
+		}
+		for j, d := range spec.Measure[:i] {
+			if c == d {
+				return nil, fmt.Errorf("workload: cuboid %s is measured twice (measured cuboids %d and %d)", s.Format(c), j+1, i+1)
+			}
+		}
+		sens, err := p.sensitivity(c, spec.Sensitivity)
+		if err != nil {
+			return nil, err
+		}
+		if sens.Value == 0 {
+			return nil, fmt.Errorf("workload: measured cuboid %s is determined by the exact cuboids (%s): noise on it would be wasted", s.Format(c), sens.Rule)
+		}
+		p.meas = append(p.meas, measurement{c: c, sens: sens.Value, rule: sens.Rule})
+	}
+	switch {
+	case len(p.meas) > 0 && gaussian && spec.Rho.IsZero():
+		return nil, errors.New("workload: rho must be set (> 0)")
+	case len(p.meas) > 0 && !gaussian && !(spec.Epsilon.Float64() > 0):
+		return nil, errors.New("workload: epsilon must be set (> 0)")
+	}
+	if gaussian {
+		for k := range p.meas {
+			m := &p.meas[k]
+			l2, err := sensitivity.GenericL2Sensitivity(s, p.exact, m.c)
+			if err != nil {
+				return nil, fmt.Errorf("workload: cuboid %s: %w", s.Format(m.c), err)
+			}
+			m.l2, m.l2rule = l2.Value, l2.Rule
+		}
+	}
+	p.classify()
+	for _, t := range p.tables {
+		for a := range p.subsets(t.Cuboid) {
+			r := p.res[a]
+			switch {
+			case r.status != resFree:
+			case t.Public:
+				// GenericSensitivity is 0 exactly when an invariant
+				// determines the cuboid: when every residual of it is fixed.
+				return nil, fmt.Errorf("workload: cuboid %s has generic sensitivity 0 but is not determined by the exact cuboids", s.Format(t.Cuboid))
+			case len(r.covers) == 0:
+				return nil, fmt.Errorf("workload: cuboid %s cannot be estimated: no measured cuboid contains %s and no exact cuboid fixes it", s.Format(t.Cuboid), s.Format(a))
+			}
+		}
+	}
+	if p.start != nil && len(p.start) != len(p.meas) {
+		p.start = nil
+	}
+	if err := p.chooseShares(); err != nil {
+		return nil, err
+	}
+	p.finishErrors()
+	p.finishObjective()
+	return p, nil
+}
+
+// sensitivity returns the sensitivity a measurement of c is calibrated to:
+// the generic sensitivity (0 for a public cuboid), or the caller's override
+// where it is at least that, or where none is known (the release is then
+// conditional).
+func (p *workloadPlan) sensitivity(c domain.Cuboid, override int) (sensitivity.Sensitivity, error) {
+	s := p.s
+	sens, err := sensitivity.GenericSensitivity(s, p.exact, c)
+	switch {
+	case errors.Is(err, sensitivity.ErrNoClosedForm) && override > 0:
+		p.conditional = true
+		return sensitivity.Sensitivity{Value: override, Rule: "given by the caller: no generic sensitivity is known for these exact cuboids, so the guarantee is conditional on it"}, nil
+	case err != nil:
+		return sensitivity.Sensitivity{}, fmt.Errorf("workload: cuboid %s: %w", s.Format(c), err)
+	case sens.Value == 0 || override == 0:
+		return sens, nil
+	case override < sens.Value:
+		return sensitivity.Sensitivity{}, fmt.Errorf("workload: sensitivity %d is below the generic sensitivity %d of cuboid %s (%s)",
+			override, sens.Value, s.Format(c), sens.Rule)
+	}
+	return sensitivity.Sensitivity{Value: override, Rule: fmt.Sprintf("given by the caller, at least the generic sensitivity %d (%s)", sens.Value, sens.Rule)}, nil
+}
+
+// subsets yields the subsets of c without dimensions of size 1 (whose
+// residuals are zero).
+func (p *workloadPlan) subsets(c domain.Cuboid) func(yield func(domain.Cuboid) bool) {
+	c &^= sensitivity.TrivialDims(p.s)
+	return func(yield func(domain.Cuboid) bool) {
+		for a := c; ; a = (a - 1) & c {
+			if !yield(a) || a == 0 {
+				return
+			}
+		}
+	}
+}
+
+// classify builds the residuals of every requested cuboid: fixed by an
+// invariant, or free and covered by some measurements, with their weight in
+// the objective.
+func (p *workloadPlan) classify() {
+	trivial := sensitivity.TrivialDims(p.s)
+	p.res = map[domain.Cuboid]*residual{}
+	get := func(a domain.Cuboid) *residual {
+		if r, ok := p.res[a]; ok {
+			return r
+		}
+		r := &residual{status: resFree, source: -1}
+		if a&trivial != 0 {
+			r.status = resZero
+		} else {
+			for i, e := range p.exact {
+				if a.AncestorOf(e) {
+					r.status, r.source = resFixed, i
+					break
+				}
+			}
+		}
+		p.res[a] = r
+		return r
+	}
+	for _, t := range p.tables {
+		size := float64(p.s.CuboidSize(t.Cuboid))
+		for a := range p.subsets(t.Cuboid) {
+			r := get(a)
+			if r.status == resFree {
+				r.a += t.Weight * p.pi(a) * float64(p.s.CuboidSize(a)) / size
+			}
+		}
+	}
+	for k, m := range p.meas {
+		for a := range p.subsets(m.c) {
+			if r := get(a); r.status == resFree {
+				r.covers = append(r.covers, k)
+			}
+		}
+	}
+}
+
+// pi returns π_A = Π_{i∈A} (1 - 1/n_i), the variance a unit-variance
+// marginal cell keeps after centring along A.
+func (p *workloadPlan) pi(a domain.Cuboid) float64 {
+	v := 1.0
+	for _, i := range a.Dims() {
+		v *= 1 - 1/float64(p.sizes[i])
+	}
+	return v
+}
+
+// chooseShares sets every measurement's share of the budget (multiples of
+// the accounting step, summing to at most the budget) and its noise.
+// Measurements the optimal split gives no share are dropped.
+func (p *workloadPlan) chooseShares() error {
+	if len(p.meas) == 0 {
+		return nil
+	}
+	frac := make([]float64, len(p.meas))
+	for k := range frac {
+		frac[k] = 1 / float64(len(frac))
+	}
+	if p.split == SplitOptimal {
+		frac = p.optimalFractions()
+	}
+	total := p.budget.Steps()
+	if p.mech == MechanismGaussian {
+		total = p.rho.Steps()
+	}
+	var kept []measurement
+	for k, m := range p.meas {
+		steps := int64(math.Floor(frac[k] * float64(total)))
+		if steps <= 0 {
+			if p.split == SplitOptimal && p.coveredWithout(k, frac) {
+				continue
+			}
+			return fmt.Errorf("workload: the budget %v is too small to share among %d measurements", float64(total)*privacy.EpsilonStep, len(p.meas))
+		}
+		if p.mech == MechanismGaussian {
+			share, err := privacy.RhoFromSteps(steps)
+			if err != nil {
+				return fmt.Errorf("workload: share of cuboid %s: %w", p.s.Format(m.c), err)
+			}
+			g, err := noise.NewGaussian(m.l2, share.Float64())
+			if err != nil {
+				return fmt.Errorf("workload: cuboid %s: %w", p.s.Format(m.c), err)
+			}
+			m.rhoShare, m.gauss, m.v = share, g, g.Variance()
+			kept = append(kept, m)
+			continue
+		}
+		// steps * 2^-40 is exact, so NewEpsilon keeps it as it is.
+		share, err := privacy.NewEpsilon(float64(steps) * privacy.EpsilonStep)
+		if err != nil {
+			return fmt.Errorf("workload: share of cuboid %s: %w", p.s.Format(m.c), err)
+		}
+		m.share = share
+		lap, err := noise.NewLaplace(float64(m.sens), m.share.Float64())
+		if err != nil {
+			return fmt.Errorf("workload: cuboid %s: %w", p.s.Format(m.c), err)
+		}
+		m.lap, m.v = lap, lap.Variance()
+		kept = append(kept, m)
+	}
+	p.meas = kept
+	p.setCoverage()
+	return nil
+}
+
+// setCoverage records, for every free residual, the measurements covering
+// it and W_A, and the measured tables' noise.
+func (p *workloadPlan) setCoverage() {
+	for _, r := range p.res {
+		r.covers, r.w = r.covers[:0], 0
+	}
+	for k, m := range p.meas {
+		for a := range p.subsets(m.c) {
+			if r := p.res[a]; r.status == resFree {
+				r.covers = append(r.covers, k)
+				r.w += 1 / (m.v * float64(p.s.CuboidSize(m.c)))
+			}
+		}
+		for i := range p.tables {
+			if t := &p.tables[i]; t.Cuboid == m.c {
+				t.Measured, t.Share, t.Scale, t.Grid = true, m.share.Float64(), m.lap.Scale(), m.lap.Grid()
+				if p.mech == MechanismGaussian {
+					t.Sigma, t.Grid, t.RhoShare = m.gauss.Sigma(), m.gauss.Grid(), m.rhoShare.Float64()
+				}
+				t.Sensitivity, t.SensitivityRule = m.sens, m.rule
+			}
+		}
+	}
+}
+
+// measurements returns the plan's measurements for the release.
+func (p *workloadPlan) measurements() []Measurement {
+	out := make([]Measurement, len(p.meas))
+	for k, m := range p.meas {
+		out[k] = Measurement{Cuboid: m.c, Share: m.share.Float64(), Sensitivity: m.sens, SensitivityRule: m.rule, Scale: m.lap.Scale(), Grid: m.lap.Grid()}
+		if p.mech == MechanismGaussian {
+			out[k].RhoShare, out[k].L2Sensitivity, out[k].L2Rule = m.rhoShare.Float64(), m.l2, m.l2rule
+			out[k].Sigma, out[k].Grid = m.gauss.Sigma(), m.gauss.Grid()
+		}
+	}
+	return out
+}
+
+// coveredWithout reports whether every free residual of measurement k is
+// covered by another measurement with a positive fraction.
+func (p *workloadPlan) coveredWithout(k int, frac []float64) bool {
+	for a := range p.subsets(p.meas[k].c) {
+		r := p.res[a]
+		if r.status != resFree || r.a == 0 {
+			continue // fixed, or no table needs it
+		}
+		ok := false
+		for _, j := range r.covers {
+			ok = ok || (j != k && frac[j] > 0)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// finishErrors sets every table's per-cell variance and margin of error.
+func (p *workloadPlan) finishErrors() {
+	for i := range p.tables {
+		t := &p.tables[i]
+		if t.Public {
+			continue
+		}
+		t.Variance = p.cellVariance(t.Cuboid)
+		t.MOE90 = p.moe90(t.Cuboid)
+	}
+}
+
+// cellVariance is Var ŷ_C for every cell of c (file comment).
+func (p *workloadPlan) cellVariance(c domain.Cuboid) float64 {
+	size := float64(p.s.CuboidSize(c))
+	var v float64
+	for a := range p.subsets(c) {
+		if r := p.res[a]; r.status == resFree {
+			na := float64(p.s.CuboidSize(a))
+			v += na * p.pi(a) / (size * size * r.w)
+		}
+	}
+	return v
+}
+
+// objective is the weighted total variance Σ_C w_C |C| Var ŷ_C as a
+// function of the budget fractions x (eps_k = eps x_k), with v_k = 2
+// (S_k/eps_k)²; and its gradient. Per free residual it is a_A / W_A with
+// W_A = Σ_{k covers A} c_k x_k², c_k = eps²/(2 S_k² |C_k|).
+type objective struct {
+	a      []float64
+	covers [][]int
+	c      []float64
+	// power is how a measurement's precision grows with its share x:
+	// x^2 for Laplace noise (variance ∝ 1/eps^2), x for Gaussian noise
+	// (variance ∝ 1/rho), where the problem is convex.
+	power float64
+}
+
+// pow is x^power for the two powers used, and dpow its derivative.
+func (o objective) pow(x float64) float64 {
+	if o.power == 1 {
+		return x
+	}
+	return x * x
+}
+
+func (o objective) dpow(x float64) float64 {
+	if o.power == 1 {
+		return 1
+	}
+	return 2 * x
+}
+
+func (p *workloadPlan) objective() objective {
+	o := objective{power: 2}
+	eps := p.budget.Float64()
+	for _, m := range p.meas {
+		if p.mech == MechanismGaussian {
+			// 1/v = 2 rho x / l2^2 for sigma^2 = l2^2 / (2 rho x).
+			o.power = 1
+			o.c = append(o.c, 2*p.rho.Float64()/(m.l2*m.l2*float64(p.s.CuboidSize(m.c))))
+			continue
+		}
+		s := float64(m.sens)
+		o.c = append(o.c, eps*eps/(2*s*s*float64(p.s.CuboidSize(m.c))))
+	}
+	keys := make([]domain.Cuboid, 0, len(p.res))
+	for a, r := range p.res {
+		if r.status == resFree && r.a > 0 {
+			keys = append(keys, a)
+		}
+	}
+	slices.Sort(keys) // a fixed order: the sums below do not depend on map order
+	for _, a := range keys {
+		o.a = append(o.a, p.res[a].a)
+		o.covers = append(o.covers, p.res[a].covers)
+	}
+	return o
+}
+
+func (o objective) value(x []float64) float64 {
+	var f float64
+	for i, a := range o.a {
+		var w float64
+		for _, k := range o.covers[i] {
+			w += o.c[k] * o.pow(x[k])
+		}
+		f += a / w
+	}
+	return f
+}
+
+func (o objective) gradient(x, g []float64) {
+	clear(g)
+	for i, a := range o.a {
+		var w float64
+		for _, k := range o.covers[i] {
+			w += o.c[k] * o.pow(x[k])
+		}
+		for _, k := range o.covers[i] {
+			g[k] -= a * o.c[k] * o.dpow(x[k]) / (w * w)
+		}
+	}
+}
+
+// closedForm returns the fractions x_k ∝ (B_k / c_k)^(1/3), where B_k sums
+// a_A / (number of measurements covering A) over k's residuals: the exact
+// optimum of Σ_k B_k/(c_k x_k²) on the simplex, which is the objective when
+// no free residual is shared.
+func (o objective) closedForm() []float64 {
+	b := make([]float64, len(o.c))
+	for i, a := range o.a {
+		for _, k := range o.covers[i] {
+			b[k] += a / float64(len(o.covers[i]))
+		}
+	}
+	x := make([]float64, len(b))
+	var sum float64
+	for k := range x {
+		// Minimising sum_k b_k / (c_k x_k^p) on the simplex: x_k is
+		// proportional to (b_k/c_k)^(1/(p+1)).
+		if o.power == 1 {
+			x[k] = math.Sqrt(b[k] / o.c[k])
+		} else {
+			x[k] = math.Cbrt(b[k] / o.c[k])
+		}
+		sum += x[k]
+	}
+	for k := range x {
+		x[k] /= sum
+	}
+	return x
+}
+
+func normalise(x []float64) {
+	var sum float64
+	for _, v := range x {
+		sum += v
+	}
+	for i := range x {
+		x[i] /= sum
+	}
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ReleaseWorkload draws a differentially private release of the spec's
+// cuboids from the exact counts of the cuboids spec.Needs(s) lists (more
+// are ignored; the dense base cube is never needed).
+//
+// Each measured cuboid gets grid Laplace noise of scale S/eps_j on every
+// cell of its declared domain, where S is its generic sensitivity under the
+// invariants (Lemma 4.4) and eps_j its share; the shares sum to at most
+// spec.Epsilon, so by sequential composition the release is
+// spec.Epsilon-differentially private with respect to the worst-case
+// induced neighbours. Every table is then derived from one weighted
+// least-squares estimate subject to the invariants (derived in
+// docs/release.md), which is post-processing. Noise for each measurement
+// comes from r.Split() taken in the measurements' order, so a seeded
+// release is reproducible.
+func ReleaseWorkload(ctx context.Context, s *domain.Schema, exact map[domain.Cuboid][]float64, spec WorkloadSpec, r *noise.Rand) (*WorkloadRelease, error) {
+	p, err := planWorkload(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	return p.release(ctx, spec, exact, r)
+}
+
+// release draws the planned release from the exact counts.
+func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map[domain.Cuboid][]float64, r *noise.Rand) (*WorkloadRelease, error) {
+	s := p.s
+	for _, c := range p.needs() {
+		x, ok := exact[c]
+		if !ok {
+			return nil, fmt.Errorf("workload: the exact counts of cuboid %s are missing", s.Format(c))
+		}
+		if want := s.CuboidSize(c); len(x) != want {
+			return nil, fmt.Errorf("workload: cuboid %s has %d cells, got %d counts", s.Format(c), want, len(x))
+		}
+	}
+	inv := make([]estimate.Invariant, len(p.exact))
+	for i, e := range p.exact {
+		inv[i] = estimate.Invariant{Cuboid: e, Counts: slices.Clone(exact[e])}
+	}
+	// The invariants are public: check them as Consistent does (finite,
+	// non-negative, agreeing on common margins), over the grand total.
+	if _, err := estimate.Constraints(s, 0, make([]float64, 1), inv); err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	rel, err := p.newRelease(spec, inv, r.Seeded())
+	if err != nil {
+		return nil, err
+	}
+	noisy := make([][]float64, len(p.meas))
+	for k, m := range p.meas {
+		rk := r.Split()
+		// Room for the extended array, which estimate builds in place.
+		noisy[k] = make([]float64, len(exact[m.c]), tensor.ExtSize(tensor.SubSizes(p.sizes, m.c)))
+		copy(noisy[k], exact[m.c])
+		if err := noise.AddParallel(ctx, m.dist(p.mech), rk, noisy[k]); err != nil {
+			return nil, fmt.Errorf("workload: cuboid %s: %w", s.Format(m.c), err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if spec.KeepMeasurements {
+		rel.noisy = make([][]float64, len(noisy))
+		for k := range noisy {
+			rel.noisy[k] = slices.Clone(noisy[k])
+		}
+	}
+	p.estimate(rel.Tables, inv, noisy)
+	return rel, nil
+}
+
+// newRelease returns the release the plan describes before any counts: its
+// tables (Counts nil), measurements, the invariants inv and the privacy
+// story, which depend on the schema and the spec alone. ReleaseWorkload and
+// PlanWorkload both build their release with it, so a planned release's
+// metadata is the drawn release's.
+func (p *workloadPlan) newRelease(spec WorkloadSpec, inv []estimate.Invariant, seeded bool) (*WorkloadRelease, error) {
+	rel := &WorkloadRelease{
+		Schema:          p.s,
+		Tables:          slices.Clone(p.tables),
+		Measurements:    p.measurements(),
+		Invariants:      inv,
+		Budget:          p.budget.Float64(),
+		Mechanism:       p.mech,
+		Split:           p.split,
+		Strategy:        p.strategy,
+		Objective:       p.objValue,
+		Neighbours:      neighbours(p.s, p.exact),
+		Conditional:     p.conditional,
+		Seeded:          seeded,
+		DomainsFromData: spec.DomainsFromData,
+	}
+	if p.cert != nil {
+		c := *p.cert
+		rel.Certificate = &c
+	}
+	var spent privacy.Budget
+	for _, m := range p.meas {
+		if p.mech == MechanismGaussian {
+			spent = privacy.Sequential(spent, privacy.Concentrated(m.rhoShare))
+		} else {
+			spent = privacy.Sequential(spent, privacy.Pure(m.share))
+		}
+	}
+	rel.Epsilon = spent.Epsilon()
+	if p.mech == MechanismGaussian {
+		rel.Budget, rel.Rho, rel.RhoBudget, rel.Delta = 0, spent.Rho(), p.rho.Float64(), spec.Delta
+		if rel.Rho > 0 {
+			var err error
+			if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
+				return nil, fmt.Errorf("workload: %w", err)
+			}
+		}
+	}
+	return rel, nil
+}
+
+// estimate fills the counts of every table from the invariants and the
+// noisy measurements. A noisy array with the capacity of its extended array
+// is overwritten by it.
+func (p *workloadPlan) estimate(tables []Table, inv []estimate.Invariant, noisy [][]float64) {
+	invExt := make([][]float64, len(inv))
+	measExt := make([][]float64, len(noisy))
+	for i, t := range tables {
+		if t.Public {
+			tables[i].Counts = p.fromInvariant(t.Cuboid, inv)
+			continue
+		}
+		c := t.Cuboid
+		dst := make([]float64, tensor.ExtSize(tensor.SubSizes(p.sizes, c)))
+		for e, v := range inv {
+			if w, nz := p.weights(c, v.Cuboid, e, -1); nz {
+				if invExt[e] == nil {
+					invExt[e] = tensor.Extend(tensor.SubSizes(p.sizes, v.Cuboid), v.Counts)
+				}
+				tensor.Transfer(p.sizes, v.Cuboid, invExt[e], c, dst, w)
+			}
+		}
+		for k, m := range p.meas {
+			if w, nz := p.weights(c, m.c, -1, k); nz {
+				if measExt[k] == nil {
+					sizes := tensor.SubSizes(p.sizes, m.c)
+					if n := tensor.ExtSize(sizes); cap(noisy[k]) >= n {
+						measExt[k] = noisy[k][:n]
+						tensor.ExtendInPlace(sizes, measExt[k])
+					} else {
+						measExt[k] = tensor.Extend(sizes, noisy[k])
+					}
+				}
+				tensor.Transfer(p.sizes, m.c, measExt[k], c, dst, w)
+			}
+		}
+		// A copy, so that the larger extended array is not kept alive.
+		tables[i].Counts = slices.Clone(tensor.Contract(tensor.SubSizes(p.sizes, c), dst))
+	}
+}
+
+// fromInvariant returns the counts of a public cuboid c, summed from an
+// invariant that determines it (c's other dimensions have size 1).
+func (p *workloadPlan) fromInvariant(c domain.Cuboid, inv []estimate.Invariant) []float64 {
+	eff := c &^ sensitivity.TrivialDims(p.s)
+	for _, v := range inv {
+		if eff.AncestorOf(v.Cuboid) {
+			out := make([]float64, p.s.CuboidSize(c))
+			tensor.Project(tensor.SubSizes(p.sizes, v.Cuboid), tensor.Reindex(c&v.Cuboid, v.Cuboid), v.Counts, out)
+			return out
+		}
+	}
+	panic("cube: public cuboid without an invariant") // planWorkload checked it
+}
+
+// weights returns, for the residuals common to table c and a source (the
+// invariant of index e, or the measurement of index k), the weight with
+// which the source's block enters the table's estimate, indexed by pattern
+// (see transfer), and whether any is non-zero.
+func (p *workloadPlan) weights(c, src domain.Cuboid, e, k int) ([]float64, bool) {
+	common := (c & src).Dims()
+	w := make([]float64, 1<<len(common))
+	nz := false
+	for pat := range w {
+		var a domain.Cuboid
+		for b, d := range common {
+			if pat&(1<<b) != 0 {
+				a |= 1 << d
+			}
+		}
+		r, ok := p.res[a]
+		if !ok {
+			continue // has a dimension of size 1: zero
+		}
+		switch {
+		case r.status == resFixed && e >= 0 && r.source == e:
+			w[pat] = 1
+		case r.status == resFree && k >= 0:
+			m := p.meas[k]
+			w[pat] = 1 / (m.v * float64(p.s.CuboidSize(m.c)) * r.w)
+		}
+		nz = nz || w[pat] != 0
+	}
+	return w, nz
+}
+
+// ReleaseWorkloadCube projects the cuboids spec.Needs lists from the cube c
+// and calls ReleaseWorkload.
+func ReleaseWorkloadCube(ctx context.Context, c *cube.Cube, spec WorkloadSpec, r *noise.Rand) (*WorkloadRelease, error) {
+	needs, err := spec.Needs(c.Schema)
+	if err != nil {
+		return nil, err
+	}
+	exact := make(map[domain.Cuboid][]float64, len(needs))
+	for _, n := range needs {
+		exact[n] = c.Project(n)
+	}
+	return ReleaseWorkload(ctx, c.Schema, exact, spec, r)
+}
+
+// TableFileName returns the file name of a released table: its dimensions'
+// names joined with "-" and ".csv", or "total.csv" for the grand total.
+// Path separators in names become "_".
+func TableFileName(s *domain.Schema, c domain.Cuboid) string {
+	if c == 0 {
+		return "total.csv"
+	}
+	name := strings.Join(s.Names(c), "-")
+	return strings.NewReplacer("/", "_", `\`, "_").Replace(name) + ".csv"
+}
+
+// WriteCSV writes the table with one column per dimension of its view,
+// then "count" and "moe90" (CellMOE), as WriteTableCSV does.
+func (t Table) WriteCSV(w io.Writer, s *domain.Schema) error {
+	return WriteTableCSV(w, s, t.TableView(), t.Counts, t.CellMOE)
+}
+
+// CellMOE is the moe90 column of cell i: its margin of error (MOE90s[i],
+// or MOE90 when the margin is the same for every cell), plus 1 for an
+// integer table.
+func (t Table) CellMOE(i int) float64 {
+	m := t.MOE90
+	if t.MOE90s != nil {
+		m = t.MOE90s[i]
+	}
+	if t.Integer {
+		m++
+	}
+	return m
+}
+
+// WorkloadMetadata is the privacy story of a workload release, as written
+// to release.json.
+type WorkloadMetadata struct {
+	Mechanism   string  `json:"mechanism"`
+	Composition string  `json:"composition"`
+	Epsilon     float64 `json:"epsilon"`
+	Budget      float64 `json:"epsilon_budget,omitempty"`
+	// A Gaussian release: its zCDP loss, budget, and the delta at which
+	// Epsilon is its equivalent (eps, delta) guarantee.
+	Rho        float64 `json:"rho,omitempty"`
+	RhoBudget  float64 `json:"rho_budget,omitempty"`
+	Delta      float64 `json:"delta,omitempty"`
+	Neighbours string  `json:"neighbours"`
+	Split      string  `json:"split"`
+	// Strategy is what was measured: "requested", "marginals" (cuboids
+	// under the requested ones, chosen by the split) or "given".
+	Strategy string `json:"strategy"`
+	// Objective is the weighted total variance Σ_C w_C |C| Var ŷ_C that the
+	// split minimises, at the shares given. With the optimal split,
+	// ObjectiveBound is a proved lower bound of its minimum over every split
+	// among the candidate measurements, OptimalityGap is
+	// (Objective - ObjectiveBound) / Objective, and SplitMethod says how
+	// both were found.
+	Objective      float64  `json:"objective"`
+	ObjectiveBound *float64 `json:"objective_lower_bound,omitempty"`
+	OptimalityGap  *float64 `json:"optimality_gap,omitempty"`
+	SplitMethod    string   `json:"split_method,omitempty"`
+	Guarantee      string   `json:"guarantee"`
+	// GuaranteeNote says on what a conditional guarantee rests.
+	GuaranteeNote string            `json:"guarantee_note,omitempty"`
+	Estimate      string            `json:"estimate"`
+	MOE           string            `json:"moe90"`
+	Measurements  []MeasurementInfo `json:"measurements"`
+	Tables        []TableMetadata   `json:"tables"`
+	Exact         [][]string        `json:"exact"`
+	Seeded        bool              `json:"seeded"`
+	FromData      bool              `json:"domains_from_data"`
+	Private       bool              `json:"private"`
+	// A release of views across a hierarchy: its dimension and the
+	// error of its tables level by level.
+	Hierarchy string       `json:"hierarchy,omitempty"`
+	Levels    []LevelError `json:"levels,omitempty"`
+}
+
+// MeasurementInfo describes one noisy measurement of a workload release.
+type MeasurementInfo struct {
+	Cuboid          []string `json:"cuboid"`
+	Share           float64  `json:"epsilon,omitempty"`
+	Sensitivity     int      `json:"sensitivity"`
+	SensitivityRule string   `json:"sensitivity_rule"`
+	Scale           float64  `json:"scale,omitempty"`
+	Grid            float64  `json:"grid"`
+	// A Gaussian measurement.
+	RhoShare      float64 `json:"rho,omitempty"`
+	L2Sensitivity float64 `json:"l2_sensitivity,omitempty"`
+	L2Rule        string  `json:"l2_sensitivity_rule,omitempty"`
+	Sigma         float64 `json:"sigma,omitempty"`
+}
+
+// TableMetadata describes one released table.
+type TableMetadata struct {
+	Cuboid   []string `json:"cuboid"`
+	File     string   `json:"file"`
+	Weight   float64  `json:"weight"`
+	Public   bool     `json:"public"`
+	Measured bool     `json:"measured"`
+	MOE90    float64  `json:"moe90"`
+	Variance float64  `json:"variance"`
+	// Note says why a table is public or has no measurement of its own.
+	Note string `json:"note,omitempty"`
+	// Post-processing: see Table.
+	NonNegative         bool    `json:"nonneg,omitempty"`
+	NonNegativeResidual float64 `json:"nonneg_residual,omitempty"`
+	Integer             bool    `json:"integer,omitempty"`
+	IntegerExact        *bool   `json:"integer_exact,omitempty"` // set (true or false) for integer tables only
+	IntegerMethod       string  `json:"integer_method,omitempty"`
+	IntegerMaxDeviation float64 `json:"integer_max_deviation,omitempty"`
+}
+
+// Metadata returns the release's privacy story.
+func (w *WorkloadRelease) Metadata() WorkloadMetadata {
+	s := w.Schema
+	m := WorkloadMetadata{
+		Mechanism: "Laplace noise on a power-of-two grid (exact discrete Laplace) on every cell of the declared domain of each measured cuboid, " +
+			"calibrated to its generic sensitivity under the exact cuboids",
+		Composition: "sequential composition: the total epsilon is the sum of the measurements' shares",
+		Epsilon:     w.Epsilon,
+		Budget:      w.Budget,
+		Neighbours:  w.Neighbours,
+		Split:       w.Split.String(),
+		Strategy:    w.Strategy.String(),
+		Objective:   w.Objective,
+		Guarantee:   privacy.GuaranteeUnconditional,
+		Estimate: "one weighted least-squares estimate of the base table (weights 1/variance) subject to the exact cuboids, " +
+			"computed in the residual basis of the marginals; every table is derived from it, so all agree with each other and with the exact cuboids",
+		MOE: "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
+			"exact for a cell whose error is one grid Laplace variable, otherwise the error's distribution by numerical inversion of its characteristic function (Gil-Pelaez), to 1e-6 in probability",
+		Measurements: []MeasurementInfo{},
+		Exact:        [][]string{},
+		Seeded:       w.Seeded,
+		FromData:     w.DomainsFromData,
+		Private:      !w.Seeded && !w.DomainsFromData,
+	}
+	if w.Mechanism == MechanismGaussian {
+		m.Mechanism = "Gaussian noise on a power-of-two grid (exact discrete Gaussian) on every cell of the declared domain of each measured cuboid, " +
+			"calibrated to its L2 generic sensitivity under the exact cuboids"
+		m.Composition = "zero-concentrated DP: the total rho is the sum of the measurements' shares; epsilon is its equivalent at delta (Canonne-Kamath-Steinke)"
+		m.Rho, m.RhoBudget, m.Delta = w.Rho, w.RhoBudget, w.Delta
+		m.MOE = "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
+			"the error of a cell is a fixed linear combination of independent discrete Gaussians, normal to within their grids: 1.645 standard deviations"
+	}
+	if w.Strategy < 0 {
+		m.Strategy = "given"
+	}
+	if c := w.Certificate; c != nil {
+		bound, gap := c.Bound, c.Gap
+		m.ObjectiveBound, m.OptimalityGap, m.SplitMethod = &bound, &gap, c.Method
+	}
+	switch {
+	case !m.Private:
+		m.Guarantee = privacy.GuaranteeNone
+	case w.Conditional:
+		m.Guarantee = privacy.GuaranteeConditional
+		m.GuaranteeNote = "a sensitivity given by the caller, where knowdp could not compute one, must be at least the true generic sensitivity"
+	}
+	if w.postProcessed() {
+		m.Estimate += "; then post-processed table by table, smallest first, each kept consistent with the exact cuboids and with the tables processed before it (see each table's nonneg and integer fields)"
+		m.MOE += "; for non-negative and integer tables it is the margin of the least-squares estimate (plus 1 for integer rounding): non-negativity moves cells near zero by data-dependent amounts it does not cover"
+	}
+	m.Hierarchy, m.Levels = w.Hierarchy, w.Levels
+	for _, t := range w.Tables {
+		tm := TableMetadata{
+			Cuboid: nonNil(s.ViewNames(t.TableView())), File: s.ViewFileName(t.TableView()), Weight: t.Weight,
+			Public: t.Public, Measured: t.Measured, MOE90: t.CellMOE90(), Variance: t.Variance,
+			NonNegative: t.NonNegative, NonNegativeResidual: t.NonNegativeResidual,
+			Integer: t.Integer, IntegerMethod: t.IntegerMethod, IntegerMaxDeviation: t.IntegerMaxDeviation,
+		}
+		if t.Integer {
+			exact := t.IntegerExact
+			tm.IntegerExact = &exact
+		}
+		switch {
+		case t.Public:
+			tm.Note = t.SensitivityRule
+		case !t.Measured:
+			tm.Note = "not measured itself: estimated from the measurements of the cuboids that contain it"
+		}
+		m.Tables = append(m.Tables, tm)
+	}
+	for _, x := range w.Measurements {
+		m.Measurements = append(m.Measurements, MeasurementInfo{
+			Cuboid: nonNil(s.ViewNames(measuredView(x.Cuboid, x.View))), Share: x.Share, Sensitivity: x.Sensitivity,
+			SensitivityRule: x.SensitivityRule, Scale: x.Scale, Grid: x.Grid,
+			RhoShare: x.RhoShare, L2Sensitivity: x.L2Sensitivity, L2Rule: x.L2Rule, Sigma: x.Sigma,
+		})
+	}
+	for _, v := range w.Invariants {
+		m.Exact = append(m.Exact, nonNil(s.ViewNames(measuredView(v.Cuboid, v.View))))
+	}
+	return m
+}
+
+// Strategy is a way to release a workload, for comparing their errors.
+type Strategy int
+
+const (
+	// StrategySeparate releases each cuboid on its own with an equal share
+	// of the budget, made consistent with the invariants but not with the
+	// other cuboids (what one Release per cuboid does).
+	StrategySeparate Strategy = iota
+	// StrategyBase measures the base cuboid with the whole budget, makes it
+	// consistent with the invariants and aggregates it.
+	StrategyBase
+	// StrategyEqual is ReleaseWorkload with SplitEqual.
+	StrategyEqual
+	// StrategyOptimal is ReleaseWorkload with SplitOptimal.
+	StrategyOptimal
+)
+
+// String names the strategy.
+func (st Strategy) String() string {
+	switch st {
+	case StrategySeparate:
+		return "separate releases, equal shares"
+	case StrategyBase:
+		return "noisy base cuboid, aggregated"
+	case StrategyEqual:
+		return "equal split + least squares"
+	case StrategyOptimal:
+		return "optimal split + least squares"
+	}
+	return fmt.Sprintf("Strategy(%d)", int(st))
+}
+
+// ExpectedRMSE returns, for each of spec's cuboids, the root mean squared
+// error of its cells under a strategy that spends spec.Epsilon in total
+// (spec.Split and spec.Measure are set by the strategy). Every strategy is unbiased, so this is the
+// square root of the per-cell variance, computed from the mechanism alone
+// (no data): the numbers a release would have on any table over the schema.
+func ExpectedRMSE(s *domain.Schema, spec WorkloadSpec, st Strategy) ([]float64, error) {
+	if spec.Mechanism != MechanismLaplace {
+		return nil, errors.New("workload: ExpectedRMSE compares Laplace strategies; a Gaussian workload's per-table errors are in WorkloadRelease.Tables")
+	}
+	var p *workloadPlan
+	var err error
+	switch st {
+	case StrategyEqual, StrategyOptimal:
+		spec.Measure = nil
+		spec.Split = SplitOptimal
+		if st == StrategyEqual {
+			spec.Split, spec.Strategy = SplitEqual, MeasureRequested
+		}
+		p, err = planWorkload(s, spec)
+	case StrategyBase:
+		spec.Measure, spec.Strategy = nil, MeasureRequested
+		if sens, err := sensitivity.GenericSensitivity(s, spec.Exact, domain.Base(s.NumDims())); err != nil || sens.Value > 0 {
+			spec.Measure = []domain.Cuboid{domain.Base(s.NumDims())}
+		}
+		p, err = planWorkload(s, spec)
+	case StrategySeparate:
+		spec.Measure, spec.Strategy = nil, MeasureRequested
+		if p, err = planWorkload(s, spec); err != nil {
+			return nil, err
+		}
+		// Every non-public table is released on its own: the budget is
+		// shared among all of them (the plan's own measurements may be
+		// fewer, when the optimal split leaves a table unmeasured).
+		separate := 0
+		for _, t := range p.tables {
+			if !t.Public {
+				separate++
+			}
+		}
+		share, err := privacy.NewEpsilon(spec.Epsilon.Float64() / float64(max(separate, 1)))
+		if err != nil {
+			return nil, fmt.Errorf("workload: %w", err)
+		}
+		for i, t := range p.tables {
+			if t.Public {
+				continue
+			}
+			one := spec
+			one.Cuboids, one.Weights, one.Epsilon = []domain.Cuboid{t.Cuboid}, nil, share
+			q, err := planWorkload(s, one)
+			if err != nil {
+				return nil, err
+			}
+			p.tables[i].Variance = q.tables[0].Variance
+		}
+	default:
+		return nil, fmt.Errorf("workload: unknown strategy %v", st)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(p.tables))
+	for i, t := range p.tables {
+		out[i] = math.Sqrt(t.Variance)
+	}
+	return out, nil
+}
+
+// ParseWorkload decodes a workload file: a JSON list whose entries are
+// either a list of dimension names, such as ["sex","age"] ([] is the grand
+// total), or an object {"cuboid": ["sex","age"], "weight": 2} (weight
+// optional, default 1). Errors name the entry.
+func ParseWorkload(s *domain.Schema, b []byte) (cuboids []domain.Cuboid, weights []float64, err error) {
+	views, weights, err := ParseViewWorkload(s, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, v := range views {
+		if !v.Flat() {
+			return nil, nil, fmt.Errorf("workload entry %d: %s stands at a coarser level of a hierarchy; this release takes cuboids at their finest levels", i+1, s.FormatView(v))
+		}
+		cuboids = append(cuboids, v.Dims)
+	}
+	return cuboids, weights, nil
+}
+
+// ParseViewWorkload is ParseWorkload for views: a dimension may be named
+// at a level of its hierarchy, "geo:state".
+func ParseViewWorkload(s *domain.Schema, b []byte) (views []domain.View, weights []float64, err error) {
+	var entries []json.RawMessage
+	if err := json.Unmarshal(b, &entries); err != nil {
+		return nil, nil, fmt.Errorf("workload: want a JSON list of cuboids: %w", err)
+	}
+	if len(entries) == 0 {
+		return nil, nil, errors.New("workload: the list of cuboids is empty")
+	}
+	for i, raw := range entries {
+		var names []string
+		weight := 1.0
+		if string(bytes.TrimSpace(raw)) == "null" {
+			return nil, nil, fmt.Errorf("workload entry %d: null is not a cuboid (the grand total is [])", i+1)
+		}
+		if err := json.Unmarshal(raw, &names); err != nil {
+			var obj struct {
+				Cuboid *[]string `json:"cuboid"`
+				Weight *float64  `json:"weight"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&obj); err != nil {
+				return nil, nil, fmt.Errorf("workload entry %d: want a list of dimension names or {\"cuboid\": [...], \"weight\": w}: %w", i+1, err)
+			}
+			if obj.Cuboid == nil {
+				return nil, nil, fmt.Errorf("workload entry %d: no \"cuboid\"", i+1)
+			}
+			names = *obj.Cuboid
+			if obj.Weight != nil {
+				weight = *obj.Weight
+			}
+		}
+		v, err := s.ViewOfNames(names...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("workload entry %d: %w", i+1, err)
+		}
+		if !(weight > 0) || math.IsInf(weight, 0) {
+			return nil, nil, fmt.Errorf("workload entry %d (%s): weight must be finite and > 0, got %v", i+1, s.FormatView(v), weight)
+		}
+		views = append(views, v)
+		weights = append(weights, weight)
+	}
+	return views, weights, nil
+}
+
+// measuredView returns v, or the view of cuboid c when v is the zero view
+// of a flat release.
+func measuredView(c domain.Cuboid, v domain.View) domain.View {
+	if v.Dims != c {
+		return domain.ViewOf(c)
+	}
+	return v
+}
+
+// CubeInvariants returns the exact counts of the given cuboids of c.
+func CubeInvariants(c *cube.Cube, exact []domain.Cuboid) []estimate.Invariant {
+	inv := make([]estimate.Invariant, len(exact))
+	for i, e := range exact {
+		inv[i] = estimate.Invariant{Cuboid: e, Counts: c.Project(e)}
+	}
+	return inv
+}
