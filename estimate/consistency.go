@@ -24,6 +24,15 @@ type Invariant struct {
 	Counts []float64
 }
 
+// TableView returns the invariant's view: View, or the cuboid itself at its
+// finest levels.
+func (v Invariant) TableView() domain.View {
+	if v.View.Dims != v.Cuboid {
+		return domain.ViewOf(v.Cuboid)
+	}
+	return v.View
+}
+
 // constraint is an invariant re-expressed over the array being made
 // consistent: the marginal of x onto keep must equal target.
 type constraint struct {

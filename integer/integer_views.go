@@ -101,26 +101,47 @@ func RoundViews(ctx context.Context, s *domain.Schema, tables map[domain.View][]
 	if r == nil {
 		return nil, errors.New("integer views: no random source")
 	}
+	return topDown(ctx, s, tables, exact, r, false)
+}
+
+// NonNegativeViews is RoundViews without the rounding: it returns, for every
+// published view, the non-negative least-squares table made level by level
+// from the root down (each parent's children made non-negative subject to
+// the parent's non-negative table and to the invariants), so that every
+// published view adds up to every view it rolls up to, and keeps every
+// invariant, to floating-point rounding (MaxDeviation reports what is
+// left). It draws no randomness.
+func NonNegativeViews(ctx context.Context, s *domain.Schema, tables map[domain.View][]float64, exact map[domain.View][]float64) (map[domain.View]IntegerResult, error) {
+	return topDown(ctx, s, tables, exact, nil, true)
+}
+
+// topDown is RoundViews, or NonNegativeViews when nonneg is set.
+func topDown(ctx context.Context, s *domain.Schema, tables map[domain.View][]float64, exact map[domain.View][]float64, r *noise.Rand, nonneg bool) (map[domain.View]IntegerResult, error) {
+	what := "integer views"
+	if nonneg {
+		what = "non-negative views"
+	}
 	in, err := ivCollect(s, tables, exact)
 	if err != nil {
-		return nil, fmt.Errorf("integer views: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if len(in.pub) == 0 {
 		return map[domain.View]IntegerResult{}, nil
 	}
 	p, err := ivPlanViews(s, in)
 	if err != nil {
-		return nil, fmt.Errorf("integer views: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	p.nonneg = nonneg
 	if err := ivCheckAgreement(s, in); err != nil {
-		return nil, fmt.Errorf("integer views: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := p.prepare(s, in); err != nil {
-		return nil, fmt.Errorf("integer views: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	for i := range p.levels {
 		if err := p.roundLevel(ctx, s, i, r); err != nil {
-			return nil, fmt.Errorf("integer views: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 	}
 	return p.results(s, in)
@@ -282,6 +303,8 @@ func ivCheckAgreement(s *domain.Schema, in *ivInputs) error {
 
 // ivPlan is the sequence of levels RoundViews rounds, coarsest first.
 type ivPlan struct {
+	// nonneg stops after the non-negative step: NonNegativeViews.
+	nonneg  bool
 	h       int // the hierarchical dimension followed; -1 if none
 	rootKey int // the key of the root level (views without h)
 	levels  []*ivLevel
@@ -616,7 +639,9 @@ func (p *ivPlan) roundLevel(ctx context.Context, s *domain.Schema, i int, r *noi
 	groups := p.groups(s, i)
 	rands := make([]*noise.Rand, len(groups))
 	for q := range groups {
-		rands[q] = r.Split()
+		if !p.nonneg {
+			rands[q] = r.Split()
+		}
 	}
 	lv.nn = make([]float64, len(lv.est))
 	lv.y = make([]float64, len(lv.est))
@@ -738,6 +763,11 @@ func (p *ivPlan) solve(ctx context.Context, s *domain.Schema, lv, par *ivLevel, 
 		zh, st.residual = nn.Y, nn.Residual
 	}
 	ivScatter(lv.nn, zh, outer, n, inner, ch)
+	if p.nonneg {
+		ivScatter(lv.y, zh, outer, n, inner, ch)
+		st.exact = true
+		return st, nil
+	}
 	z := make([]float64, len(zh))
 	for k, v := range zh {
 		z[k] = max(v, 0)
@@ -909,12 +939,25 @@ func (p *ivPlan) method(s *domain.Schema, lv *ivLevel, v domain.View) string {
 	if p.h >= 0 {
 		along = " along " + s.Dim(p.h).Name
 	}
+	step := "integer rounding"
+	if p.nonneg {
+		step = "non-negative least squares"
+	}
 	if lv.problems == 1 {
-		fmt.Fprintf(&b, "top-down integer rounding%s, rounded as one table: ", along)
+		fmt.Fprintf(&b, "top-down %s%s, as one table: ", step, along)
 	} else {
-		fmt.Fprintf(&b, "top-down integer rounding%s, the children of each %s rounded separately (%d problems, in parallel): ", along, p.levelName(s, p.parentKey(lv)), lv.problems)
+		fmt.Fprintf(&b, "top-down %s%s, the children of each %s separately (%d problems, in parallel): ", step, along, p.levelName(s, p.parentKey(lv)), lv.problems)
 	}
 	b.WriteString("least-squares non-negative estimate")
+	if p.nonneg {
+		if lv.aNames != "" {
+			b.WriteString(" given the parent's non-negative counts on " + lv.aNames)
+		}
+		if lv.bNames != "" {
+			b.WriteString(" and the invariants' " + lv.bNames)
+		}
+		return b.String()
+	}
 	if lv.aNames != "" {
 		b.WriteString(" given the parent's, moved onto the parent's integer counts by the least change in Σ d²/z that keeps the invariants (linear in the parent's rounding error, so of mean zero)")
 	}

@@ -127,18 +127,18 @@ func ExampleExpectedRMSE() {
 	// optimal split + least squares    4.06 3.03 3.59
 }
 
-// A workload file lists the cuboids to release, with optional weights.
+// A workload file lists the tables to release, with optional weights.
 func ExampleParseWorkload() {
 	s, _ := domain.NewSchema([]domain.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
 	})
-	cuboids, weights, err := release.ParseWorkload(s, []byte(`[["sex","age"], {"cuboid": ["age"], "weight": 3}, []]`))
+	tables, weights, err := release.ParseWorkload(s, []byte(`[["sex","age"], {"cuboid": ["age"], "weight": 3}, []]`))
 	if err != nil {
 		panic(err)
 	}
-	for i, c := range cuboids {
-		fmt.Println(s.Format(c), weights[i], release.TableFileName(s, c))
+	for i, v := range tables {
+		fmt.Println(s.FormatView(v), weights[i], s.ViewFileName(v))
 	}
 	// Output:
 	// {sex,age} 1 sex-age.csv

@@ -73,9 +73,9 @@ type SavedMeasurement struct {
 
 // SaveMeasurements returns the release's measurements for writing. The
 // release must have been made with WorkloadSpec.KeepMeasurements.
-func (w *WorkloadRelease) SaveMeasurements() (*SavedMeasurements, error) {
+func (w *Release) SaveMeasurements() (*SavedMeasurements, error) {
 	if w.noisy == nil && len(w.Measurements) > 0 {
-		return nil, errors.New("workload: the noisy measurements were not kept (set WorkloadSpec.KeepMeasurements)")
+		return nil, errors.New("release: the noisy measurements were not kept (set WorkloadSpec.KeepMeasurements)")
 	}
 	s := w.Schema
 	meta := w.Metadata()
@@ -99,7 +99,7 @@ func (w *WorkloadRelease) SaveMeasurements() (*SavedMeasurements, error) {
 			sm.Sensitivity, sm.Epsilon = m.Sensitivity, m.Share
 			lap, err := noise.NewLaplace(float64(m.Sensitivity), m.Share)
 			if err != nil {
-				return nil, fmt.Errorf("workload: cuboid %s: %w", s.Format(m.Cuboid), err)
+				return nil, fmt.Errorf("release: cuboid %s: %w", s.Format(m.Cuboid), err)
 			}
 			sm.Variance = lap.Variance()
 		}

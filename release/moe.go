@@ -251,7 +251,7 @@ func quantile90(terms []lawTerm) float64 {
 // uses the mechanism only, never the data. It is 0 for a public cuboid. A
 // non-negative or integer release post-processes that estimate by
 // data-dependent amounts the margin does not cover.
-func (rel *Release) lsMOE90(lap noise.Laplace) (float64, error) {
+func (rel *CuboidRelease) lsMOE90(lap noise.Laplace) (float64, error) {
 	if rel.Sensitivity == 0 {
 		return 0, nil
 	}
@@ -275,7 +275,7 @@ func (rel *Release) lsMOE90(lap noise.Laplace) (float64, error) {
 // within that discretisation, and its 90% half-width is z_0.95 = 1.6449
 // times its standard deviation (the variance from the residual basis, as
 // for Laplace noise).
-func (rel *Release) gaussianMOE90(g noise.Gaussian) float64 {
+func (rel *CuboidRelease) gaussianMOE90(g noise.Gaussian) float64 {
 	p := &workloadPlan{s: rel.Schema, sizes: rel.Schema.Sizes(), tables: []Table{{Cuboid: rel.Cuboid, Weight: 1}}}
 	for _, v := range rel.Invariants {
 		p.exact = append(p.exact, v.Cuboid)

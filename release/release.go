@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/knowdp/knowdp/cube"
@@ -87,11 +88,13 @@ type ReleaseSpec struct {
 	// invariant exactly where an integer table can (RoundInteger applied to
 	// the non-negative release); it implies NonNegative.
 	Integer bool
+	// keepNoisy keeps a copy of the noisy counts before any estimate.
+	keepNoisy bool
 }
 
-// Release is a noisy cuboid made consistent with the invariants, together
+// CuboidRelease is a noisy cuboid made consistent with the invariants, together
 // with its privacy story.
-type Release struct {
+type CuboidRelease struct {
 	Schema *domain.Schema
 	Cuboid domain.Cuboid
 	// Counts are the released counts, row-major over Cuboid's dimensions.
@@ -155,16 +158,19 @@ type Release struct {
 	// is determined by the exact cuboids: the released counts are the true
 	// counts (public already, by the invariants).
 	ReleasedExactly bool
+	// noisy are the noisy counts before any estimate, when the spec asked
+	// to keep them.
+	noisy []float64
 }
 
 // Private reports whether the release is differentially private (possibly
 // conditionally, see Guarantee): its noise is not seeded and its domains
 // were not read from the data.
-func (rel *Release) Private() bool { return !rel.Seeded && !rel.DomainsFromData }
+func (rel *CuboidRelease) Private() bool { return !rel.Seeded && !rel.DomainsFromData }
 
 // Guarantee returns privacy.GuaranteeNone, privacy.GuaranteeConditional or
 // privacy.GuaranteeUnconditional.
-func (rel *Release) Guarantee() string {
+func (rel *CuboidRelease) Guarantee() string {
 	switch {
 	case !rel.Private():
 		return privacy.GuaranteeNone
@@ -177,7 +183,7 @@ func (rel *Release) Guarantee() string {
 // Warnings returns what a reader of the release must know besides its
 // epsilon: that it is not private and why, that its guarantee is
 // conditional, or that its counts are the true counts.
-func (rel *Release) Warnings() []string {
+func (rel *CuboidRelease) Warnings() []string {
 	var w []string
 	if rel.Seeded {
 		w = append(w, "seeded noise: the release is reproducible and NOT differentially private")
@@ -205,7 +211,7 @@ func (rel *Release) Warnings() []string {
 // that can be computed from the invariants is public and is released
 // exactly. Noise for large cuboids is drawn in parallel from generators
 // split off r in a fixed order, so a seeded release is reproducible.
-func ReleaseCube(ctx context.Context, c *cube.Cube, spec ReleaseSpec, r *noise.Rand) (*Release, error) {
+func ReleaseCube(ctx context.Context, c *cube.Cube, spec ReleaseSpec, r *noise.Rand) (*CuboidRelease, error) {
 	tables := map[domain.Cuboid][]float64{}
 	for _, n := range spec.Needs() {
 		if n&^domain.Base(c.Schema.NumDims()) == 0 {
@@ -229,7 +235,7 @@ func (spec ReleaseSpec) Needs() []domain.Cuboid {
 // cuboids, not in those of the base domain. The release takes the released
 // cuboid's counts over: noise is added to them in place (so a large cuboid
 // is not copied), and the caller must not use them afterwards.
-func ReleaseFrom(ctx context.Context, s *domain.Schema, tables map[domain.Cuboid][]float64, spec ReleaseSpec, r *noise.Rand) (*Release, error) {
+func ReleaseFrom(ctx context.Context, s *domain.Schema, tables map[domain.Cuboid][]float64, spec ReleaseSpec, r *noise.Rand) (*CuboidRelease, error) {
 	rel, dist, err := planRelease(s, spec, r.Seeded())
 	if err != nil {
 		return nil, err
@@ -254,6 +260,9 @@ func ReleaseFrom(ctx context.Context, s *domain.Schema, tables map[domain.Cuboid
 	}
 	if err := noise.AddParallel(ctx, dist, r, rel.Counts); err != nil {
 		return nil, fmt.Errorf("release: %w", err)
+	}
+	if spec.keepNoisy {
+		rel.noisy = slices.Clone(rel.Counts)
 	}
 	if rel.NonNegative {
 		// Whatever the iteration reaches is a function of the noisy counts
@@ -291,7 +300,7 @@ func ReleaseFrom(ctx context.Context, s *domain.Schema, tables map[domain.Cuboid
 // when the invariants determine the cuboid), the margin of error and the
 // privacy story. The returned Release has its invariants' cuboids but no
 // counts.
-func planRelease(s *domain.Schema, spec ReleaseSpec, seeded bool) (*Release, noise.Adder, error) {
+func planRelease(s *domain.Schema, spec ReleaseSpec, seeded bool) (*CuboidRelease, noise.Adder, error) {
 	eps := spec.Epsilon.Float64()
 	gaussian := spec.Mechanism == MechanismGaussian
 	switch {
@@ -322,7 +331,7 @@ func planRelease(s *domain.Schema, spec ReleaseSpec, seeded bool) (*Release, noi
 			return nil, nil, fmt.Errorf("release: exact cuboid %#x has dimensions beyond the schema", uint64(e))
 		}
 	}
-	rel := &Release{
+	rel := &CuboidRelease{
 		Schema:      s,
 		Cuboid:      spec.Cuboid,
 		Epsilon:     eps,
@@ -379,7 +388,7 @@ func planRelease(s *domain.Schema, spec ReleaseSpec, seeded bool) (*Release, noi
 // generic sensitivity, or the caller's value where it is not below it or
 // where knowdp cannot compute it. It depends on the schema and the cuboids
 // only, never on the counts.
-func (rel *Release) setSensitivity(exact []domain.Cuboid, given int) error {
+func (rel *CuboidRelease) setSensitivity(exact []domain.Cuboid, given int) error {
 	sens, err := sensitivity.GenericSensitivity(rel.Schema, exact, rel.Cuboid)
 	switch {
 	case given == 0 && err != nil:
@@ -434,7 +443,7 @@ func inducedNeighbours(kind string, names []string) string {
 // WriteCSV writes the release with one column per dimension of the cuboid,
 // then "count" and "moe90" (the cell's margin of error, CellMOE90), every
 // number in full (WriteTableCSV).
-func (rel *Release) WriteCSV(w io.Writer) error {
+func (rel *CuboidRelease) WriteCSV(w io.Writer) error {
 	moe := rel.CellMOE90()
 	return WriteTableCSV(w, rel.Schema, domain.ViewOf(rel.Cuboid), rel.Counts, func(int) float64 { return moe })
 }
@@ -512,15 +521,15 @@ func WriteTableRowsCSV(w io.Writer, s *domain.Schema, v domain.View, first int, 
 
 // CellMOE90 is the moe90 column of the release: MOE90, plus 1 for an
 // integer release (rounding moves a cell by less than 1).
-func (rel *Release) CellMOE90() float64 {
+func (rel *CuboidRelease) CellMOE90() float64 {
 	if rel.Integer {
 		return rel.MOE90 + 1
 	}
 	return rel.MOE90
 }
 
-// Metadata is the privacy story of a release, as written beside it.
-type Metadata struct {
+// CuboidMetadata is the privacy story of a release, as written beside it.
+type CuboidMetadata struct {
 	Mechanism       string     `json:"mechanism"`
 	Epsilon         float64    `json:"epsilon"`
 	Neighbours      string     `json:"neighbours"`
@@ -563,8 +572,8 @@ type Metadata struct {
 }
 
 // Metadata returns the release's privacy story.
-func (rel *Release) Metadata() Metadata {
-	m := Metadata{
+func (rel *CuboidRelease) Metadata() CuboidMetadata {
+	m := CuboidMetadata{
 		Mechanism:           "Laplace noise on a power-of-two grid (exact discrete Laplace) on every cell of the declared domain, then least-squares consistency with the exact cuboids",
 		Epsilon:             rel.Epsilon,
 		Neighbours:          rel.Neighbours,
@@ -630,7 +639,7 @@ func nonNil(s []string) []string {
 // Metadata and CellMOE90 beside them. Laplace and Gaussian releases are
 // planned (for a Gaussian one the noise is noise.NewGaussian with the
 // plan's L2Sensitivity and Rho); non-negative and integer ones are not.
-func PlanRelease(s *domain.Schema, spec ReleaseSpec, seeded bool) (*Release, error) {
+func PlanRelease(s *domain.Schema, spec ReleaseSpec, seeded bool) (*CuboidRelease, error) {
 	if spec.NonNegative || spec.Integer {
 		return nil, errors.New("release plan: non-negative and integer releases are not supported")
 	}

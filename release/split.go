@@ -92,6 +92,13 @@ func (p *workloadPlan) optimalFractions() []float64 {
 		}
 		return equal // every table is public: nothing to optimise
 	}
+	if k == 1 {
+		// One measurement takes the whole budget: the only point of the
+		// simplex is the optimum, exactly.
+		v := o.value([]float64{1})
+		p.cert = &SplitCertificate{Bound: v, Gap: 0, Global: true, Method: "one measurement: it takes the whole budget"}
+		return []float64{1}
+	}
 	var starts [][]float64
 	if p.start != nil {
 		starts = append(starts, p.start)
@@ -198,7 +205,7 @@ func planStrategy(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	marg.Measure = cands
 	p2, err := planMeasured(s, marg, start)
 	if err != nil {
-		return nil, fmt.Errorf("workload: strategy %v: %w", spec.Strategy, err)
+		return nil, fmt.Errorf("release: strategy %v: %w", spec.Strategy, err)
 	}
 	p2.strategy = MeasureMarginals
 	best := p2

@@ -447,7 +447,7 @@ func (p *viewPlan) chooseShares() error {
 // (docs/hierarchy.md). Every table's cells carry their own margin of error
 // (MOE90s: the error's law differs from one node of the hierarchy to
 // another).
-func ReleaseViews(ctx context.Context, s *domain.Schema, counts map[domain.View][]float64, spec ViewSpec, r *noise.Rand) (*WorkloadRelease, error) {
+func ReleaseViews(ctx context.Context, s *domain.Schema, counts map[domain.View][]float64, spec ViewSpec, r *noise.Rand) (*Release, error) {
 	p, err := PlanViews(s, spec)
 	if err != nil {
 		return nil, err
@@ -457,7 +457,7 @@ func ReleaseViews(ctx context.Context, s *domain.Schema, counts map[domain.View]
 
 // ReleaseFrom draws the planned release from the exact counts of the views
 // Needs lists, as ReleaseViews does with the same spec and generator.
-func (vp *ViewPlan) ReleaseFrom(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*WorkloadRelease, error) {
+func (vp *ViewPlan) ReleaseFrom(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
 	if vp.flat != nil {
 		exact := make(map[domain.Cuboid][]float64, len(counts))
 		for v, x := range counts {
@@ -487,7 +487,7 @@ func (vp *ViewPlan) ReleaseFrom(ctx context.Context, counts map[domain.View][]fl
 		}
 		inv[i] = estimate.Invariant{Cuboid: e.Dims, View: e, Counts: slices.Clone(x)}
 	}
-	rel := &WorkloadRelease{
+	rel := &Release{
 		Schema:          s,
 		Tables:          slices.Clone(p.tables),
 		Invariants:      inv,
@@ -554,8 +554,10 @@ func viewNeighbours(s *domain.Schema, exact []domain.View) string {
 
 // roundViews is RoundIntegers for a release of views: integer tables made
 // top-down through the hierarchy, every child table adding up exactly to
-// its parent's and to the invariants (RoundViews).
-func (w *WorkloadRelease) roundViews(ctx context.Context, r *noise.Rand) error {
+// its parent's and to the invariants (integer.RoundViews). With r nil it is
+// MakeNonNegative for a release of views: the same top-down steps without
+// the rounding (integer.NonNegativeViews).
+func (w *Release) roundViews(ctx context.Context, r *noise.Rand) error {
 	tables := make(map[domain.View][]float64, len(w.Tables))
 	for _, t := range w.Tables {
 		if !t.Public {
@@ -566,7 +568,13 @@ func (w *WorkloadRelease) roundViews(ctx context.Context, r *noise.Rand) error {
 	for _, v := range w.Invariants {
 		exact[v.View] = v.Counts
 	}
-	res, err := integer.RoundViews(ctx, w.Schema, tables, exact, r)
+	var res map[domain.View]integer.IntegerResult
+	var err error
+	if r == nil {
+		res, err = integer.NonNegativeViews(ctx, w.Schema, tables, exact)
+	} else {
+		res, err = integer.RoundViews(ctx, w.Schema, tables, exact, r)
+	}
 	if err != nil {
 		return err
 	}
@@ -577,11 +585,13 @@ func (w *WorkloadRelease) roundViews(ctx context.Context, r *noise.Rand) error {
 		}
 		x, ok := res[t.View]
 		if !ok {
-			return fmt.Errorf("release: no integer table for %s", w.Schema.FormatView(t.View))
+			return fmt.Errorf("release: no post-processed table for %s", w.Schema.FormatView(t.View))
 		}
 		t.Counts = x.Counts
 		t.NonNegative, t.NonNegativeResidual = true, x.NonNegativeResidual
-		t.Integer, t.IntegerExact, t.IntegerMethod, t.IntegerMaxDeviation = true, x.Exact, x.Method, x.MaxDeviation
+		if r != nil {
+			t.Integer, t.IntegerExact, t.IntegerMethod, t.IntegerMaxDeviation = true, x.Exact, x.Method, x.MaxDeviation
+		}
 	}
 	return nil
 }

@@ -218,9 +218,12 @@ type Measurement struct {
 	L2Rule                         string
 }
 
-// WorkloadRelease is a set of tables released together, with its privacy
+// TableView returns the view the measurement is of.
+func (m Measurement) TableView() domain.View { return measuredView(m.Cuboid, m.View) }
+
+// Release is a set of tables released together, with its privacy
 // story.
-type WorkloadRelease struct {
+type Release struct {
 	Schema *domain.Schema
 	Tables []Table
 	// Measurements are the noisy cuboids the tables are estimated from.
@@ -354,11 +357,11 @@ func (p *workloadPlan) needs() []domain.Cuboid {
 func planWorkload(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	switch {
 	case spec.Strategy < MeasureRequested || spec.Strategy > MeasureBest:
-		return nil, fmt.Errorf("workload: unknown strategy %v", spec.Strategy)
+		return nil, fmt.Errorf("release: unknown strategy %v", spec.Strategy)
 	case spec.Strategy != MeasureRequested && spec.Measure != nil:
-		return nil, fmt.Errorf("workload: strategy %v chooses the measurements; leave Measure unset", spec.Strategy)
+		return nil, fmt.Errorf("release: strategy %v chooses the measurements; leave Measure unset", spec.Strategy)
 	case spec.Strategy == MeasureMarginals && spec.Split != SplitOptimal:
-		return nil, errors.New("workload: strategy marginals needs the optimal split (an equal split among every marginal under the workload wastes the budget)")
+		return nil, errors.New("release: strategy marginals needs the optimal split (an equal split among every marginal under the workload wastes the budget)")
 	case spec.Strategy == MeasureBest && spec.Split != SplitOptimal:
 		spec.Strategy = MeasureRequested
 	}
@@ -377,51 +380,51 @@ func planWorkload(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 // split's search from (one fraction per measurement).
 func planMeasured(s *domain.Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
 	if s == nil {
-		return nil, errors.New("workload: nil schema")
+		return nil, errors.New("release: nil schema")
 	}
 	if len(spec.Cuboids) == 0 {
-		return nil, errors.New("workload: no cuboids to release")
+		return nil, errors.New("release: no cuboids to release")
 	}
 	if spec.Weights != nil && len(spec.Weights) != len(spec.Cuboids) {
-		return nil, fmt.Errorf("workload: %d weights for %d cuboids", len(spec.Weights), len(spec.Cuboids))
+		return nil, fmt.Errorf("release: %d weights for %d cuboids", len(spec.Weights), len(spec.Cuboids))
 	}
 	if spec.Sensitivity < 0 {
-		return nil, fmt.Errorf("workload: sensitivity must be positive, got %d", spec.Sensitivity)
+		return nil, fmt.Errorf("release: sensitivity must be positive, got %d", spec.Sensitivity)
 	}
 	if spec.Split != SplitOptimal && spec.Split != SplitEqual {
-		return nil, fmt.Errorf("workload: unknown split %v", spec.Split)
+		return nil, fmt.Errorf("release: unknown split %v", spec.Split)
 	}
 	gaussian := spec.Mechanism == MechanismGaussian
 	switch {
 	case gaussian && !spec.Epsilon.IsZero():
-		return nil, errors.New("workload: a Gaussian release is calibrated to rho; leave epsilon unset")
+		return nil, errors.New("release: a Gaussian release is calibrated to rho; leave epsilon unset")
 	case gaussian && spec.Sensitivity != 0:
-		return nil, errors.New("workload: a Gaussian release is calibrated to the L2 generic sensitivities, which cannot be overridden")
+		return nil, errors.New("release: a Gaussian release is calibrated to the L2 generic sensitivities, which cannot be overridden")
 	case gaussian && !(spec.Delta > 0 && spec.Delta < 1):
-		return nil, fmt.Errorf("workload: a Gaussian release states its equivalent (eps, delta) guarantee at a delta in (0, 1), got %v", spec.Delta)
+		return nil, fmt.Errorf("release: a Gaussian release states its equivalent (eps, delta) guarantee at a delta in (0, 1), got %v", spec.Delta)
 	case !gaussian && (!spec.Rho.IsZero() || spec.Delta != 0):
-		return nil, errors.New("workload: rho and delta apply to Gaussian releases only")
+		return nil, errors.New("release: rho and delta apply to Gaussian releases only")
 	}
 	for i, e := range spec.Exact {
-		if err := sensitivity.CheckCuboid(s, e, fmt.Sprintf("workload: exact cuboid %d", i+1)); err != nil {
+		if err := sensitivity.CheckCuboid(s, e, fmt.Sprintf("release: exact cuboid %d", i+1)); err != nil {
 			return nil, err
 		}
 	}
 	p := &workloadPlan{s: s, sizes: s.Sizes(), exact: dedupe(spec.Exact), budget: spec.Epsilon, mech: spec.Mechanism, rho: spec.Rho, split: spec.Split, start: start}
 	for i, c := range spec.Cuboids {
-		if err := sensitivity.CheckCuboid(s, c, fmt.Sprintf("workload: cuboid %d", i+1)); err != nil {
+		if err := sensitivity.CheckCuboid(s, c, fmt.Sprintf("release: cuboid %d", i+1)); err != nil {
 			return nil, err
 		}
 		for j, d := range spec.Cuboids[:i] {
 			if c == d {
-				return nil, fmt.Errorf("workload: cuboid %s is requested twice (cuboids %d and %d)", s.Format(c), j+1, i+1)
+				return nil, fmt.Errorf("release: cuboid %s is requested twice (cuboids %d and %d)", s.Format(c), j+1, i+1)
 			}
 		}
 		w := 1.0
 		if spec.Weights != nil {
 			w = spec.Weights[i]
 			if !(w > 0) || math.IsInf(w, 0) {
-				return nil, fmt.Errorf("workload: weight of cuboid %s must be finite and > 0, got %v", s.Format(c), w)
+				return nil, fmt.Errorf("release: weight of cuboid %s must be finite and > 0, got %v", s.Format(c), w)
 			}
 		}
 		t := Table{Cuboid: c, Weight: w}
@@ -436,12 +439,12 @@ func planMeasured(s *domain.Schema, spec WorkloadSpec, start []float64) (*worklo
 		p.tables = append(p.tables, t)
 	}
 	for i, c := range spec.Measure {
-		if err := sensitivity.CheckCuboid(s, c, fmt.Sprintf("workload: measured cuboid %d", i+1)); err != nil {
+		if err := sensitivity.CheckCuboid(s, c, fmt.Sprintf("release: measured cuboid %d", i+1)); err != nil {
 			return nil, err
 		}
 		for j, d := range spec.Measure[:i] {
 			if c == d {
-				return nil, fmt.Errorf("workload: cuboid %s is measured twice (measured cuboids %d and %d)", s.Format(c), j+1, i+1)
+				return nil, fmt.Errorf("release: cuboid %s is measured twice (measured cuboids %d and %d)", s.Format(c), j+1, i+1)
 			}
 		}
 		sens, err := p.sensitivity(c, spec.Sensitivity)
@@ -449,22 +452,22 @@ func planMeasured(s *domain.Schema, spec WorkloadSpec, start []float64) (*worklo
 			return nil, err
 		}
 		if sens.Value == 0 {
-			return nil, fmt.Errorf("workload: measured cuboid %s is determined by the exact cuboids (%s): noise on it would be wasted", s.Format(c), sens.Rule)
+			return nil, fmt.Errorf("release: measured cuboid %s is determined by the exact cuboids (%s): noise on it would be wasted", s.Format(c), sens.Rule)
 		}
 		p.meas = append(p.meas, measurement{c: c, sens: sens.Value, rule: sens.Rule})
 	}
 	switch {
 	case len(p.meas) > 0 && gaussian && spec.Rho.IsZero():
-		return nil, errors.New("workload: rho must be set (> 0)")
+		return nil, errors.New("release: rho must be set (> 0)")
 	case len(p.meas) > 0 && !gaussian && !(spec.Epsilon.Float64() > 0):
-		return nil, errors.New("workload: epsilon must be set (> 0)")
+		return nil, errors.New("release: epsilon must be set (> 0)")
 	}
 	if gaussian {
 		for k := range p.meas {
 			m := &p.meas[k]
 			l2, err := sensitivity.GenericL2Sensitivity(s, p.exact, m.c)
 			if err != nil {
-				return nil, fmt.Errorf("workload: cuboid %s: %w", s.Format(m.c), err)
+				return nil, fmt.Errorf("release: cuboid %s: %w", s.Format(m.c), err)
 			}
 			m.l2, m.l2rule = l2.Value, l2.Rule
 		}
@@ -478,9 +481,9 @@ func planMeasured(s *domain.Schema, spec WorkloadSpec, start []float64) (*worklo
 			case t.Public:
 				// GenericSensitivity is 0 exactly when an invariant
 				// determines the cuboid: when every residual of it is fixed.
-				return nil, fmt.Errorf("workload: cuboid %s has generic sensitivity 0 but is not determined by the exact cuboids", s.Format(t.Cuboid))
+				return nil, fmt.Errorf("release: cuboid %s has generic sensitivity 0 but is not determined by the exact cuboids", s.Format(t.Cuboid))
 			case len(r.covers) == 0:
-				return nil, fmt.Errorf("workload: cuboid %s cannot be estimated: no measured cuboid contains %s and no exact cuboid fixes it", s.Format(t.Cuboid), s.Format(a))
+				return nil, fmt.Errorf("release: cuboid %s cannot be estimated: no measured cuboid contains %s and no exact cuboid fixes it", s.Format(t.Cuboid), s.Format(a))
 			}
 		}
 	}
@@ -507,11 +510,11 @@ func (p *workloadPlan) sensitivity(c domain.Cuboid, override int) (sensitivity.S
 		p.conditional = true
 		return sensitivity.Sensitivity{Value: override, Rule: "given by the caller: no generic sensitivity is known for these exact cuboids, so the guarantee is conditional on it"}, nil
 	case err != nil:
-		return sensitivity.Sensitivity{}, fmt.Errorf("workload: cuboid %s: %w", s.Format(c), err)
+		return sensitivity.Sensitivity{}, fmt.Errorf("release: cuboid %s: %w", s.Format(c), err)
 	case sens.Value == 0 || override == 0:
 		return sens, nil
 	case override < sens.Value:
-		return sensitivity.Sensitivity{}, fmt.Errorf("workload: sensitivity %d is below the generic sensitivity %d of cuboid %s (%s)",
+		return sensitivity.Sensitivity{}, fmt.Errorf("release: sensitivity %d is below the generic sensitivity %d of cuboid %s (%s)",
 			override, sens.Value, s.Format(c), sens.Rule)
 	}
 	return sensitivity.Sensitivity{Value: override, Rule: fmt.Sprintf("given by the caller, at least the generic sensitivity %d (%s)", sens.Value, sens.Rule)}, nil
@@ -607,16 +610,16 @@ func (p *workloadPlan) chooseShares() error {
 			if p.split == SplitOptimal && p.coveredWithout(k, frac) {
 				continue
 			}
-			return fmt.Errorf("workload: the budget %v is too small to share among %d measurements", float64(total)*privacy.EpsilonStep, len(p.meas))
+			return fmt.Errorf("release: the budget %v is too small to share among %d measurements", float64(total)*privacy.EpsilonStep, len(p.meas))
 		}
 		if p.mech == MechanismGaussian {
 			share, err := privacy.RhoFromSteps(steps)
 			if err != nil {
-				return fmt.Errorf("workload: share of cuboid %s: %w", p.s.Format(m.c), err)
+				return fmt.Errorf("release: share of cuboid %s: %w", p.s.Format(m.c), err)
 			}
 			g, err := noise.NewGaussian(m.l2, share.Float64())
 			if err != nil {
-				return fmt.Errorf("workload: cuboid %s: %w", p.s.Format(m.c), err)
+				return fmt.Errorf("release: cuboid %s: %w", p.s.Format(m.c), err)
 			}
 			m.rhoShare, m.gauss, m.v = share, g, g.Variance()
 			kept = append(kept, m)
@@ -625,12 +628,12 @@ func (p *workloadPlan) chooseShares() error {
 		// steps * 2^-40 is exact, so NewEpsilon keeps it as it is.
 		share, err := privacy.NewEpsilon(float64(steps) * privacy.EpsilonStep)
 		if err != nil {
-			return fmt.Errorf("workload: share of cuboid %s: %w", p.s.Format(m.c), err)
+			return fmt.Errorf("release: share of cuboid %s: %w", p.s.Format(m.c), err)
 		}
 		m.share = share
 		lap, err := noise.NewLaplace(float64(m.sens), m.share.Float64())
 		if err != nil {
-			return fmt.Errorf("workload: cuboid %s: %w", p.s.Format(m.c), err)
+			return fmt.Errorf("release: cuboid %s: %w", p.s.Format(m.c), err)
 		}
 		m.lap, m.v = lap, lap.Variance()
 		kept = append(kept, m)
@@ -866,7 +869,7 @@ func cmpFloat(a, b float64) int {
 // docs/release.md), which is post-processing. Noise for each measurement
 // comes from r.Split() taken in the measurements' order, so a seeded
 // release is reproducible.
-func ReleaseWorkload(ctx context.Context, s *domain.Schema, exact map[domain.Cuboid][]float64, spec WorkloadSpec, r *noise.Rand) (*WorkloadRelease, error) {
+func ReleaseWorkload(ctx context.Context, s *domain.Schema, exact map[domain.Cuboid][]float64, spec WorkloadSpec, r *noise.Rand) (*Release, error) {
 	p, err := planWorkload(s, spec)
 	if err != nil {
 		return nil, err
@@ -875,15 +878,15 @@ func ReleaseWorkload(ctx context.Context, s *domain.Schema, exact map[domain.Cub
 }
 
 // release draws the planned release from the exact counts.
-func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map[domain.Cuboid][]float64, r *noise.Rand) (*WorkloadRelease, error) {
+func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map[domain.Cuboid][]float64, r *noise.Rand) (*Release, error) {
 	s := p.s
 	for _, c := range p.needs() {
 		x, ok := exact[c]
 		if !ok {
-			return nil, fmt.Errorf("workload: the exact counts of cuboid %s are missing", s.Format(c))
+			return nil, fmt.Errorf("release: the exact counts of cuboid %s are missing", s.Format(c))
 		}
 		if want := s.CuboidSize(c); len(x) != want {
-			return nil, fmt.Errorf("workload: cuboid %s has %d cells, got %d counts", s.Format(c), want, len(x))
+			return nil, fmt.Errorf("release: cuboid %s has %d cells, got %d counts", s.Format(c), want, len(x))
 		}
 	}
 	inv := make([]estimate.Invariant, len(p.exact))
@@ -893,7 +896,7 @@ func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map
 	// The invariants are public: check them as Consistent does (finite,
 	// non-negative, agreeing on common margins), over the grand total.
 	if _, err := estimate.Constraints(s, 0, make([]float64, 1), inv); err != nil {
-		return nil, fmt.Errorf("workload: %w", err)
+		return nil, fmt.Errorf("release: %w", err)
 	}
 	rel, err := p.newRelease(spec, inv, r.Seeded())
 	if err != nil {
@@ -906,7 +909,7 @@ func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map
 		noisy[k] = make([]float64, len(exact[m.c]), tensor.ExtSize(tensor.SubSizes(p.sizes, m.c)))
 		copy(noisy[k], exact[m.c])
 		if err := noise.AddParallel(ctx, m.dist(p.mech), rk, noisy[k]); err != nil {
-			return nil, fmt.Errorf("workload: cuboid %s: %w", s.Format(m.c), err)
+			return nil, fmt.Errorf("release: cuboid %s: %w", s.Format(m.c), err)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -927,8 +930,8 @@ func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map
 // story, which depend on the schema and the spec alone. ReleaseWorkload and
 // PlanWorkload both build their release with it, so a planned release's
 // metadata is the drawn release's.
-func (p *workloadPlan) newRelease(spec WorkloadSpec, inv []estimate.Invariant, seeded bool) (*WorkloadRelease, error) {
-	rel := &WorkloadRelease{
+func (p *workloadPlan) newRelease(spec WorkloadSpec, inv []estimate.Invariant, seeded bool) (*Release, error) {
+	rel := &Release{
 		Schema:          p.s,
 		Tables:          slices.Clone(p.tables),
 		Measurements:    p.measurements(),
@@ -961,7 +964,7 @@ func (p *workloadPlan) newRelease(spec WorkloadSpec, inv []estimate.Invariant, s
 		if rel.Rho > 0 {
 			var err error
 			if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
-				return nil, fmt.Errorf("workload: %w", err)
+				return nil, fmt.Errorf("release: %w", err)
 			}
 		}
 	}
@@ -1055,7 +1058,7 @@ func (p *workloadPlan) weights(c, src domain.Cuboid, e, k int) ([]float64, bool)
 
 // ReleaseWorkloadCube projects the cuboids spec.Needs lists from the cube c
 // and calls ReleaseWorkload.
-func ReleaseWorkloadCube(ctx context.Context, c *cube.Cube, spec WorkloadSpec, r *noise.Rand) (*WorkloadRelease, error) {
+func ReleaseWorkloadCube(ctx context.Context, c *cube.Cube, spec WorkloadSpec, r *noise.Rand) (*Release, error) {
 	needs, err := spec.Needs(c.Schema)
 	if err != nil {
 		return nil, err
@@ -1098,9 +1101,9 @@ func (t Table) CellMOE(i int) float64 {
 	return m
 }
 
-// WorkloadMetadata is the privacy story of a workload release, as written
+// Metadata is the privacy story of a workload release, as written
 // to release.json.
-type WorkloadMetadata struct {
+type Metadata struct {
 	Mechanism   string  `json:"mechanism"`
 	Composition string  `json:"composition"`
 	Epsilon     float64 `json:"epsilon"`
@@ -1136,6 +1139,10 @@ type WorkloadMetadata struct {
 	Seeded        bool              `json:"seeded"`
 	FromData      bool              `json:"domains_from_data"`
 	Private       bool              `json:"private"`
+	// Warnings say, in words, what a reader must know: that the release
+	// is not private, that its guarantee rests on a claim, that a table's
+	// counts are the true counts.
+	Warnings []string `json:"warnings"`
 	// A release of views across a hierarchy: its dimension and the
 	// error of its tables level by level.
 	Hierarchy string       `json:"hierarchy,omitempty"`
@@ -1161,6 +1168,7 @@ type MeasurementInfo struct {
 type TableMetadata struct {
 	Cuboid   []string `json:"cuboid"`
 	File     string   `json:"file"`
+	Cells    int      `json:"cells"`
 	Weight   float64  `json:"weight"`
 	Public   bool     `json:"public"`
 	Measured bool     `json:"measured"`
@@ -1178,9 +1186,9 @@ type TableMetadata struct {
 }
 
 // Metadata returns the release's privacy story.
-func (w *WorkloadRelease) Metadata() WorkloadMetadata {
+func (w *Release) Metadata() Metadata {
 	s := w.Schema
-	m := WorkloadMetadata{
+	m := Metadata{
 		Mechanism: "Laplace noise on a power-of-two grid (exact discrete Laplace) on every cell of the declared domain of each measured cuboid, " +
 			"calibrated to its generic sensitivity under the exact cuboids",
 		Composition: "sequential composition: the total epsilon is the sum of the measurements' shares",
@@ -1200,6 +1208,7 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 		Seeded:       w.Seeded,
 		FromData:     w.DomainsFromData,
 		Private:      !w.Seeded && !w.DomainsFromData,
+		Warnings:     []string{},
 	}
 	if w.Mechanism == MechanismGaussian {
 		m.Mechanism = "Gaussian noise on a power-of-two grid (exact discrete Gaussian) on every cell of the declared domain of each measured cuboid, " +
@@ -1228,9 +1237,23 @@ func (w *WorkloadRelease) Metadata() WorkloadMetadata {
 		m.MOE += "; for non-negative and integer tables it is the margin of the least-squares estimate (plus 1 for integer rounding): non-negativity moves cells near zero by data-dependent amounts it does not cover"
 	}
 	m.Hierarchy, m.Levels = w.Hierarchy, w.Levels
+	if w.Seeded {
+		m.Warnings = append(m.Warnings, "seeded noise: the release is reproducible and NOT differentially private")
+	}
+	if w.DomainsFromData {
+		m.Warnings = append(m.Warnings, "domains read from the data: the set of cells released depends on who is in the table; NOT differentially private")
+	}
+	if w.Conditional {
+		m.Warnings = append(m.Warnings, "the guarantee is conditional: "+m.GuaranteeNote)
+	}
+	for _, t := range w.Tables {
+		if t.Public {
+			m.Warnings = append(m.Warnings, fmt.Sprintf("the counts of %s are the TRUE counts: the table is determined by the exact tables (%s), so no noise is added", s.FormatView(t.TableView()), t.SensitivityRule))
+		}
+	}
 	for _, t := range w.Tables {
 		tm := TableMetadata{
-			Cuboid: nonNil(s.ViewNames(t.TableView())), File: s.ViewFileName(t.TableView()), Weight: t.Weight,
+			Cuboid: nonNil(s.ViewNames(t.TableView())), File: s.ViewFileName(t.TableView()), Cells: s.ViewSize(t.TableView()), Weight: t.Weight,
 			Public: t.Public, Measured: t.Measured, MOE90: t.CellMOE90(), Variance: t.Variance,
 			NonNegative: t.NonNegative, NonNegativeResidual: t.NonNegativeResidual,
 			Integer: t.Integer, IntegerMethod: t.IntegerMethod, IntegerMaxDeviation: t.IntegerMaxDeviation,
@@ -1299,7 +1322,7 @@ func (st Strategy) String() string {
 // (no data): the numbers a release would have on any table over the schema.
 func ExpectedRMSE(s *domain.Schema, spec WorkloadSpec, st Strategy) ([]float64, error) {
 	if spec.Mechanism != MechanismLaplace {
-		return nil, errors.New("workload: ExpectedRMSE compares Laplace strategies; a Gaussian workload's per-table errors are in WorkloadRelease.Tables")
+		return nil, errors.New("release: ExpectedRMSE compares Laplace strategies; a Gaussian workload's per-table errors are in WorkloadRelease.Tables")
 	}
 	var p *workloadPlan
 	var err error
@@ -1333,7 +1356,7 @@ func ExpectedRMSE(s *domain.Schema, spec WorkloadSpec, st Strategy) ([]float64, 
 		}
 		share, err := privacy.NewEpsilon(spec.Epsilon.Float64() / float64(max(separate, 1)))
 		if err != nil {
-			return nil, fmt.Errorf("workload: %w", err)
+			return nil, fmt.Errorf("release: %w", err)
 		}
 		for i, t := range p.tables {
 			if t.Public {
@@ -1348,7 +1371,7 @@ func ExpectedRMSE(s *domain.Schema, spec WorkloadSpec, st Strategy) ([]float64, 
 			p.tables[i].Variance = q.tables[0].Variance
 		}
 	default:
-		return nil, fmt.Errorf("workload: unknown strategy %v", st)
+		return nil, fmt.Errorf("release: unknown strategy %v", st)
 	}
 	if err != nil {
 		return nil, err
@@ -1362,31 +1385,16 @@ func ExpectedRMSE(s *domain.Schema, spec WorkloadSpec, st Strategy) ([]float64, 
 
 // ParseWorkload decodes a workload file: a JSON list whose entries are
 // either a list of dimension names, such as ["sex","age"] ([] is the grand
-// total), or an object {"cuboid": ["sex","age"], "weight": 2} (weight
-// optional, default 1). Errors name the entry.
-func ParseWorkload(s *domain.Schema, b []byte) (cuboids []domain.Cuboid, weights []float64, err error) {
-	views, weights, err := ParseViewWorkload(s, b)
-	if err != nil {
-		return nil, nil, err
-	}
-	for i, v := range views {
-		if !v.Flat() {
-			return nil, nil, fmt.Errorf("workload entry %d: %s stands at a coarser level of a hierarchy; this release takes cuboids at their finest levels", i+1, s.FormatView(v))
-		}
-		cuboids = append(cuboids, v.Dims)
-	}
-	return cuboids, weights, nil
-}
-
-// ParseViewWorkload is ParseWorkload for views: a dimension may be named
-// at a level of its hierarchy, "geo:state".
-func ParseViewWorkload(s *domain.Schema, b []byte) (views []domain.View, weights []float64, err error) {
+// total; a dimension may be named at a level of its hierarchy, "geo:state"),
+// or an object {"cuboid": ["sex","age"], "weight": 2} (weight optional,
+// default 1). Errors name the entry.
+func ParseWorkload(s *domain.Schema, b []byte) (views []domain.View, weights []float64, err error) {
 	var entries []json.RawMessage
 	if err := json.Unmarshal(b, &entries); err != nil {
-		return nil, nil, fmt.Errorf("workload: want a JSON list of cuboids: %w", err)
+		return nil, nil, fmt.Errorf("release: want a JSON list of cuboids: %w", err)
 	}
 	if len(entries) == 0 {
-		return nil, nil, errors.New("workload: the list of cuboids is empty")
+		return nil, nil, errors.New("release: the list of cuboids is empty")
 	}
 	for i, raw := range entries {
 		var names []string

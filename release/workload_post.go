@@ -29,7 +29,7 @@ import (
 // never fails on the values.
 
 // postProcessed reports whether any table was post-processed.
-func (w *WorkloadRelease) postProcessed() bool {
+func (w *Release) postProcessed() bool {
 	for _, t := range w.Tables {
 		if t.NonNegative || t.Integer {
 			return true
@@ -39,7 +39,7 @@ func (w *WorkloadRelease) postProcessed() bool {
 }
 
 // processingOrder returns the indices of w's tables, smallest first.
-func (w *WorkloadRelease) processingOrder() []int {
+func (w *Release) processingOrder() []int {
 	order := make([]int, len(w.Tables))
 	for i := range order {
 		order[i] = i
@@ -54,7 +54,10 @@ func (w *WorkloadRelease) processingOrder() []int {
 // negative count that keeps the invariants and the tables processed before
 // it (Dykstra's alternating projections to KKT residual tol; 0 means 1e-6).
 // Public tables are exact and left alone.
-func (w *WorkloadRelease) MakeNonNegative(ctx context.Context, tol float64) error {
+func (w *Release) MakeNonNegative(ctx context.Context, tol float64) error {
+	if w.Hierarchy != "" {
+		return w.roundViews(ctx, nil)
+	}
 	constraints := slices.Clone(w.Invariants)
 	for _, i := range w.processingOrder() {
 		t := &w.Tables[i]
@@ -76,7 +79,7 @@ func (w *WorkloadRelease) MakeNonNegative(ctx context.Context, tol float64) erro
 // margins equal the invariants' and those of the tables rounded before it,
 // exactly where an integer table can; see the file comment for the rest.
 // Randomness for the rounding comes from r.
-func (w *WorkloadRelease) RoundIntegers(ctx context.Context, r *noise.Rand) error {
+func (w *Release) RoundIntegers(ctx context.Context, r *noise.Rand) error {
 	if w.Hierarchy != "" {
 		return w.roundViews(ctx, r)
 	}

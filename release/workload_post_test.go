@@ -21,7 +21,7 @@ func marginOf(s *domain.Schema, c, keep domain.Cuboid, t []float64) []float64 {
 
 // checkAgreement reports the largest disagreement between any two tables,
 // or a table and an invariant, on their common dimensions.
-func worstDisagreement(s *domain.Schema, w *WorkloadRelease) float64 {
+func worstDisagreement(s *domain.Schema, w *Release) float64 {
 	type tab struct {
 		c domain.Cuboid
 		x []float64

@@ -46,7 +46,7 @@ type WorkloadPlan struct {
 	// privacy story, so that Release.Metadata() is the metadata of
 	// ReleaseWorkload's release with the same spec. A caller fills the
 	// counts in.
-	Release *WorkloadRelease
+	Release *Release
 	p       *workloadPlan
 }
 
@@ -78,7 +78,7 @@ func (p *WorkloadPlan) Needs() []domain.Cuboid { return p.p.needs() }
 // ReleaseFrom draws the planned release from the exact counts of the
 // cuboids Needs lists, as ReleaseWorkload does with the same spec and
 // generator, without planning it again.
-func (p *WorkloadPlan) ReleaseFrom(ctx context.Context, exact map[domain.Cuboid][]float64, r *noise.Rand) (*WorkloadRelease, error) {
+func (p *WorkloadPlan) ReleaseFrom(ctx context.Context, exact map[domain.Cuboid][]float64, r *noise.Rand) (*Release, error) {
 	return p.p.release(ctx, p.spec, exact, r)
 }
 

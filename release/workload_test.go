@@ -940,7 +940,7 @@ func TestParseWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(cs, []domain.Cuboid{3, 2, 0, 1}) || !slices.Equal(ws, []float64{1, 2.5, 1, 1}) {
+	if !slices.Equal(cs, []domain.View{domain.ViewOf(3), domain.ViewOf(2), domain.ViewOf(0), domain.ViewOf(1)}) || !slices.Equal(ws, []float64{1, 2.5, 1, 1}) {
 		t.Errorf("cuboids %v weights %v", cs, ws)
 	}
 	for _, tc := range []struct{ in, want string }{

@@ -81,7 +81,7 @@ func invariantKey(d *dataset) string {
 // the invariants, so the least-squares estimate from them is the estimate
 // from the noisy counts. A release with post-processing (nonneg, integer)
 // or without noise keeps no measurement.
-func cuboidMeasurement(d *dataset, spec release.ReleaseSpec, rel *release.Release, guarantee string) (*measurementRecord, error) {
+func cuboidMeasurement(d *dataset, spec release.ReleaseSpec, rel *release.CuboidRelease, guarantee string) (*measurementRecord, error) {
 	if spec.NonNegative || spec.Integer || rel.ReleasedExactly || d.coarse {
 		return nil, nil
 	}
@@ -101,7 +101,7 @@ func cuboidMeasurement(d *dataset, spec release.ReleaseSpec, rel *release.Releas
 
 // workloadMeasurements returns the record of a workload release's noisy
 // measurements (kept with WorkloadSpec.KeepMeasurements).
-func workloadMeasurements(d *dataset, w *release.WorkloadRelease, guarantee string) (*measurementRecord, error) {
+func workloadMeasurements(d *dataset, w *release.Release, guarantee string) (*measurementRecord, error) {
 	if d.coarse || len(w.Measurements) == 0 {
 		return nil, nil
 	}

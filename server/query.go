@@ -276,7 +276,7 @@ type cuboidAnswer struct {
 // cuboidPrivacy is a release's privacy metadata, qualified when it rests on
 // the curator's sensitivity claim.
 type cuboidPrivacy struct {
-	release.Metadata
+	release.CuboidMetadata
 	Guarantee string `json:"guarantee,omitempty"`
 }
 
@@ -377,7 +377,7 @@ func releaseCuboid(d *dataset, spec release.ReleaseSpec, guarantee string) func(
 		if names == nil {
 			names = []string{}
 		}
-		ans := cuboidAnswer{Dimensions: names, Counts: rel.Counts, Privacy: cuboidPrivacy{Metadata: rel.Metadata(), Guarantee: guarantee}}
+		ans := cuboidAnswer{Dimensions: names, Counts: rel.Counts, Privacy: cuboidPrivacy{CuboidMetadata: rel.Metadata(), Guarantee: guarantee}}
 		rec, err := cuboidMeasurement(d, spec, rel, guarantee)
 		if err != nil {
 			return nil, err

@@ -45,15 +45,15 @@ type viewTable struct {
 // viewAnswer is the answer to a cuboid query released as a view.
 type viewAnswer struct {
 	viewTable
-	Privacy   release.WorkloadMetadata `json:"privacy"`
-	Guarantee string                   `json:"guarantee,omitempty"`
+	Privacy   release.Metadata `json:"privacy"`
+	Guarantee string           `json:"guarantee,omitempty"`
 }
 
 // viewsAnswer is the answer to a workload query released as views.
 type viewsAnswer struct {
-	Tables    []viewTable              `json:"tables"`
-	Privacy   release.WorkloadMetadata `json:"privacy"`
-	Guarantee string                   `json:"guarantee,omitempty"`
+	Tables    []viewTable      `json:"tables"`
+	Privacy   release.Metadata `json:"privacy"`
+	Guarantee string           `json:"guarantee,omitempty"`
 }
 
 // cuboidLists returns the cuboids a cuboid query names: its workload, or

@@ -15,8 +15,8 @@ const maxWorkloadCuboids = 64
 
 // workloadAnswer is the answer to a cuboid query with several cuboids.
 type workloadAnswer struct {
-	Tables  []workloadTable          `json:"tables"`
-	Privacy release.WorkloadMetadata `json:"privacy"`
+	Tables  []workloadTable  `json:"tables"`
+	Privacy release.Metadata `json:"privacy"`
 	// Guarantee is set when the policy's sensitivity is a claim knowdp
 	// cannot check.
 	Guarantee string `json:"guarantee,omitempty"`

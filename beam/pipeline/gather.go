@@ -16,7 +16,6 @@ import (
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/noise"
-	"github.com/knowdp/knowdp/release"
 )
 
 // gatherKeyFn sends every partial count to one worker, its block's key in
@@ -82,7 +81,7 @@ func (f *gatherFn) process(ctx context.Context, parts func(*[]byte) bool) error 
 	if f.Cfg.Seeded {
 		r = noise.NewSeeded(f.Cfg.Seed)
 	}
-	out, err := releaseOnOne(ctx, st.s, jb, exact, r, f.Cfg.Directory)
+	out, err := releaseOnOne(ctx, st.s, jb, exact, r, f.Cfg.Directory, f.Cfg.File)
 	if err != nil {
 		return err
 	}
@@ -158,86 +157,52 @@ type releasedTable struct {
 // knowdp release does with the same flags: the same core calls, in the
 // same order, from the same generator, so a seeded run writes the same
 // tables and privacy story.
-func releaseOnOne(ctx context.Context, s *domain.Schema, jb *job, exact map[domain.Cuboid][]float64, r *noise.Rand, directory bool) (*released, error) {
+func releaseOnOne(ctx context.Context, s *domain.Schema, jb *job, exact map[domain.Cuboid][]float64, r *noise.Rand, directory bool, file string) (*released, error) {
+	counts := make(map[domain.View][]float64)
+	for _, v := range jb.plan.Needs() {
+		if _, done := counts[v]; done {
+			continue
+		}
+		x, err := s.RollUp(domain.LeafView(v), exact[v.Dims], v)
+		if err != nil {
+			return nil, err
+		}
+		counts[v] = x
+	}
+	w, err := jb.plan.Run(ctx, counts, r)
+	if err != nil {
+		return nil, err
+	}
 	out := &released{}
-	var meta any
-	switch jb.kind {
-	case kindCuboid:
-		rel, err := release.ReleaseFrom(ctx, s, exact, jb.single, r)
-		if err != nil {
-			return nil, err
-		}
-		moe := rel.CellMOE90()
-		out.tables = []releasedTable{{view: domain.ViewOf(rel.Cuboid), counts: rel.Counts, moe90: func(int) float64 { return moe }}}
-		meta = rel.Metadata()
-	case kindWorkload, kindViews:
-		var w *release.WorkloadRelease
-		var err error
-		if jb.kind == kindWorkload {
-			w, err = release.ReleaseWorkload(ctx, s, exact, jb.workload, r)
-		} else {
-			w, err = releaseViews(ctx, s, jb, exact, r)
-		}
-		if err != nil {
-			return nil, err
-		}
+	m := w.Metadata()
+	stems := jb.tableStems(s)
+	for i, t := range w.Tables {
+		out.tables = append(out.tables, releasedTable{view: t.TableView(), counts: t.Counts, moe90: t.CellMOE})
 		switch {
-		case jb.integer:
-			err = w.RoundIntegers(ctx, r.Split())
-		case jb.nonneg:
-			err = w.MakeNonNegative(ctx, jb.tol)
-		}
-		if err != nil {
-			return nil, err
-		}
-		m := w.Metadata()
-		stems := jb.tableStems(s)
-		for i, t := range w.Tables {
-			out.tables = append(out.tables, releasedTable{view: t.TableView(), counts: t.Counts, moe90: t.CellMOE})
-			switch {
-			case stems[i] != "":
-				m.Tables[i].File = tableFile(stems[i], len(t.Counts), jb.format)
-			case directory:
-				m.Tables[i].File = onlyTableFile(len(t.Counts), jb.format)
-			}
-		}
-		meta = m
-		if jb.workload.KeepMeasurements {
-			saved, err := w.SaveMeasurements()
-			if err != nil {
-				return nil, err
-			}
-			if out.measurements, err = json.MarshalIndent(saved, "", "  "); err != nil {
-				return nil, err
-			}
-			out.measurements = append(out.measurements, '\n')
+		case stems[i] != "":
+			m.Tables[i].File = tableFile(stems[i], len(t.Counts), jb.format)
+		case directory:
+			m.Tables[i].File = onlyTableFile(len(t.Counts), jb.format)
+		default:
+			m.Tables[i].File = file
 		}
 	}
-	b, err := json.MarshalIndent(meta, "", "  ")
+	if jb.keep {
+		saved, err := w.SaveMeasurements()
+		if err != nil {
+			return nil, err
+		}
+		if out.measurements, err = json.MarshalIndent(saved, "", "  "); err != nil {
+			return nil, err
+		}
+		out.measurements = append(out.measurements, '\n')
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, err
 	}
 	out.sidecar = append(b, '\n')
 	return out, nil
-}
-
-// releaseViews rolls the counted finest-level cuboids up to the views the
-// release needs and releases them, as release.ReleaseViews does.
-func releaseViews(ctx context.Context, s *domain.Schema, jb *job, exact map[domain.Cuboid][]float64, r *noise.Rand) (*release.WorkloadRelease, error) {
-	plan, err := release.PlanViews(s, jb.views)
-	if err != nil {
-		return nil, err
-	}
-	counts := make(map[domain.View][]float64)
-	for _, v := range plan.Needs() {
-		if _, done := counts[v]; done {
-			continue
-		}
-		if counts[v], err = s.RollUp(domain.LeafView(v), exact[v.Dims], v); err != nil {
-			return nil, err
-		}
-	}
-	return plan.ReleaseFrom(ctx, counts, r)
 }
 
 // tableFile is the name release.json gives a table of a directory: its

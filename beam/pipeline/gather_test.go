@@ -23,23 +23,52 @@ import (
 )
 
 // coreCuboid is knowdp release --seed seed of one cuboid with
-// post-processing (--nonneg or --integer), on the whole table.
+// post-processing (--nonneg or --integer), on the whole table: the core's
+// one release path.
 func coreCuboid(t *testing.T, tb table, spec release.ReleaseSpec, seed uint64) *release.Release {
 	t.Helper()
+	one := release.Spec{Tables: []domain.View{domain.ViewOf(spec.Cuboid)}, Weights: []float64{1}, Strategy: release.MeasureBest, Mechanism: spec.Mechanism, Epsilon: spec.Epsilon,
+		Rho: spec.Rho, Delta: spec.Delta, Sensitivity: spec.Sensitivity, NonNegative: spec.NonNegative, Integer: spec.Integer, Tol: spec.Tol}
+	for _, e := range spec.Exact {
+		one.Exact = append(one.Exact, domain.ViewOf(e))
+	}
+	plan, err := release.NewPlan(tb.schema, one)
+	if err != nil {
+		t.Fatal(err)
+	}
 	src, err := source.OpenCSV(tb.whole)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	exact, _, err := cube.Aggregate(context.Background(), src, tb.schema, spec.Needs(), cube.Options{})
+	counts, _, err := cube.AggregateViews(context.Background(), src, tb.schema, plan.Needs(), cube.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := release.ReleaseFrom(context.Background(), tb.schema, exact, spec, noise.NewSeeded(seed))
+	rel, err := plan.Run(context.Background(), counts, noise.NewSeeded(seed))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rel
+}
+
+// releaseOne is the core's one release path for a one-cuboid spec, from
+// the counts of c.
+func releaseOne(ctx context.Context, c *cube.Cube, spec release.ReleaseSpec, r *noise.Rand) (*release.Release, error) {
+	one := release.Spec{Tables: []domain.View{domain.ViewOf(spec.Cuboid)}, Weights: []float64{1}, Strategy: release.MeasureBest, Mechanism: spec.Mechanism, Epsilon: spec.Epsilon,
+		Rho: spec.Rho, Delta: spec.Delta, Sensitivity: spec.Sensitivity, NonNegative: spec.NonNegative, Integer: spec.Integer, Tol: spec.Tol}
+	for _, e := range spec.Exact {
+		one.Exact = append(one.Exact, domain.ViewOf(e))
+	}
+	plan, err := release.NewPlan(c.Schema, one)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[domain.View][]float64{}
+	for _, v := range plan.Needs() {
+		counts[v] = c.Project(v.Dims)
+	}
+	return plan.Run(ctx, counts, r)
 }
 
 // releaseCSV and sidecarJSON are a single cuboid's table and privacy
@@ -47,10 +76,25 @@ func coreCuboid(t *testing.T, tb table, spec release.ReleaseSpec, seed uint64) *
 func releaseCSV(t *testing.T, rel *release.Release) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	if err := tablefile.Write(&b, tablefile.CSV, rel.Schema, rel.Cuboid, rel.Counts, rel.CellMOE90()); err != nil {
+	tab := rel.Tables[0]
+	if err := tablefile.WriteRows(&b, tablefile.CSV, rel.Schema, tab.TableView(), 0, tab.Counts, tab.CellMOE); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// storyOf is a one-table release's privacy story with its table's file as
+// written at out: the file itself, or a directory of parts.
+func storyOf(rel *release.Release, out string, f tablefile.Format) release.Metadata {
+	m := rel.Metadata()
+	if len(m.Tables) == 1 {
+		if strings.HasSuffix(out, ".csv") || strings.HasSuffix(out, ".parquet") {
+			m.Tables[0].File = filepath.Base(out)
+		} else {
+			m.Tables[0].File = onlyTableFile(len(rel.Tables[0].Counts), f)
+		}
+	}
+	return m
 }
 
 func sidecarJSON(t *testing.T, meta any) []byte {
@@ -106,7 +150,7 @@ func TestGatherCuboidMatchesCore(t *testing.T) {
 			if res.Mode != ModeGather || res.Cells != 270000 {
 				t.Fatalf("result %+v, want ModeGather over 270000 cells", res)
 			}
-			wantCSV, wantSide := releaseCSV(t, want), sidecarJSON(t, want.Metadata())
+			wantCSV, wantSide := releaseCSV(t, want), sidecarJSON(t, storyOf(want, out, tablefile.CSV))
 			var got, side []byte
 			if strings.HasSuffix(tc.out, ".csv") {
 				got, side = readFile(t, out), readFile(t, strings.TrimSuffix(out, ".csv")+".json")
@@ -126,7 +170,7 @@ func TestGatherCuboidMatchesCore(t *testing.T) {
 			// Post-processed: non-negative, and integers for --integer, but
 			// not the exact counts (noise was added).
 			var differ int
-			for i, v := range want.Counts {
+			for i, v := range want.Tables[0].Counts {
 				// --nonneg is met to --tol (1e-6), --integer exactly.
 				if v < -1e-6 || (tc.integer && (v < 0 || v != math.Round(v))) {
 					t.Fatalf("cell %d: %v", i, v)
@@ -241,7 +285,7 @@ func geoTable(t *testing.T, dir string, rows int) table {
 
 // coreViews is knowdp release --seed seed of views at levels of a
 // hierarchy, as cmd/knowdp/views.go makes it.
-func coreViews(t *testing.T, tb table, spec release.ViewSpec, integer bool, seed uint64) *release.WorkloadRelease {
+func coreViews(t *testing.T, tb table, spec release.ViewSpec, integer bool, seed uint64) *release.Release {
 	t.Helper()
 	ctx := context.Background()
 	needs, err := spec.Needs(tb.schema)
@@ -332,7 +376,7 @@ func TestGatherViewsMatchesCore(t *testing.T) {
 				if got, want := readFile(t, out), coreCSV(t, s, w.Tables[0]); !bytes.Equal(got, want) {
 					t.Fatalf("table\n%s\nwant\n%s", got, want)
 				}
-				if got, want := readFile(t, strings.TrimSuffix(out, ".csv")+".json"), sidecarJSON(t, w.Metadata()); !bytes.Equal(got, want) {
+				if got, want := readFile(t, strings.TrimSuffix(out, ".csv")+".json"), sidecarJSON(t, storyOf(w, out, tablefile.CSV)); !bytes.Equal(got, want) {
 					t.Fatalf("sidecar\n%s\nwant\n%s", got, want)
 				}
 			} else {

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/release"
@@ -33,7 +35,7 @@ func TestSeededGaussianMatchesCore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m := metadata(t, res); m.Rho != 0.25 || m.Sigma == 0 || m.L2Sensitivity == 0 || m.Delta != 1e-5 || m.Guarantee != privacy.GuaranteeNone {
+			if m := metadata(t, res); m.Rho != 0.25 || len(m.Measurements) != 1 || m.Measurements[0].Sigma == 0 || m.Measurements[0].L2Sensitivity == 0 || m.Delta != 1e-5 || m.Guarantee != privacy.GuaranteeNone {
 				t.Fatalf("sidecar %+v", m)
 			}
 			compare(t, out, want)
@@ -77,15 +79,15 @@ func TestGaussianPlanMatchesCore(t *testing.T) {
 				t.Fatal(err)
 			}
 			spec := release.ReleaseSpec{Mechanism: release.MechanismGaussian, Rho: rho, Delta: tc.delta, Exact: tc.exact, Cuboid: tc.c}
-			tables := map[domain.Cuboid][]float64{}
-			for _, n := range spec.Needs() {
-				tables[n] = make([]float64, s.CuboidSize(n))
+			c, err := cube.New(s, cube.DefaultCellLimit)
+			if err != nil {
+				t.Fatal(err)
 			}
 			r := noise.NewRand()
 			if seeded {
 				r = noise.NewSeeded(1)
 			}
-			want, werr := release.ReleaseFrom(context.Background(), s, tables, spec, r)
+			want, werr := releaseOne(context.Background(), c, spec, r)
 			tb := table{schema: s, shards: []string{"unread.csv"}}
 			bspec := gaussian(cuboidSpec(tb, tc.c, tc.exact, privacy.Epsilon{}, "out.csv"), rho, tc.delta)
 			bspec.Seeded = seeded
@@ -97,11 +99,16 @@ func TestGaussianPlanMatchesCore(t *testing.T) {
 				}
 				continue
 			}
-			wm, _ := json.MarshalIndent(want.Metadata(), "", "  ")
+			wm, _ := json.MarshalIndent(storyOf(want, "out.csv", tablefile.CSV), "", "  ")
 			if string(got.sidecar) != string(wm)+"\n" {
 				t.Fatalf("case %d (seeded %v): plan\n%s\nsingle machine\n%s", i, seeded, got.sidecar, wm)
 			}
-			if got.cfg.MOE90 != want.CellMOE90() || got.cfg.L2 != want.L2Sensitivity || got.cfg.Rho != want.Rho {
+			var l2 float64
+			if len(want.Measurements) > 0 {
+				l2 = want.Measurements[0].L2Sensitivity
+			}
+			// The noise's rho, where there is noise.
+			if got.cfg.MOE90 != want.Tables[0].CellMOE90() || got.cfg.L2 != l2 || (l2 > 0 && got.cfg.Rho != want.Rho) {
 				t.Fatalf("case %d: plan %+v, single machine %+v", i, got.cfg, want)
 			}
 		}

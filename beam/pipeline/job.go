@@ -2,13 +2,12 @@ package pipeline
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/tablefile"
-	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/release"
 )
 
@@ -36,181 +35,72 @@ type Job struct {
 	Format string
 }
 
-// kind is the shape of a release.
-type kind int
-
-const (
-	// kindCuboid is one cuboid (release.ReleaseFrom).
-	kindCuboid kind = iota
-	// kindWorkload is several cuboids under one budget (release.ReleaseWorkload).
-	kindWorkload
-	// kindViews is tables at levels of a hierarchy (release.ReleaseViews).
-	kindViews
-)
-
-// job is a Job read against the schema: the core's spec of the release,
+// job is a Job read against the schema: the core's plan of the release,
 // what the rows are counted into, and the tables it writes, in order.
 type job struct {
-	kind     kind
-	single   release.ReleaseSpec
-	workload release.WorkloadSpec
-	views    release.ViewSpec
-	// counted are the finest-level cuboids counted from the rows (for a
-	// workload or views, set by NewPlan from the plan).
+	plan *release.Plan
+	// counted are the finest-level cuboids counted from the rows.
 	counted []domain.Cuboid
 	// tables are the released tables, in the order of the release;
 	// several says they are written as a directory of tables (several
 	// cuboids or --workload), as knowdp release writes them.
 	tables  []domain.View
 	several bool
-	// Post-processing of a workload or views (a single cuboid's is in
-	// single), and the format of the tables.
-	nonneg, integer bool
-	tol             float64
-	format          tablefile.Format
+	// post says the tables are non-negative or integer, keep that the
+	// noisy measurements are kept; format is the tables' format.
+	post, keep bool
+	format     tablefile.Format
 }
 
 // ErrUsage marks an error in the flags' words (a usage error of the
 // command, exit status 2).
-var ErrUsage = errors.New("usage")
+var ErrUsage = release.ErrUsage
 
 func jobErr(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
 }
 
-// parseJob reads j against s as knowdp release reads its flags: several
-// cuboids (or --workload) are a workload; a cuboid or invariant at a
-// coarser level of a hierarchy, or --split spine, makes a release of views.
-// Every error it returns is decided by the schema and the flags alone.
-func parseJob(s *domain.Schema, j Job) (*job, error) {
-	// A Job's zero values are knowdp release's defaults.
+// request returns the release j asks for in the core's words, a zero field
+// standing for the flag's default.
+func (j Job) request() release.Request {
 	j.Mechanism, j.Split, j.Strategy = cmp.Or(j.Mechanism, "laplace"), cmp.Or(j.Split, "optimal"), cmp.Or(j.Strategy, "best")
 	j.Tol = cmp.Or(j.Tol, 1e-6)
-	mech, err := release.ParseMechanism(j.Mechanism)
+	return release.Request{Tables: j.Cuboids, Workload: j.Workload, WorkloadName: j.WorkloadName, Exact: j.Exact,
+		Mechanism: j.Mechanism, Epsilon: j.Epsilon, Rho: j.Rho, Delta: j.Delta, Split: j.Split, Strategy: j.Strategy,
+		Sensitivity: j.Sensitivity, NonNeg: j.NonNeg, Integer: j.Integer, Tol: j.Tol, KeepMeasurements: j.KeepMeasurements}
+}
+
+// parseJob reads j against s and plans the release, exactly as knowdp
+// release reads its flags (release.Request) and plans (release.NewPlan).
+// Every error it returns is decided by the schema and the flags alone.
+func parseJob(s *domain.Schema, j Job) (*job, error) {
+	q := j.request()
+	spec, err := q.Spec(s)
 	if err != nil {
-		return nil, jobErr("--mechanism: %v", err)
-	}
-	var (
-		eps privacy.Epsilon
-		rho privacy.Rho
-	)
-	if mech == release.MechanismGaussian {
-		switch {
-		case j.Epsilon != 0:
-			return nil, jobErr("--mechanism gaussian is calibrated to --rho; --epsilon does not apply (the equivalent (eps, delta) is reported for --delta)")
-		case j.Sensitivity != 0:
-			return nil, jobErr("--sensitivity overrides the L1 generic sensitivity of --mechanism laplace; gaussian uses the L2 one, which knowdp computes")
-		case !(j.Delta > 0 && j.Delta < 1):
-			return nil, jobErr("--delta must be in (0, 1), got %v", j.Delta)
-		}
-		if rho, err = privacy.NewRho(j.Rho); err != nil {
-			return nil, jobErr("--rho: %v", err)
-		}
-	} else {
-		if j.Rho != 0 {
-			return nil, jobErr("--rho needs --mechanism gaussian")
-		}
-		if eps, err = privacy.NewEpsilon(j.Epsilon); err != nil {
-			return nil, jobErr("--epsilon: %v", err)
-		}
-	}
-	switch {
-	case j.Sensitivity < 0:
-		return nil, jobErr("--sensitivity must be positive (or 0 for the computed value), got %d", j.Sensitivity)
-	case j.NonNeg && j.Integer:
-		return nil, jobErr("--nonneg and --integer exclude each other (--integer counts are non-negative)")
-	case (j.NonNeg || j.Integer) && !(j.Tol > 0):
-		return nil, jobErr("--tol must be a positive number, got %v", j.Tol)
-	}
-	split, err := release.ParseSplit(j.Split)
-	if err != nil {
-		return nil, jobErr("--split: %v", err)
-	}
-	strategy, err := release.ParseMeasureStrategy(j.Strategy)
-	if err != nil {
-		return nil, jobErr("--strategy: %v", err)
-	}
-	several := len(j.Cuboids) > 1 || j.WorkloadName != ""
-	if j.KeepMeasurements && !several {
-		return nil, jobErr("--measurements needs several cuboids (repeat --cuboid, or --workload)")
-	}
-	var views, exact []domain.View
-	var weights []float64
-	coarse := false
-	for _, x := range j.Cuboids {
-		v, err := s.ParseView(x)
-		if err != nil {
-			return nil, fmt.Errorf("--cuboid %q: %w", x, err)
-		}
-		views, weights = append(views, v), append(weights, 1)
-		coarse = coarse || !v.Flat()
-	}
-	if j.WorkloadName != "" {
-		vs, ws, err := release.ParseViewWorkload(s, j.Workload)
-		if err != nil {
-			return nil, fmt.Errorf("--workload %s: %w", j.WorkloadName, err)
-		}
-		for _, v := range vs {
-			coarse = coarse || !v.Flat()
-		}
-		views, weights = append(views, vs...), append(weights, ws...)
-	}
-	if len(views) == 0 {
-		views, weights = []domain.View{domain.ViewOf(domain.Base(s.NumDims()))}, []float64{1}
-	}
-	for _, x := range j.Exact {
-		v, err := s.ParseView(x)
-		if err != nil {
-			return nil, fmt.Errorf("--exact %q: %w", x, err)
-		}
-		exact = append(exact, v)
-		coarse = coarse || !v.Flat()
+		return nil, err
 	}
 	format, err := tablefile.ParseFormat(cmp.Or(j.Format, "csv"))
 	if err != nil {
 		return nil, jobErr("%v", err)
 	}
-	jb := &job{tables: views, several: several, nonneg: j.NonNeg, integer: j.Integer, tol: j.Tol, format: format}
-	if coarse || split == release.SplitSpine {
-		if j.NonNeg {
-			return nil, jobErr("--nonneg: views at coarser levels are published as real counts or, with --integer, as non-negative integers that add up level by level; use --integer")
+	plan, err := release.NewPlan(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	jb := &job{plan: plan, tables: spec.Tables, several: q.Several(), post: j.NonNeg || j.Integer, keep: j.KeepMeasurements, format: format}
+	if wp := plan.Workload(); wp != nil {
+		// A workload's sources in their order (WorkloadPlan.Source).
+		for i := range wp.NumSources() {
+			if c := wp.Source(i); !slices.Contains(jb.counted, c) {
+				jb.counted = append(jb.counted, c)
+			}
 		}
-		if j.KeepMeasurements {
-			return nil, jobErr("--measurements: the noisy measurements of views at coarser levels are not saved (knowdp estimate answers flat cuboids)")
+	}
+	for _, v := range plan.Needs() {
+		if !slices.Contains(jb.counted, v.Dims) {
+			jb.counted = append(jb.counted, v.Dims)
 		}
-		jb.kind = kindViews
-		jb.views = release.ViewSpec{Epsilon: eps, Mechanism: mech, Rho: rho, Exact: exact, Views: views, Weights: weights,
-			Split: split, Sensitivity: j.Sensitivity}
-		if mech == release.MechanismGaussian {
-			jb.views.Delta = j.Delta
-		}
-		return jb, nil
 	}
-	var cuboids, exactC []domain.Cuboid
-	for _, v := range views {
-		cuboids = append(cuboids, v.Dims)
-	}
-	for _, v := range exact {
-		exactC = append(exactC, v.Dims)
-	}
-	if several {
-		jb.kind = kindWorkload
-		jb.workload = release.WorkloadSpec{Epsilon: eps, Exact: exactC, Cuboids: cuboids, Weights: weights, Split: split,
-			Sensitivity: j.Sensitivity, Mechanism: mech, Rho: rho, Strategy: strategy, KeepMeasurements: j.KeepMeasurements}
-		if mech == release.MechanismGaussian {
-			jb.workload.Delta = j.Delta
-		}
-		// The cuboids counted are the plan's (planned once, by the driver:
-		// see Plan).
-		return jb, nil
-	}
-	jb.kind = kindCuboid
-	jb.single = release.ReleaseSpec{Epsilon: eps, Exact: exactC, Cuboid: cuboids[0], Sensitivity: j.Sensitivity,
-		NonNegative: j.NonNeg, Integer: j.Integer, Tol: j.Tol, Mechanism: mech, Rho: rho}
-	if mech == release.MechanismGaussian {
-		jb.single.Delta = j.Delta
-	}
-	jb.counted = jb.single.Needs()
 	return jb, nil
 }
 

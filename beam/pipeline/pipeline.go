@@ -134,8 +134,11 @@ type Config struct {
 	Local  []bool
 	Pairs  []Pair
 	Tables []TableTerms
-	// Directory says the output is a directory (not one CSV file).
+	// Directory says the output is a directory (not one CSV file);
+	// otherwise File is the name of that one table's file, as its sidecar
+	// gives it.
 	Directory bool
+	File      string
 	// Scratch receives the noisy blocks between stages; Stage receives the
 	// output's files (see writePart).
 	Scratch, Stage string

@@ -22,6 +22,7 @@ import (
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/release"
@@ -154,7 +155,7 @@ func coreReleaseSpec(t *testing.T, tb table, spec release.ReleaseSpec, seed uint
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := release.ReleaseCube(context.Background(), cb, spec, noise.NewSeeded(seed))
+	rel, err := releaseOne(context.Background(), cb, spec, noise.NewSeeded(seed))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,13 +208,14 @@ func readCounts(t *testing.T, path string, s *domain.Schema, c domain.Cuboid, mo
 // same counts to 1e-9 relative and the same privacy story.
 func compare(t *testing.T, got string, want *release.Release) {
 	t.Helper()
-	counts := readCounts(t, got, want.Schema, want.Cuboid, domain.FormatExact(want.CellMOE90()))
-	if len(counts) != len(want.Counts) {
-		t.Fatalf("%d cells, want %d", len(counts), len(want.Counts))
+	tab := want.Tables[0]
+	counts := readCounts(t, got, want.Schema, tab.Cuboid, domain.FormatExact(tab.CellMOE90()))
+	if len(counts) != len(tab.Counts) {
+		t.Fatalf("%d cells, want %d", len(counts), len(tab.Counts))
 	}
 	var noisy int
 	for i, v := range counts {
-		w := want.Counts[i]
+		w := tab.Counts[i]
 		if math.Abs(v-w) > 1e-9*math.Max(1, math.Abs(w)) {
 			t.Fatalf("cell %d: pipeline %v, single-machine release %v", i, v, w)
 		}
@@ -228,7 +230,7 @@ func compare(t *testing.T, got string, want *release.Release) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantMeta, err := json.MarshalIndent(want.Metadata(), "", "  ")
+	wantMeta, err := json.MarshalIndent(storyOf(want, got, tablefile.CSV), "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +330,7 @@ func TestPortableRunner(t *testing.T) {
 	if got, want := readFile(t, iout), releaseCSV(t, rel); !bytes.Equal(got, want) {
 		t.Fatalf("integer table differs from the single machine's (%d and %d bytes)", len(got), len(want))
 	}
-	if got, want := readFile(t, strings.TrimSuffix(iout, ".csv")+".json"), sidecarJSON(t, rel.Metadata()); !bytes.Equal(got, want) {
+	if got, want := readFile(t, strings.TrimSuffix(iout, ".csv")+".json"), sidecarJSON(t, storyOf(rel, iout, tablefile.CSV)); !bytes.Equal(got, want) {
 		t.Fatalf("sidecar\n%s\nwant\n%s", got, want)
 	}
 }
@@ -408,8 +410,8 @@ func TestEmptyBlocksGetNoise(t *testing.T) {
 	exact := []domain.Cuboid{0b010}
 	eps, _ := privacy.NewEpsilon(1)
 	want := coreRelease(t, tb, domain.Base(3), exact, eps, 5)
-	if Blocks(len(want.Counts)) != 2 {
-		t.Fatalf("%d blocks, want 2", Blocks(len(want.Counts)))
+	if Blocks(len(want.Tables[0].Counts)) != 2 {
+		t.Fatalf("%d blocks, want 2", Blocks(len(want.Tables[0].Counts)))
 	}
 	out := filepath.Join(dir, "empty.csv")
 	if _, err := Run(context.Background(), seeded(cuboidSpec(tb, domain.Base(3), exact, eps, out), 5)); err != nil {

@@ -169,13 +169,10 @@ func NewPlan(spec Spec) (*Plan, error) {
 	if err := pl.chooseForm(ext); err != nil {
 		return nil, err
 	}
-	if spec.Measurements != "" && !jb.workload.KeepMeasurements {
-		return nil, jobErr("--measurements needs several cuboids (repeat --cuboid, or --workload)")
+	if spec.Measurements != "" && !spec.Job.KeepMeasurements {
+		return nil, jobErr("--measurements: the job does not keep its measurements (Job.KeepMeasurements)")
 	}
-	wp, err := pl.countedCuboids()
-	if err != nil {
-		return nil, err
-	}
+	wp := jb.plan.Workload()
 	for _, c := range jb.counted {
 		if err := checkSize(s, c); err != nil {
 			return nil, err
@@ -191,9 +188,9 @@ func NewPlan(spec Spec) (*Plan, error) {
 	}
 	post := spec.Job.postProcessed()
 	switch {
-	case jb.kind == kindCuboid && !post:
+	case jb.plan.Cuboid() != nil && !post && !jb.keep:
 		err = pl.planCuboid()
-	case jb.kind == kindWorkload && !post && !jb.workload.KeepMeasurements:
+	case wp != nil && !post && !jb.keep:
 		err = pl.planWorkload(wp)
 	default:
 		err = pl.planGather()
@@ -202,6 +199,12 @@ func NewPlan(spec Spec) (*Plan, error) {
 		return nil, err
 	}
 	pl.cfg.Mode, pl.cfg.Directory = pl.mode, !pl.single
+	if pl.single {
+		pl.cfg.File = filepath.Base(spec.Out)
+		if err := pl.fixSidecarFile(); err != nil {
+			return nil, err
+		}
+	}
 	return pl, nil
 }
 
@@ -228,40 +231,10 @@ func (pl *Plan) chooseForm(ext string) error {
 	return nil
 }
 
-// countedCuboids sets what the rows are counted into for a workload or
-// views, from their plan, and returns a workload's plan. Each is planned
-// once, here: a workload's optimal split is a convex program (tenths of a
-// second), across a hierarchy seconds at national scale.
-func (pl *Plan) countedCuboids() (*release.WorkloadPlan, error) {
-	s, jb := pl.spec.Schema, pl.jb
-	switch jb.kind {
-	case kindViews:
-		vp, err := release.PlanViews(s, jb.views)
-		if err != nil {
-			return nil, err
-		}
-		for _, v := range vp.Needs() {
-			if !slices.Contains(jb.counted, v.Dims) {
-				jb.counted = append(jb.counted, v.Dims)
-			}
-		}
-	case kindWorkload:
-		wp, err := release.PlanWorkload(s, jb.workload, pl.spec.Seeded)
-		if err != nil {
-			return nil, err
-		}
-		for i := range wp.NumSources() {
-			jb.counted = append(jb.counted, wp.Source(i))
-		}
-		return wp, nil
-	}
-	return nil, nil
-}
-
 // planCuboid plans one cuboid released block by block: its sensitivity,
 // noise, margin of error and privacy story, as release.ReleaseFrom makes them.
 func (pl *Plan) planCuboid() error {
-	s, spec := pl.spec.Schema, pl.jb.single
+	s, spec := pl.spec.Schema, *pl.jb.plan.Cuboid()
 	rel, err := release.PlanRelease(s, spec, pl.spec.Seeded)
 	if err != nil {
 		return err
@@ -276,7 +249,9 @@ func (pl *Plan) planCuboid() error {
 	for _, v := range rel.Invariants {
 		cfg.Keeps = append(cfg.Keeps, uint64(v.Cuboid&spec.Cuboid))
 	}
-	return pl.setSidecar(rel.Metadata())
+	story := *pl.jb.plan.Workload().Release
+	story.Seeded = pl.spec.Seeded
+	return pl.setSidecar(story.Metadata())
 }
 
 // planGather plans a release computed on one worker, refused if its
@@ -293,9 +268,9 @@ func (pl *Plan) planGather() error {
 	need := cube.ReleaseMemory(s, jb.counted, released, pl.spec.Job.postProcessed())
 	why := "non-negative and integer tables are solved"
 	switch {
-	case jb.kind == kindViews:
+	case jb.plan.Workload() == nil:
 		why = "tables at the levels of a hierarchy are estimated"
-	case jb.workload.KeepMeasurements:
+	case jb.keep:
 		why = "a release that keeps its noisy measurements (--measurements) is computed"
 	}
 	if inProcess() {
@@ -308,6 +283,22 @@ func (pl *Plan) planGather() error {
 		return fmt.Errorf("%s on one worker, which would need about %.3g GB (counting %s), more than --worker-memory (%.3g GB); release smaller tables, coarsen the schema or give a larger --worker-memory", why, float64(need)/1e9, s.FormatList(jb.counted), float64(limit)/1e9)
 	}
 	return nil
+}
+
+// fixSidecarFile names the one table's file in a sidecar made before the
+// form was known.
+func (pl *Plan) fixSidecarFile() error {
+	if pl.sidecar == nil {
+		return nil
+	}
+	var m release.Metadata
+	if err := json.Unmarshal(pl.sidecar, &m); err != nil {
+		return err
+	}
+	if len(m.Tables) == 1 {
+		m.Tables[0].File = pl.cfg.File
+	}
+	return pl.setSidecar(m)
 }
 
 func (pl *Plan) setSidecar(meta any) error {
@@ -447,7 +438,7 @@ func (pl *Plan) Run(ctx context.Context) (*Result, error) {
 		return nil, stageError(err)
 	}
 
-	res := &Result{Mode: pl.mode, Sidecar: pl.sidecar, SidecarPath: pl.sidecarPath(), Directory: !pl.single, Workload: pl.jb.kind != kindCuboid, Tables: len(pl.jb.tables)}
+	res := &Result{Mode: pl.mode, Sidecar: pl.sidecar, SidecarPath: pl.sidecarPath(), Directory: !pl.single, Workload: pl.mode != ModeCuboid, Tables: len(pl.jb.tables)}
 	for _, v := range pl.jb.tables {
 		res.Cells += int64(s.ViewSize(v))
 	}

@@ -95,7 +95,9 @@ func (pl *Plan) planWorkload(wp *release.WorkloadPlan) error {
 	cfg.Local = make([]bool, wp.NumSources())
 	pairs := map[Pair]int{}
 	stems := jb.tableStems(s)
-	meta := wp.Release.Metadata()
+	story := *wp.Release
+	story.Seeded = pl.spec.Seeded
+	meta := story.Metadata()
 	for t, tab := range wp.Release.Tables {
 		tt := TableTerms{Cuboid: uint64(tab.Cuboid), Stem: stems[t], MOE90: tab.CellMOE90()}
 		for _, term := range wp.Terms(t) {

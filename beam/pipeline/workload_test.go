@@ -116,7 +116,7 @@ func parseCuboid(t *testing.T, s *domain.Schema, names string) domain.Cuboid {
 // coreWorkload is knowdp release --seed seed of the case on the whole
 // table: the counts aggregated from the one CSV file as the CLI counts
 // them, release.ReleaseWorkload, then --integer or --nonneg.
-func coreWorkload(t *testing.T, tb table, wc wcase, seed uint64) *release.WorkloadRelease {
+func coreWorkload(t *testing.T, tb table, wc wcase, seed uint64) *release.Release {
 	t.Helper()
 	ctx := context.Background()
 	s := tb.schema
@@ -169,7 +169,7 @@ func beamTable(stem string, cells int, ext string) (meta string, files []string)
 // files (named as knowdp release names them: release.TableFileName for a
 // cuboid, Schema.ViewFileName for a view), release.json, and the core's
 // privacy story with each table's file set to its beam name.
-func wantDir(t *testing.T, w *release.WorkloadRelease, ext string) (files []string, stems []string, sidecar []byte) {
+func wantDir(t *testing.T, w *release.Release, ext string) (files []string, stems []string, sidecar []byte) {
 	t.Helper()
 	s := w.Schema
 	m := w.Metadata()
@@ -331,7 +331,7 @@ func coreCSV(t *testing.T, s *domain.Schema, tab release.Table) []byte {
 // labels and moe90 exactly and counts to 1e-9 relative, or (exact) every
 // table byte for byte. It returns the noisy tables' cells and how many are
 // not integers.
-func compareWorkloadDir(t *testing.T, out string, w *release.WorkloadRelease, exact bool) (cells, nonInt int) {
+func compareWorkloadDir(t *testing.T, out string, w *release.Release, exact bool) (cells, nonInt int) {
 	t.Helper()
 	files, stems, sidecar := wantDir(t, w, ".csv")
 	checkListing(t, out, files)

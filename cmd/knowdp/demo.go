@@ -108,7 +108,7 @@ func demoScenarioRun(ctx context.Context, e *env, c *cube.Cube, sc demoScenario,
 	fmt.Fprintf(w, "\nScenario %d: %s.\n", n, sc.title)
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "  released cuboid\tcells\tS\tnoisy\tconsistent\tnaive*\t")
-	var rel *release.Release
+	var rel *release.CuboidRelease
 	for _, name := range append(demoCuboids, "") {
 		cb := domain.Base(s.NumDims())
 		if name != "" {

@@ -193,7 +193,7 @@ func addUpGap(s *domain.Schema, tables []release.Table) float64 {
 }
 
 // measuredCount returns how many tables of a release were measured.
-func measuredCount(w *release.WorkloadRelease) int {
+func measuredCount(w *release.Release) int {
 	n := 0
 	for _, t := range w.Tables {
 		if t.Measured {

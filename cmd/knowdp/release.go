@@ -16,9 +16,9 @@ import (
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/internal/cli"
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/internal/tablefile"
-	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/release"
 	"github.com/knowdp/knowdp/source"
 )
@@ -96,53 +96,17 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usageErr(fs, "%v", err)
 	}
-	mech, err := release.ParseMechanism(f.mechanism)
-	if err != nil {
-		return usageErr(fs, "--mechanism: %v", err)
+	req := f.request()
+	if err := req.Check(); err != nil {
+		return usageErr(fs, "%v", strings.TrimPrefix(err.Error(), release.ErrUsage.Error()+": "))
 	}
-	var eps privacy.Epsilon
-	var rho privacy.Rho
-	if mech == release.MechanismGaussian {
-		switch {
-		case f.epsilon != 0:
-			return usageErr(fs, "--mechanism gaussian is calibrated to --rho; --epsilon does not apply (the equivalent (eps, delta) is reported for --delta)")
-		case f.sensitivity != 0:
-			return usageErr(fs, "--sensitivity overrides the L1 generic sensitivity of --mechanism laplace; gaussian uses the L2 one, which knowdp computes")
-		case !(f.delta > 0 && f.delta < 1):
-			return usageErr(fs, "--delta must be in (0, 1), got %v", f.delta)
-		}
-		if rho, err = privacy.NewRho(f.rho); err != nil {
-			return usageErr(fs, "--rho: %v", err)
-		}
-	} else {
-		if f.rho != 0 {
-			return usageErr(fs, "--rho needs --mechanism gaussian")
-		}
-		if eps, err = privacy.NewEpsilon(f.epsilon); err != nil {
-			return usageErr(fs, "--epsilon: %v", err)
-		}
-	}
-	split, err := release.ParseSplit(f.split)
-	if err != nil {
-		return usageErr(fs, "--split: %v", err)
-	}
-	strategy, err := release.ParseMeasureStrategy(f.strategy)
-	if err != nil {
-		return usageErr(fs, "--strategy: %v", err)
-	}
-	workload := len(f.cuboids) > 1 || f.workload != ""
 	inputs := []fileio.Named{{Flag: "--data", Path: f.data}, {Flag: "--schema", Path: f.schema}, {Flag: "--workload", Path: f.workload}}
 	outputs := []fileio.Named{{Flag: "--out", Path: f.out}, {Flag: "sidecar", Path: sidecarPath(f.out)}}
-	if workload {
+	if !f.single() {
 		outputs = outputs[:1]
-	}
-	if workload {
 		if err := checkNewDir(f.out); err != nil {
 			return usageErr(fs, "--out: %v", err)
 		}
-	}
-	if f.measurements != "" && !workload {
-		return usageErr(fs, "--measurements needs several cuboids (repeat --cuboid, or --workload)")
 	}
 	if f.measurements != "" {
 		outputs = append(outputs, fileio.Named{Flag: "--measurements", Path: f.measurements})
@@ -168,130 +132,72 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	} else if s, err = domain.LoadSchema(f.schema); err != nil {
 		return err
 	}
-	// Views at coarser levels of a hierarchy (--cuboid geo:state) are
-	// released together by one estimate across the hierarchy.
-	vs, coarse, err := parseViews(s, &f)
+	if f.workload != "" {
+		if req.Workload, err = os.ReadFile(f.workload); err != nil {
+			return fmt.Errorf("--workload: %w", err)
+		}
+	}
+	req.DomainsFromData = f.infer
+	spec, err := req.Spec(s)
 	if err != nil {
 		return err
 	}
-	if coarse || split == release.SplitSpine {
-		if f.nonneg {
-			return usageErr(fs, "--nonneg: views at coarser levels are published as real counts or, with --integer, as non-negative integers that add up level by level; use --integer")
+	// Planned once, before the data is read: every refusal comes from the
+	// flags and the schema, and the optimal split can take seconds.
+	plan, err := release.NewPlan(s, spec)
+	if err != nil {
+		return err
+	}
+	needs := plan.Needs()
+	var leaves, released []domain.Cuboid
+	for _, v := range needs {
+		if !slices.Contains(leaves, v.Dims) {
+			leaves = append(leaves, v.Dims)
 		}
-		vspec := release.ViewSpec{Epsilon: eps, Split: split, Sensitivity: f.sensitivity, DomainsFromData: f.infer, Mechanism: mech, Rho: rho}
-		if mech == release.MechanismGaussian {
-			vspec.Delta = f.delta
-		}
-		return releaseViews(ctx, e, s, vs, vspec, &f, format)
 	}
-	var cuboids []domain.Cuboid
-	var weights []float64
-	for _, x := range f.cuboids {
-		c, err := s.ParseCuboid(x)
-		if err != nil {
-			return fmt.Errorf("--cuboid %q: %w", x, err)
-		}
-		cuboids, weights = append(cuboids, c), append(weights, 1)
+	for _, v := range spec.Tables {
+		released = append(released, v.Dims)
 	}
-	if f.workload != "" {
-		b, err := os.ReadFile(f.workload)
-		if err != nil {
-			return fmt.Errorf("--workload: %w", err)
-		}
-		cs, ws, err := release.ParseWorkload(s, b)
-		if err != nil {
-			return fmt.Errorf("--workload %s: %w", f.workload, err)
-		}
-		cuboids, weights = append(cuboids, cs...), append(weights, ws...)
-	}
-	if len(cuboids) == 0 {
-		cuboids, weights = []domain.Cuboid{domain.Base(s.NumDims())}, []float64{1}
-	}
-	var exact []domain.Cuboid
-	for _, x := range f.exact {
-		c, err := s.ParseCuboid(x)
-		if err != nil {
-			return fmt.Errorf("--exact %q: %w", x, err)
-		}
-		exact = append(exact, c)
-	}
-	// What to count: the released and exact cuboids only, never the base
-	// domain unless it is released.
-	wspec := release.WorkloadSpec{Epsilon: eps, Exact: exact, Cuboids: cuboids, Weights: weights, Split: split,
-		Sensitivity: f.sensitivity, DomainsFromData: f.infer, Mechanism: mech, Rho: rho}
-	wspec.Strategy, wspec.KeepMeasurements = strategy, f.measurements != ""
-	if mech == release.MechanismGaussian {
-		wspec.Delta = f.delta
-	}
-	spec := release.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cuboids[0], Sensitivity: f.sensitivity,
-		NonNegative: f.nonneg, Integer: f.integer, Tol: f.tol, DomainsFromData: f.infer,
-		Mechanism: mech, Rho: rho}
-	if mech == release.MechanismGaussian {
-		spec.Delta = f.delta
-	}
-	needs := spec.Needs()
-	var plan *release.WorkloadPlan
-	if workload {
-		// Planned once, before the data is read: the optimal split can
-		// take seconds for a large workload.
-		if plan, err = release.PlanWorkload(s, wspec, false); err != nil {
-			return err
-		}
-		needs = plan.Needs()
-	}
-	if err := cube.CheckMemory(cube.ReleaseMemory(s, needs, cuboids, f.nonneg || f.integer)); err != nil {
-		return fmt.Errorf("releasing %s would run out of memory (%w); %s; coarsen the schema or release smaller cuboids", s.FormatList(cuboids), err, largestTable(s, needs, exact))
+	if err := cube.CheckMemory(cube.ReleaseMemory(s, leaves, released, f.nonneg || f.integer)); err != nil {
+		return fmt.Errorf("releasing %s would run out of memory (%w); %s; coarsen the schema or release smaller tables", formatViews(s, spec.Tables), err, largestTable(s, leaves, cuboidsOfViews(spec.Exact)))
 	}
 
-	// The data, counted straight into the cuboids needed.
-	tables, err := countData(ctx, e, &f, func(t cube.Records, opt cube.Options) (map[domain.Cuboid][]float64, int64, error) {
-		return cube.Aggregate(ctx, t, s, needs, opt)
+	// The data, counted straight into the leaf-level cuboids needed and
+	// rolled up to the views.
+	counts, err := countData(ctx, e, &f, func(t cube.Records, opt cube.Options) (map[domain.View][]float64, int64, error) {
+		return cube.AggregateViews(ctx, t, s, needs, opt)
 	})
 	if err != nil {
 		return err
 	}
-	if workload {
-		return releaseWorkload(ctx, e, s, tables, plan, &f, format)
-	}
-
-	// One cuboid: a CSV and its sidecar.
-	rel, err := release.ReleaseFrom(ctx, s, tables, spec, f.seed.rand(e))
+	w, err := plan.Run(ctx, counts, f.seed.rand(e))
 	if err != nil {
 		return err
 	}
-	sidecar := sidecarPath(f.out)
-	meta := rel.Metadata()
-	metaJSON, err := json.MarshalIndent(meta, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := fileio.WritePairAtomic(
-		fileio.File{Path: f.out, Write: func(w io.Writer) error {
-			return tablefile.Write(w, format, s, rel.Cuboid, rel.Counts, rel.CellMOE90())
-		}},
-		fileio.File{Path: sidecar, Write: func(w io.Writer) error { _, err := w.Write(append(metaJSON, '\n')); return err }},
-	); err != nil {
-		return err
-	}
-	if rel.ReleasedExactly || rel.SensitivityClaimed {
-		for _, w := range rel.Warnings() {
-			if !strings.HasPrefix(w, "seeded") && !strings.HasPrefix(w, "domains") {
-				fmt.Fprintln(e.stderr, "WARNING: "+w)
-			}
-		}
-	}
-	if f.json {
-		return writeJSON(e.stdout, releaseSummary{Out: f.out, Sidecar: sidecar, Cells: len(rel.Counts), Metadata: meta})
-	}
-	printRelease(e.stdout, rel, f.out, sidecar)
-	return nil
+	return writeRelease(e, &f, w, format)
 }
+
+// request returns the release the flags ask for, in their words (the
+// workload file's content is read later, with the other inputs).
+func (f *releaseFlags) request() release.Request {
+	q := release.Request{Tables: f.cuboids, WorkloadName: f.workload, Exact: f.exact, Mechanism: f.mechanism,
+		Epsilon: f.epsilon, Rho: f.rho, Split: f.split, Strategy: f.strategy, Sensitivity: f.sensitivity,
+		NonNeg: f.nonneg, Integer: f.integer, Tol: f.tol, KeepMeasurements: f.measurements != ""}
+	if f.mechanism == "gaussian" {
+		q.Delta = f.delta
+	}
+	return q
+}
+
+// single reports whether the release writes one table as a file and its
+// sidecar (at most one --cuboid and no --workload) rather than a directory.
+func (f *releaseFlags) single() bool { return len(f.cuboids) <= 1 && f.workload == "" }
 
 // tableFormat is the format of the released tables: --format, or for a
 // single table the one its --out name asks for. A single table's name must
 // not say one format while --format says the other.
 func (f *releaseFlags) tableFormat() (tablefile.Format, error) {
-	single := len(f.cuboids) <= 1 && f.workload == ""
+	single := f.single()
 	if f.format == "" {
 		if single {
 			return tablefile.FormatOf(f.out), nil
@@ -320,24 +226,13 @@ func (f *releaseFlags) check(fs *flag.FlagSet) error {
 		return usageErr(fs, "--schema and --infer-domains exclude each other")
 	case f.infer && f.dims == "":
 		return usageErr(fs, "missing required flag --dims (--infer-domains needs it)")
-	case f.sensitivity < 0:
-		return usageErr(fs, "--sensitivity must be positive (or 0 for the computed value), got %d", f.sensitivity)
 	case !(f.tol > 0) || math.IsInf(f.tol, 0):
+		// Checked here: in a release.Request, 0 stands for the default.
 		return usageErr(fs, "--tol must be a positive number, got %v", f.tol)
 	case f.cellLimit < 1:
 		return usageErr(fs, "--cell-limit must be at least 1, got %d", f.cellLimit)
-	case f.nonneg && f.integer:
-		return usageErr(fs, "--nonneg and --integer exclude each other (--integer counts are non-negative)")
 	}
 	return nil
-}
-
-// releaseSummary is what release --json prints.
-type releaseSummary struct {
-	Out      string           `json:"out"`
-	Sidecar  string           `json:"sidecar"`
-	Cells    int              `json:"cells"`
-	Metadata release.Metadata `json:"privacy"`
 }
 
 // writeJSON prints v as indented JSON (floats in full precision).
@@ -345,41 +240,6 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-func printRelease(w io.Writer, rel *release.Release, out, sidecar string) {
-	s := rel.Schema
-	// The number of rows read is not printed: it is the true total, which
-	// is private unless an exact cuboid publishes it.
-	fmt.Fprintf(w, "released cuboid %s: %d cells\n", s.Format(rel.Cuboid), len(rel.Counts))
-	if len(rel.Invariants) > 0 {
-		var ex []string
-		for _, v := range rel.Invariants {
-			ex = append(ex, s.Format(v.Cuboid))
-		}
-		fmt.Fprintf(w, "exact cuboids (published as they are): %s\n", strings.Join(ex, ", "))
-	}
-	if rel.Mechanism == release.MechanismGaussian {
-		fmt.Fprintf(w, "rho %.6g (zCDP; (%.6g, %g)-DP) w.r.t. %s\n", rel.Rho, rel.Epsilon, rel.Delta, rel.Neighbours)
-	} else {
-		fmt.Fprintf(w, "epsilon %g w.r.t. %s\n", rel.Epsilon, rel.Neighbours)
-	}
-	if rel.Sensitivity == 0 {
-		fmt.Fprintf(w, "no noise: the cuboid is determined by the exact cuboids (%s); its counts are the TRUE counts\n", rel.SensitivityRule)
-	} else {
-		if rel.Mechanism == release.MechanismGaussian {
-			fmt.Fprintf(w, "L2 generic sensitivity %.6g (%s); Gaussian sigma %.6g per cell\n", rel.L2Sensitivity, rel.L2Rule, rel.Sigma)
-		} else {
-			fmt.Fprintf(w, "generic sensitivity %d (%s); Laplace scale %.6g per cell\n", rel.Sensitivity, rel.SensitivityRule, rel.Scale)
-		}
-	}
-	switch rel.Guarantee() {
-	case privacy.GuaranteeNone:
-		fmt.Fprintln(w, "guarantee: none: this release is NOT differentially private (seeded, or domains read from the data)")
-	case privacy.GuaranteeConditional:
-		fmt.Fprintln(w, "guarantee: conditional on the --sensitivity you gave being at least the true generic sensitivity")
-	}
-	fmt.Fprintf(w, "wrote %s and %s\n", out, sidecar)
 }
 
 func splitList(s string) []string {
@@ -449,4 +309,92 @@ func countData[T any](ctx context.Context, e *env, f *releaseFlags, count func(c
 		return zero, fmt.Errorf("--cell-limit: %w", err)
 	}
 	return out, err
+}
+
+// releaseSummary is what release --json prints.
+type releaseSummary struct {
+	Out      string           `json:"out"`
+	Sidecar  string           `json:"sidecar,omitempty"`
+	Files    []string         `json:"files"`
+	Cells    int              `json:"cells"`
+	Metadata release.Metadata `json:"privacy"`
+}
+
+// writeRelease writes a release: one table as f.out with its sidecar
+// beside it, or a new directory f.out with a file per table and
+// release.json; then the measurements if asked for, and the summary.
+func writeRelease(e *env, f *releaseFlags, w *release.Release, format tablefile.Format) error {
+	s := w.Schema
+	meta := w.Metadata()
+	sidecar := func(out io.Writer) error {
+		b, err := json.MarshalIndent(meta, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(append(b, '\n'))
+		return err
+	}
+	writeTable := func(t release.Table) func(io.Writer) error {
+		return func(out io.Writer) error {
+			return tablefile.WriteRows(out, format, s, t.TableView(), 0, t.Counts, t.CellMOE)
+		}
+	}
+	var files []string
+	cells := 0
+	for _, t := range w.Tables {
+		cells += len(t.Counts)
+	}
+	if f.single() {
+		meta.Tables[0].File = filepath.Base(f.out)
+		if err := fileio.WritePairAtomic(fileio.File{Path: f.out, Write: writeTable(w.Tables[0])}, fileio.File{Path: sidecarPath(f.out), Write: sidecar}); err != nil {
+			return err
+		}
+		files = []string{f.out, sidecarPath(f.out)}
+	} else {
+		var out []fileio.File
+		for i, t := range w.Tables {
+			name := strings.TrimSuffix(s.ViewFileName(t.TableView()), ".csv") + format.Ext()
+			meta.Tables[i].File = name
+			out = append(out, fileio.File{Path: name, Write: writeTable(t)})
+			files = append(files, name)
+		}
+		out = append(out, fileio.File{Path: "release.json", Write: sidecar})
+		files = append(files, "release.json")
+		if err := fileio.WriteDirAtomic(f.out, out); err != nil {
+			return err
+		}
+	}
+	if f.measurements != "" {
+		if err := writeMeasurements(f.measurements, w); err != nil {
+			return err
+		}
+	}
+	for _, warn := range meta.Warnings {
+		if !strings.HasPrefix(warn, "seeded") && !strings.HasPrefix(warn, "domains") {
+			fmt.Fprintln(e.stderr, "WARNING: "+warn)
+		}
+	}
+	if f.json {
+		sum := releaseSummary{Out: f.out, Files: files, Cells: cells, Metadata: meta}
+		if f.single() {
+			sum.Sidecar = sidecarPath(f.out)
+		}
+		return writeJSON(e.stdout, sum)
+	}
+	cli.PrintSummary(e.stdout, meta)
+	if f.single() {
+		fmt.Fprintf(e.stdout, "wrote %s and %s\n", files[0], files[1])
+	} else {
+		fmt.Fprintf(e.stdout, "wrote %s/ (%d files)\n", strings.TrimSuffix(f.out, "/"), len(files))
+	}
+	return nil
+}
+
+// cuboidsOfViews returns the leaf-level cuboids of views.
+func cuboidsOfViews(vs []domain.View) []domain.Cuboid {
+	out := make([]domain.Cuboid, len(vs))
+	for i, v := range vs {
+		out[i] = v.Dims
+	}
+	return out
 }

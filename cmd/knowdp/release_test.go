@@ -67,12 +67,16 @@ func TestReleaseCommand(t *testing.T) {
 	if err := json.Unmarshal(b, &meta); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"epsilon", "neighbours", "sensitivity", "scale", "exact", "seeded"} {
+	for _, k := range []string{"epsilon", "neighbours", "measurements", "tables", "exact", "seeded", "warnings"} {
 		if _, ok := meta[k]; !ok {
 			t.Errorf("sidecar lacks %q: %s", k, b)
 		}
 	}
-	if meta["sensitivity"].(float64) != 2 || meta["seeded"] != true || meta["private"] != false || meta["guarantee"] != "none" {
+	// One table is measured, with the generic sensitivity of one exact
+	// cuboid.
+	ms, _ := meta["measurements"].([]any)
+	if len(ms) != 1 || ms[0].(map[string]any)["sensitivity"].(float64) != 2 || ms[0].(map[string]any)["scale"].(float64) <= 0 ||
+		meta["seeded"] != true || meta["private"] != false || meta["guarantee"] != "none" {
 		t.Errorf("sidecar %s", b)
 	}
 }
@@ -337,7 +341,12 @@ func TestReleasePrivacyStory(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", tc.name, code, stderr)
 		}
-		if meta["private"] != tc.private || meta["guarantee"] != tc.guarantee || meta["released_exactly"] != tc.exactly || meta["domains_from_data"] != (tc.guarantee == "none") {
+		tables, _ := meta["tables"].([]any)
+		if len(tables) != 1 {
+			t.Fatalf("%s: tables %v", tc.name, meta["tables"])
+		}
+		exactly := tables[0].(map[string]any)["public"]
+		if meta["private"] != tc.private || meta["guarantee"] != tc.guarantee || exactly != tc.exactly || meta["domains_from_data"] != (tc.guarantee == "none") {
 			t.Errorf("%s: sidecar %v", tc.name, meta)
 		}
 		if !strings.Contains(stderr, tc.stderr) {
@@ -429,8 +438,12 @@ func TestReleaseJSONSummary(t *testing.T) {
 		t.Fatalf("%v\n%s", err, stdout)
 	}
 	m := res.Metadata
+	if len(m.Measurements) != 1 {
+		t.Fatalf("measurements %+v", m.Measurements)
+	}
 	// The scale is 8/eps, rounded up slightly by the grid noise's margin.
-	if want := 8 / m.Epsilon; res.Cells != 5 || res.Out != out || m.Sensitivity != 8 || m.Scale < want || m.Scale > want*(1+1e-5) || !m.Private || m.Guarantee != "unconditional" {
+	ms := m.Measurements[0]
+	if want := 8 / m.Epsilon; res.Cells != 5 || res.Out != out || ms.Sensitivity != 8 || ms.Scale < want || ms.Scale > want*(1+1e-5) || !m.Private || m.Guarantee != "unconditional" {
 		t.Errorf("summary %+v", res)
 	}
 }

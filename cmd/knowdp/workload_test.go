@@ -141,7 +141,12 @@ func TestReleaseGaussianCommand(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	meta, b := readSidecar(t, filepath.Join(dir, "g.json"))
-	if meta["rho"] != 0.5 || meta["delta"] != 1e-5 || meta["l2_sensitivity"].(float64) <= 0 || meta["sigma"].(float64) <= 0 || meta["private"] != true {
+	ms, _ := meta["measurements"].([]any)
+	if len(ms) != 1 {
+		t.Fatalf("sidecar %s", b)
+	}
+	m := ms[0].(map[string]any)
+	if meta["rho"] != 0.5 || meta["delta"] != 1e-5 || m["l2_sensitivity"].(float64) <= 0 || m["sigma"].(float64) <= 0 || meta["private"] != true {
 		t.Errorf("sidecar %s", b)
 	}
 	if !strings.Contains(stdout, "rho 0.5 (zCDP;") {

@@ -36,7 +36,6 @@ import (
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/cli"
 	"github.com/knowdp/knowdp/internal/fileio"
-	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/release"
 	"github.com/knowdp/knowdp/source"
 )
@@ -279,67 +278,15 @@ func printSummary(w io.Writer, s *domain.Schema, spec pipeline.Spec, res *pipeli
 			Privacy json.RawMessage `json:"privacy"`
 		}{spec.Out, res.SidecarPath, res.Files, res.Cells, res.Sidecar})
 	}
-	var guarantee string
-	if res.Workload {
-		var m release.WorkloadMetadata
-		if err := json.Unmarshal(res.Sidecar, &m); err != nil {
-			return err
-		}
-		if m.Rho > 0 {
-			fmt.Fprintf(w, "released %d tables (%d cells) for rho %.6g in all ((%.6g, %g)-DP; %s) w.r.t. %s\n", res.Tables, res.Cells, m.Rho, m.Epsilon, m.Delta, m.Composition, m.Neighbours)
-		} else {
-			fmt.Fprintf(w, "released %d tables (%d cells) for epsilon %.6g in all (%s) w.r.t. %s\n", res.Tables, res.Cells, m.Epsilon, m.Composition, m.Neighbours)
-		}
-		for _, t := range m.Tables {
-			fmt.Fprintf(w, "  %s: moe90 %.4g, %s\n", "{"+strings.Join(t.Cuboid, ",")+"}", t.MOE90, t.File)
-		}
-		guarantee = m.Guarantee
-	} else {
-		var m release.Metadata
-		if err := json.Unmarshal(res.Sidecar, &m); err != nil {
-			return err
-		}
-		printCuboid(w, m, res.Cells)
-		guarantee = m.Guarantee
+	var m release.Metadata
+	if err := json.Unmarshal(res.Sidecar, &m); err != nil {
+		return err
 	}
-	switch guarantee {
-	case privacy.GuaranteeNone:
-		fmt.Fprintln(w, "guarantee: none: this release is NOT differentially private (seeded)")
-	case privacy.GuaranteeConditional:
-		fmt.Fprintln(w, "guarantee: conditional on the --sensitivity you gave being at least the true generic sensitivity")
-	}
+	cli.PrintSummary(w, m)
 	if res.Directory {
 		fmt.Fprintf(w, "wrote %s/ (%d files)\n", strings.TrimSuffix(spec.Out, "/"), len(res.Files))
 	} else {
 		fmt.Fprintf(w, "wrote %s and %s\n", spec.Out, res.SidecarPath)
 	}
 	return nil
-}
-
-// printCuboid prints what a release of one cuboid spent, as knowdp release
-// prints it; the number of rows read is not printed: it is the true total,
-// private unless an invariant has it.
-func printCuboid(w io.Writer, m release.Metadata, cells int64) {
-	fmt.Fprintf(w, "released cuboid {%s}: %d cells\n", strings.Join(m.Cuboid, ","), cells)
-	if len(m.Exact) > 0 {
-		var ex []string
-		for _, e := range m.Exact {
-			ex = append(ex, "{"+strings.Join(e, ",")+"}")
-		}
-		fmt.Fprintf(w, "exact cuboids (published as they are): %s\n", strings.Join(ex, ", "))
-	}
-	gaussian := m.Rho > 0
-	if gaussian {
-		fmt.Fprintf(w, "rho %.6g (zCDP; (%.6g, %g)-DP) w.r.t. %s\n", m.Rho, m.Epsilon, m.Delta, m.Neighbours)
-	} else {
-		fmt.Fprintf(w, "epsilon %g w.r.t. %s\n", m.Epsilon, m.Neighbours)
-	}
-	switch {
-	case m.Sensitivity == 0 && !gaussian:
-		fmt.Fprintf(w, "no noise: the cuboid is determined by the exact cuboids (%s); its counts are the TRUE counts\n", m.SensitivityRule)
-	case gaussian:
-		fmt.Fprintf(w, "L2 generic sensitivity %.6g (%s); Gaussian sigma %.6g per cell\n", m.L2Sensitivity, m.L2SensitivityRule, m.Sigma)
-	default:
-		fmt.Fprintf(w, "generic sensitivity %d (%s); Laplace scale %.6g per cell\n", m.Sensitivity, m.SensitivityRule, m.Scale)
-	}
 }

@@ -1,0 +1,313 @@
+package release
+
+// The one release path. A release is a set of tables (views of the schema:
+// cuboids whose hierarchical dimensions may stand at coarser levels),
+// invariants (views published exactly), a budget and post-processing; one
+// table is a release like any other. NewPlan decides everything that does
+// not depend on the data (what to measure, with which sensitivity and which
+// share, the error of every table, the privacy story) and refuses what it
+// cannot do, before any data is read; Plan.Run draws the noise, estimates
+// every table from one least-squares fit subject to the invariants, and
+// post-processes. The command line, the server and the Beam pipeline all
+// release through it.
+//
+// How a plan estimates is chosen here and only here, from the shape of the
+// release:
+//
+//   - every table and invariant at the finest level of every dimension:
+//     the residual basis of the marginals (workload.go), exact in linear
+//     passes;
+//   - one hierarchical dimension at coarser levels, crossed with flat ones:
+//     the residual basis over the flat dimensions and two tree passes per
+//     residual (package estimate/hier), exact in linear passes.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
+)
+
+// Spec says what to release and how.
+type Spec struct {
+	// Tables are the views to release, without duplicates; Weights, if
+	// set, has one weight > 0 per table, its importance in the objective
+	// the optimal split minimises (nil: 1 each).
+	Tables  []domain.View
+	Weights []float64
+	// Exact are the invariants: views whose counts are published exactly,
+	// which every released table agrees with.
+	Exact []domain.View
+	// Mechanism is Laplace (pure DP: Epsilon, the default) or Gaussian
+	// (zero-concentrated DP: Rho, its (eps, delta) equivalent stated at
+	// Delta in (0, 1)).
+	Mechanism Mechanism
+	Epsilon   privacy.Epsilon
+	Rho       privacy.Rho
+	Delta     float64
+	// Split shares the budget among the measurements (SplitOptimal, the
+	// zero value, SplitEqual or SplitSpine), and Strategy chooses what to
+	// measure when Measure does not list it.
+	Split    Split
+	Strategy MeasureStrategy
+	Measure  []domain.View
+	// Sensitivity, when > 0, replaces the generic sensitivity of every
+	// measurement (Laplace only): refused below a value knowdp computes;
+	// where knowdp has none, the guarantee becomes conditional on it.
+	Sensitivity int
+	// NonNegative publishes non-negative counts, Integer non-negative
+	// integer counts that keep every invariant exactly where an integer
+	// table exists; Tol is the tolerance of their least-squares step (0:
+	// 1e-6).
+	NonNegative, Integer bool
+	Tol                  float64
+	// KeepMeasurements keeps the noisy measurements in the release, for
+	// SaveMeasurements.
+	KeepMeasurements bool
+	// DomainsFromData records that the schema's domains were read from the
+	// data: the release is then not private, whatever the noise.
+	DomainsFromData bool
+}
+
+// Plan is a release decided from the schema and the spec alone.
+type Plan struct {
+	schema *domain.Schema
+	spec   Spec
+	// flat or views is set: the engine that estimates. single is set
+	// beside flat for a release of one table at the finest levels, which it
+	// draws (noise on the table, then the projection onto the invariants)
+	// while flat gives its privacy story and errors.
+	flat   *WorkloadPlan
+	views  *ViewPlan
+	single *ReleaseSpec
+}
+
+// NewPlan validates the spec and plans the release. Every error it returns
+// is decided by the schema and the spec alone, before any data is read.
+func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
+	if s == nil {
+		return nil, errors.New("release: nil schema")
+	}
+	switch {
+	case len(spec.Tables) == 0:
+		return nil, errors.New("release: no tables to release")
+	case spec.NonNegative && spec.Integer:
+		return nil, errors.New("release: non-negative and integer exclude each other (integer counts are non-negative)")
+	case spec.Tol < 0 || math.IsNaN(spec.Tol) || math.IsInf(spec.Tol, 0):
+		return nil, fmt.Errorf("release: the tolerance must be a positive number, got %v", spec.Tol)
+	}
+	if spec.Tol == 0 {
+		spec.Tol = 1e-6
+	}
+	for i, v := range spec.Tables {
+		if err := s.CheckView(v); err != nil {
+			return nil, fmt.Errorf("release: table %d: %w", i+1, err)
+		}
+	}
+	for i, v := range spec.Exact {
+		if err := s.CheckView(v); err != nil {
+			return nil, fmt.Errorf("release: exact view %d: %w", i+1, err)
+		}
+	}
+	for i, v := range spec.Measure {
+		if err := s.CheckView(v); err != nil {
+			return nil, fmt.Errorf("release: measured view %d: %w", i+1, err)
+		}
+	}
+	p := &Plan{schema: s, spec: spec}
+	coarse := coarseDims(spec)
+	switch {
+	case len(coarse) == 0 && spec.Split != SplitSpine:
+		ws := WorkloadSpec{Epsilon: spec.Epsilon, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
+			DomainsFromData: spec.DomainsFromData, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
+			Strategy: spec.Strategy, KeepMeasurements: spec.KeepMeasurements}
+		ws.Cuboids, ws.Exact, ws.Measure = cuboidsOf(spec.Tables), cuboidsOf(spec.Exact), cuboidsOf(spec.Measure)
+		wp, err := PlanWorkload(s, ws, false)
+		if err != nil {
+			return nil, err
+		}
+		p.flat = wp
+		if len(spec.Tables) == 1 && spec.Measure == nil && len(wp.Release.Measurements) <= 1 && (len(wp.Release.Measurements) == 0 || wp.Release.Measurements[0].Cuboid == ws.Cuboids[0]) {
+			one := ReleaseSpec{Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta, Epsilon: spec.Epsilon,
+				Exact: ws.Exact, Cuboid: ws.Cuboids[0], Sensitivity: spec.Sensitivity, DomainsFromData: spec.DomainsFromData,
+				NonNegative: spec.NonNegative, Tol: spec.Tol, Integer: spec.Integer, keepNoisy: spec.KeepMeasurements}
+			if _, _, err := planRelease(s, one, false); err != nil {
+				return nil, err
+			}
+			p.single = &one
+		}
+	case len(coarse) <= 1:
+		if spec.Measure != nil {
+			return nil, errors.New("release: a list of views to measure is not supported for tables at coarser levels of a hierarchy yet; leave it to the strategy")
+		}
+		if spec.Strategy == MeasureMarginals {
+			return nil, errors.New("release: the marginals strategy is not supported for tables at coarser levels of a hierarchy yet; use requested or best")
+		}
+		if spec.KeepMeasurements {
+			return nil, errors.New("release: saving the measurements of tables at coarser levels of a hierarchy is not supported yet")
+		}
+		vp, err := PlanViews(s, ViewSpec{Epsilon: spec.Epsilon, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
+			Exact: spec.Exact, Views: spec.Tables, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
+			DomainsFromData: spec.DomainsFromData})
+		if err != nil {
+			return nil, err
+		}
+		p.views = vp
+	default:
+		names := make([]string, len(coarse))
+		for i, d := range coarse {
+			names[i] = fmt.Sprintf("%q", s.Dim(d).Name)
+		}
+		return nil, fmt.Errorf("release: tables at coarser levels of %d hierarchies (%v) in one release are not supported yet", len(coarse), names)
+	}
+	return p, nil
+}
+
+// coarseDims returns the dimensions some view of the spec uses at a level
+// coarser than its values.
+func coarseDims(spec Spec) []int {
+	var out []int
+	seen := map[int]bool{}
+	for _, vs := range [][]domain.View{spec.Tables, spec.Exact, spec.Measure} {
+		for _, v := range vs {
+			for _, d := range v.Dims.Dims() {
+				if v.Up[d] != 0 && !seen[d] {
+					seen[d] = true
+					out = append(out, d)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// cuboidsOf returns the cuboids of views at their finest levels (nil for
+// nil).
+func cuboidsOf(vs []domain.View) []domain.Cuboid {
+	if vs == nil {
+		return nil
+	}
+	out := make([]domain.Cuboid, len(vs))
+	for i, v := range vs {
+		out[i] = v.Dims
+	}
+	return out
+}
+
+// Schema returns the schema the plan is for.
+func (p *Plan) Schema() *domain.Schema { return p.schema }
+
+// Spec returns the spec the plan was made from.
+func (p *Plan) Spec() Spec { return p.spec }
+
+// Needs returns the views whose exact counts Run needs: the invariants, then
+// the measured views. Counting them is the only access to the data.
+func (p *Plan) Needs() []domain.View {
+	if p.flat != nil {
+		cs := p.flat.Needs()
+		if p.single != nil {
+			// The table itself, even when the invariants determine it:
+			// counting it is how ReleaseFrom checks them.
+			cs = p.single.Needs()
+		}
+		out := make([]domain.View, len(cs))
+		for i, c := range cs {
+			out[i] = domain.ViewOf(c)
+		}
+		return out
+	}
+	return p.views.Needs()
+}
+
+// Cuboid returns, for a release of one table at the finest levels that is
+// measured itself, the spec of its one noisy cuboid projected onto the
+// invariants (ReleaseFrom draws it), for pipelines that noise and project it
+// block by block; nil otherwise. Its privacy story is Workload's.
+func (p *Plan) Cuboid() *ReleaseSpec {
+	if p.single == nil {
+		return nil
+	}
+	c := *p.single
+	return &c
+}
+
+// Workload returns the plan of a release whose tables and invariants all
+// stand at their finest levels, for pipelines that estimate it block by
+// block (WorkloadPlan.Terms); nil otherwise.
+func (p *Plan) Workload() *WorkloadPlan { return p.flat }
+
+// Run draws the planned release from the exact counts of the views Needs
+// lists (more are ignored): noise on every measurement (measurement k from
+// the (k+1)-th Split of r), one least-squares estimate of every table
+// subject to the invariants, then the post-processing the spec asks for
+// (integer rounding from the next Split of r). A seeded r gives the same
+// release every time.
+func (p *Plan) Run(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
+	if p.single != nil {
+		return p.runSingle(ctx, counts, r)
+	}
+	var w *Release
+	var err error
+	if p.flat != nil {
+		exact := make(map[domain.Cuboid][]float64, len(counts))
+		for v, x := range counts {
+			if v.Flat() {
+				exact[v.Dims] = x
+			}
+		}
+		w, err = p.flat.ReleaseFrom(ctx, exact, r)
+	} else {
+		w, err = p.views.ReleaseFrom(ctx, counts, r)
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case p.spec.Integer:
+		err = w.RoundIntegers(ctx, r.Split())
+	case p.spec.NonNegative:
+		err = w.MakeNonNegative(ctx, p.spec.Tol)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// runSingle draws a release of one table at the finest levels: noise on the
+// table, then its projection onto the invariants (and the non-negative or
+// integer step), with the privacy story and errors the workload plan of the
+// same spec gives, which are the same numbers.
+func (p *Plan) runSingle(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
+	tables := make(map[domain.Cuboid][]float64, len(counts))
+	for v, x := range counts {
+		if v.Flat() {
+			tables[v.Dims] = slices.Clone(x)
+		}
+	}
+	rel, err := ReleaseFrom(ctx, p.schema, tables, *p.single, r)
+	if err != nil {
+		return nil, err
+	}
+	w := *p.flat.Release
+	w.Seeded = rel.Seeded
+	w.Tables = slices.Clone(w.Tables)
+	w.Measurements = slices.Clone(w.Measurements)
+	w.Invariants = rel.Invariants
+	t := &w.Tables[0]
+	t.Counts = rel.Counts
+	t.NonNegative, t.NonNegativeResidual = rel.NonNegative, rel.NonNegativeResidual
+	t.Integer, t.IntegerExact, t.IntegerMethod, t.IntegerMaxDeviation = rel.Integer, rel.IntegerExact, rel.IntegerMethod, rel.IntegerMaxDeviation
+	if p.spec.KeepMeasurements {
+		w.noisy = [][]float64{}
+		if rel.noisy != nil {
+			w.noisy = [][]float64{rel.noisy}
+		}
+	}
+	return &w, nil
+}
