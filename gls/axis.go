@@ -1,0 +1,440 @@
+package gls
+
+import (
+	"fmt"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/knowdp/knowdp/query"
+)
+
+// defaultDenseMax is the largest dimension given an explicit (dense)
+// basis: its transforms cost n per cell, its set-up O(n³) per factor.
+const defaultDenseMax = 256
+
+// maxAtoms bounds the atoms of one dimension (they are bit sets).
+const maxAtoms = 64
+
+// axis is what the plan knows about one dimension of the reduced domain:
+// an orthogonal decomposition of R^n into atoms such that the row space of
+// every measurement and invariant factor along it is a sum of atoms, and
+// an orthonormal basis adapted to the atoms (each basis vector lies in one
+// atom).
+type axis struct {
+	n int
+	// chain is the measurements' and invariants' partitions along the
+	// dimension when they are nested, nil otherwise.
+	chain *chain
+	// The basis: the chain's Haar basis (haar != nil), or explicit (u, n x
+	// n row-major, column k the k-th basis vector).
+	haar *haar
+	u    []float64
+	// sq caches the chain's sums of squared sizes (Haar basis only).
+	sq      [][][]float64
+	atomOf  []int // atom of each basis vector
+	atomDim []int
+	// atomDesc describes each atom for error messages.
+	atomDesc []string
+}
+
+// conflict is a failure to build an axis: factor i (and factor k, when
+// >= 0) of the list passed to newAxis, and why.
+type conflict struct {
+	i, k int
+	why  string
+}
+
+func (c *conflict) Error() string { return c.why }
+
+// newAxis builds the axis of a dimension of size n from the factors along
+// it of the measurements (the first len(omega)) and the invariants;
+// omega[j] scales measurement j's Gram in the weighted sum whose
+// eigenvectors, within each atom, form an explicit basis.
+func newAxis(n int, facs []query.Factor, omega []float64, denseMax int) (*axis, error) {
+	ax := &axis{n: n}
+	var parts []partition
+	var src []int
+	for i, f := range facs {
+		if p, ok := partOf(f); ok {
+			parts = append(parts, p)
+			src = append(src, i)
+		}
+	}
+	ch, pair, nested := newChain(n, parts)
+	if nested {
+		ax.chain = ch
+	} else if n > denseMax {
+		c := &conflict{i: -1, k: -1, why: "their partitions are not nested"}
+		if pair[0] >= 0 {
+			c.i = src[pair[0]]
+		}
+		if pair[1] >= 0 {
+			c.k = src[pair[1]]
+		}
+		return nil, c
+	}
+	if n > denseMax {
+		ax.haar = newHaar(ch)
+		ax.sq = ax.haar.sumSq()
+		L := ch.top()
+		if L+1 > maxAtoms {
+			return nil, &conflict{i: -1, k: -1, why: fmt.Sprintf("%d nested levels, at most %d", L+1, maxAtoms)}
+		}
+		ax.atomOf = ax.haar.atom
+		ax.atomDim = make([]int, L+1)
+		ax.atomDesc = make([]string, L+1)
+		for l := range L {
+			ax.atomDim[l] = ch.lv[l].part.groups - ch.lv[l+1].part.groups
+			ax.atomDesc[l] = fmt.Sprintf("the detail of its %d groups within %d", ch.lv[l].part.groups, ch.lv[l+1].part.groups)
+		}
+		ax.atomDim[L] = 1
+		ax.atomDesc[L] = "its total"
+		return ax, nil
+	}
+	return ax, ax.buildDense(facs, omega)
+}
+
+// buildDense splits R^n into the atoms of the algebra the factors' row
+// space projectors generate (they must commute), then rotates each atom's
+// basis to the eigenvectors of Σ_j omega_j F_j^T F_j compressed to it.
+func (ax *axis) buildDense(facs []query.Factor, omega []float64) error {
+	n := ax.n
+	atoms := []*mat.Dense{identity(n)}
+	for i, f := range facs {
+		pr := rowProjector(f)
+		if pr == nil {
+			continue // full column rank: every atom lies in its row space
+		}
+		var next []*mat.Dense
+		for _, u := range atoms {
+			_, k := u.Dims()
+			var c, pu mat.Dense
+			pu.Mul(pr, u)
+			c.Mul(u.T(), &pu)
+			vals, vecs, err := eigSym(&c)
+			if err != nil {
+				return &conflict{i: i, k: -1, why: err.Error()}
+			}
+			var in, out []int
+			for t, v := range vals {
+				switch {
+				case v > 1-1e-8:
+					in = append(in, t)
+				case v < 1e-8:
+					out = append(out, t)
+				default:
+					return &conflict{i: i, k: -1, why: "its row space does not commute with the other measurements' and invariants' row spaces (no common orthogonal decomposition)"}
+				}
+			}
+			for _, cols := range [][]int{in, out} {
+				if len(cols) == 0 {
+					continue
+				}
+				sub := mat.NewDense(k, len(cols), nil)
+				for a, t := range cols {
+					for r := range k {
+						sub.Set(r, a, vecs.At(r, t))
+					}
+				}
+				var nu mat.Dense
+				nu.Mul(u, sub)
+				next = append(next, &nu)
+			}
+		}
+		atoms = next
+	}
+	if len(atoms) > maxAtoms {
+		return &conflict{i: -1, k: -1, why: fmt.Sprintf("%d atoms, at most %d", len(atoms), maxAtoms)}
+	}
+	g := mat.NewDense(n, n, nil)
+	for j, w := range omega {
+		if w > 0 {
+			g.Add(g, scaled(w, mat.NewDense(n, n, gramDense(facs[j]))))
+		}
+	}
+	ax.u = make([]float64, n*n)
+	ax.atomOf = make([]int, n)
+	ax.atomDim = make([]int, len(atoms))
+	ax.atomDesc = make([]string, len(atoms))
+	col := 0
+	for a, u := range atoms {
+		_, k := u.Dims()
+		var gu, c mat.Dense
+		gu.Mul(g, u)
+		c.Mul(u.T(), &gu)
+		_, vecs, err := eigSym(&c)
+		if err != nil {
+			return &conflict{i: -1, k: -1, why: err.Error()}
+		}
+		var rot mat.Dense
+		rot.Mul(u, vecs)
+		for t := range k {
+			for x := range n {
+				ax.u[x*n+col] = rot.At(x, t)
+			}
+			ax.atomOf[col] = a
+			col++
+		}
+		ax.atomDim[a] = k
+		ax.atomDesc[a] = fmt.Sprintf("a subspace of dimension %d", k)
+	}
+	return nil
+}
+
+func identity(n int) *mat.Dense {
+	m := mat.NewDense(n, n, nil)
+	for i := range n {
+		m.Set(i, i, 1)
+	}
+	return m
+}
+
+func scaled(w float64, m *mat.Dense) *mat.Dense {
+	m.Scale(w, m)
+	return m
+}
+
+// eigSym returns the eigenvalues (ascending) and eigenvectors of the
+// symmetric part of c.
+func eigSym(c *mat.Dense) ([]float64, *mat.Dense, error) {
+	k, _ := c.Dims()
+	s := mat.NewSymDense(k, nil)
+	for i := range k {
+		for j := i; j < k; j++ {
+			s.SetSym(i, j, (c.At(i, j)+c.At(j, i))/2)
+		}
+	}
+	var e mat.EigenSym
+	if !e.Factorize(s, true) {
+		return nil, nil, fmt.Errorf("an eigendecomposition of order %d failed", k)
+	}
+	var v mat.Dense
+	e.VectorsTo(&v)
+	return e.Values(nil), &v, nil
+}
+
+// rowProjector returns the orthogonal projector onto F's row space, or nil
+// when that is all of R^n.
+func rowProjector(f query.Factor) *mat.Dense {
+	n := f.N
+	switch f.Kind {
+	case query.Identity, query.Prefix, query.Ranges:
+		return nil
+	case query.Total, query.RollUp, query.Residual:
+		p := mat.NewDense(n, n, nil)
+		part, isPart := partOf(f)
+		var size []int
+		if isPart {
+			size = part.sizes()
+		}
+		for a := range n {
+			for b := range n {
+				switch {
+				case isPart && part.of[a] == part.of[b]:
+					p.Set(a, b, 1/float64(size[part.of[a]]))
+				case !isPart:
+					v := -1 / float64(n)
+					if a == b {
+						v++
+					}
+					p.Set(a, b, v)
+				}
+			}
+		}
+		return p
+	}
+	// A given matrix: V_r V_r^T from its singular vectors.
+	m := mat.NewDense(f.Rows(), n, f.M)
+	var svd mat.SVD
+	if !svd.Factorize(m, mat.SVDFull) {
+		panic("gls: SVD failed")
+	}
+	vals := svd.Values(nil)
+	r := rankOf(vals, f.Rows(), n)
+	if r == n {
+		return nil
+	}
+	var v mat.Dense
+	svd.VTo(&v)
+	p := mat.NewDense(n, n, nil)
+	p.Mul(v.Slice(0, n, 0, r), v.Slice(0, n, 0, r).T())
+	return p
+}
+
+// rankOf counts the singular values above the usual tolerance.
+func rankOf(vals []float64, rows, cols int) int {
+	if len(vals) == 0 {
+		return 0
+	}
+	tol := float64(max(rows, cols)) * vals[0] * 1e-12
+	r := 0
+	for _, v := range vals {
+		if v > tol {
+			r++
+		}
+	}
+	return r
+}
+
+// matrixRank returns the rank of a Matrix factor.
+func matrixRank(f query.Factor) int {
+	var svd mat.SVD
+	if !svd.Factorize(mat.NewDense(f.Rows(), f.N, f.M), mat.SVDNone) {
+		panic("gls: SVD failed")
+	}
+	return rankOf(svd.Values(nil), f.Rows(), f.N)
+}
+
+// diag returns u_k^T F^T F u_k for every basis vector u_k: F's Gram in the
+// axis basis, kept on its diagonal. It costs O(n) per basis vector for
+// factors of the chain and residuals, O(n²) per vector in an explicit
+// basis, and O(n + qform) per vector otherwise.
+func (ax *axis) diag(f query.Factor) []float64 {
+	n := ax.n
+	if ax.haar != nil {
+		if p, ok := partOf(f); ok {
+			if l := ax.chain.levelOf(p); l >= 0 {
+				return ax.haar.partDiag(l, ax.sq)
+			}
+		}
+		out := make([]float64, n)
+		if f.Kind == query.Residual {
+			for k := 1; k < n; k++ {
+				out[k] = 1
+			}
+			return out
+		}
+		for k := range n {
+			out[k] = qform(f, ax.haar.vector(k))
+		}
+		return out
+	}
+	g := gramDense(f)
+	out := make([]float64, n)
+	gu := make([]float64, n)
+	for k := range n {
+		clear(gu)
+		for a := range n {
+			ua := ax.u[a*n+k]
+			if ua == 0 {
+				continue
+			}
+			for b := range n {
+				gu[b] += g[a*n+b] * ua
+			}
+		}
+		var s float64
+		for b := range n {
+			s += gu[b] * ax.u[b*n+k]
+		}
+		out[k] = max(s, 0)
+	}
+	return out
+}
+
+// support returns the atoms on which F's rows have energy (||F P_a||_F >
+// 0, from the diagonal in the axis basis), and whether F's row space is
+// exactly their sum.
+func (ax *axis) support(f query.Factor, dg []float64) (uint64, bool) {
+	e := make([]float64, len(ax.atomDim))
+	var tot float64
+	for k, v := range dg {
+		e[ax.atomOf[k]] += v
+		tot += v
+	}
+	var set uint64
+	dim := 0
+	for a, v := range e {
+		if v > 1e-9*tot {
+			set |= 1 << a
+			dim += ax.atomDim[a]
+		}
+	}
+	var rank int
+	switch f.Kind {
+	case query.Identity, query.Prefix, query.Ranges:
+		rank = f.N
+	case query.Total, query.RollUp:
+		rank = f.Rows()
+	case query.Residual:
+		rank = f.N - 1
+	case query.Matrix:
+		rank = matrixRank(f)
+	}
+	return set, rank == dim
+}
+
+// transform replaces axis d of the tensor t (row-major of shape) by its
+// coefficients in the axis basis (inv false) or back (inv true). buf
+// needs len(t) for an explicit basis, 2n + the chain's nodes for Haar.
+func (ax *axis) transform(t []float64, shape []int, d int, inv bool, buf []float64) {
+	n := ax.n
+	if n == 1 {
+		return // the basis is (1)
+	}
+	outer, inner := 1, 1
+	for _, s := range shape[:d] {
+		outer *= s
+	}
+	for _, s := range shape[d+1:] {
+		inner *= s
+	}
+	if ax.u != nil {
+		u := blas64.General{Rows: n, Cols: n, Stride: n, Data: ax.u}
+		if inner == 1 {
+			// t is outer x n: coefficients are t U, values c U^T.
+			x := blas64.General{Rows: outer, Cols: n, Stride: n, Data: t}
+			y := blas64.General{Rows: outer, Cols: n, Stride: n, Data: buf[:len(t)]}
+			tb := blas.NoTrans
+			if inv {
+				tb = blas.Trans
+			}
+			blas64.Gemm(blas.NoTrans, tb, 1, x, u, 0, y)
+			copy(t, y.Data)
+			return
+		}
+		ta := blas.Trans
+		if inv {
+			ta = blas.NoTrans
+		}
+		for o := range outer {
+			blk := t[o*n*inner : (o+1)*n*inner]
+			x := blas64.General{Rows: n, Cols: inner, Stride: inner, Data: blk}
+			y := blas64.General{Rows: n, Cols: inner, Stride: inner, Data: buf[:len(blk)]}
+			blas64.Gemm(ta, blas.NoTrans, 1, u, x, 0, y)
+			copy(blk, y.Data)
+		}
+		return
+	}
+	in, out, s := buf[:n], buf[n:2*n], buf[2*n:2*n+ax.haar.nodes]
+	for o := range outer {
+		blk := t[o*n*inner : (o+1)*n*inner]
+		for i := range inner {
+			for k := range n {
+				in[k] = blk[k*inner+i]
+			}
+			if inv {
+				ax.haar.inverse(in, out, s)
+			} else {
+				ax.haar.forward(in, out, s)
+			}
+			for k := range n {
+				blk[k*inner+i] = out[k]
+			}
+		}
+	}
+}
+
+// bufLen returns the scratch transform needs for a tensor of the given
+// number of cells.
+func (ax *axis) bufLen(cells int) int {
+	if ax.u != nil {
+		return cells
+	}
+	if ax.haar == nil {
+		return 0
+	}
+	return 2*ax.n + ax.haar.nodes
+}
