@@ -14,6 +14,10 @@ import (
 // basis: its transforms cost n per cell, its set-up O(n³) per factor.
 const defaultDenseMax = 256
 
+// smallDense is the size up to which a dimension gets an explicit basis
+// even when the Haar basis would do.
+const smallDense = 16
+
 // maxAtoms bounds the atoms of one dimension (they are bit sets).
 const maxAtoms = 64
 
@@ -63,9 +67,22 @@ func newAxis(n int, facs []query.Factor, omega []float64, denseMax int) (*axis, 
 		}
 	}
 	ch, pair, nested := newChain(n, parts)
+	// An explicit basis costs n per cell and transform; a Haar basis a few
+	// operations. The explicit one is needed when the measurements'
+	// factors are not all diagonal or nearly so in the chain's Haar basis
+	// (prefix, ranges and given matrices), and cheap on small dimensions,
+	// where its rotation to the Grams' eigenvectors is worth having.
+	needExplicit := !nested
+	for _, f := range facs[:len(omega)] {
+		switch f.Kind {
+		case query.Prefix, query.Ranges, query.Matrix:
+			needExplicit = true
+		}
+	}
+	explicit := n <= denseMax && (needExplicit || n <= min(denseMax, smallDense))
 	if nested {
 		ax.chain = ch
-	} else if n > denseMax {
+	} else if !explicit {
 		c := &conflict{i: -1, k: -1, why: "their partitions are not nested"}
 		if pair[0] >= 0 {
 			c.i = src[pair[0]]
@@ -75,7 +92,7 @@ func newAxis(n int, facs []query.Factor, omega []float64, denseMax int) (*axis, 
 		}
 		return nil, c
 	}
-	if n > denseMax {
+	if !explicit {
 		ax.haar = newHaar(ch)
 		ax.sq = ax.haar.sumSq()
 		L := ch.top()
@@ -399,12 +416,31 @@ func (ax *axis) transform(t []float64, shape []int, d int, inv bool, buf []float
 		if inv {
 			ta = blas.NoTrans
 		}
-		for o := range outer {
-			blk := t[o*n*inner : (o+1)*n*inner]
-			x := blas64.General{Rows: n, Cols: inner, Stride: inner, Data: blk}
-			y := blas64.General{Rows: n, Cols: inner, Stride: inner, Data: buf[:len(blk)]}
-			blas64.Gemm(ta, blas.NoTrans, 1, u, x, 0, y)
-			copy(blk, y.Data)
+		// One product U^T X with X = the tensor as n x (outer·inner):
+		// small blocks would leave the matrix product starved.
+		cols := outer * inner
+		b := buf[:len(t)]
+		if outer > 1 {
+			for o := range outer {
+				blk := t[o*n*inner : (o+1)*n*inner]
+				for k := range n {
+					copy(b[k*cols+o*inner:k*cols+(o+1)*inner], blk[k*inner:(k+1)*inner])
+				}
+			}
+		} else {
+			copy(b, t)
+		}
+		x := blas64.General{Rows: n, Cols: cols, Stride: cols, Data: b}
+		y := blas64.General{Rows: n, Cols: cols, Stride: cols, Data: t}
+		blas64.Gemm(ta, blas.NoTrans, 1, u, x, 0, y)
+		if outer > 1 {
+			copy(b, t)
+			for o := range outer {
+				blk := t[o*n*inner : (o+1)*n*inner]
+				for k := range n {
+					copy(blk[k*inner:(k+1)*inner], b[k*cols+o*inner:k*cols+(o+1)*inner])
+				}
+			}
 		}
 		return
 	}

@@ -243,7 +243,7 @@ func TestSweepIsProjection(t *testing.T) {
 			y[i] = rng.NormFloat64() * 3
 		}
 		got := slices.Clone(y)
-		sweep(got, invs, vals)
+		sweep(got, invs, vals, nil)
 		E := stack(cells, es...)
 		ep, _ := pinv(E)
 		// y - E^+ (E y - e) is the orthogonal projection onto the affine set.
@@ -515,5 +515,209 @@ func TestCertificate(t *testing.T) {
 	_, err = pl.Solve(context.Background(), s.meas, s.inv)
 	if err == nil || !strings.Contains(err.Error(), "after 1 iterations, not the tolerance 1e-10") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestKronApply pins the package's Kronecker products to query.Term's.
+func TestKronApply(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	var w kronWork
+	for range 200 {
+		D := 1 + rng.IntN(4)
+		shape := make([]int, D)
+		tm := make(query.Term, D)
+		for d := range shape {
+			shape[d] = 1 + rng.IntN(6)
+			tm[d] = randomFactor(rng, shape[d], randomChain(rng, shape[d], 2), allKinds)
+		}
+		x := make([]float64, tm.Cells())
+		for i := range x {
+			x[i] = rng.NormFloat64()
+		}
+		y := make([]float64, tm.Rows())
+		for i := range y {
+			y[i] = rng.NormFloat64()
+		}
+		for _, c := range []struct {
+			got, want []float64
+		}{
+			{slices.Clone(w.apply(tm, x, false)), tm.Apply(x)},
+			{slices.Clone(w.apply(tm, y, true)), tm.ApplyT(y)},
+		} {
+			if len(c.got) != len(c.want) {
+				t.Fatalf("%v: length %d, want %d", kinds(tm), len(c.got), len(c.want))
+			}
+			for i := range c.got {
+				if math.Abs(c.got[i]-c.want[i]) > 1e-12*(1+math.Abs(c.want[i])) {
+					t.Fatalf("%v: entry %d is %v, want %v", kinds(tm), i, c.got[i], c.want[i])
+				}
+			}
+		}
+		// Chained use: the output of one product as the input of the next.
+		back := slices.Clone(w.apply(tm, w.apply(tm, x, false), true))
+		want := tm.ApplyT(tm.Apply(x))
+		for i := range back {
+			if math.Abs(back[i]-want[i]) > 1e-10*(1+math.Abs(want[i])) {
+				t.Fatalf("%v: chained entry %d is %v, want %v", kinds(tm), i, back[i], want[i])
+			}
+		}
+	}
+}
+
+// TestVarianceClasses checks how many solves Variances takes where the
+// symmetries are known by hand, and the variances against the dense ones.
+func TestVarianceClasses(t *testing.T) {
+	I, T := query.NewIdentity, query.NewTotal
+	ru := func(g []int32) query.Factor {
+		f, err := query.NewRollUp(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	// Exchangeable dimensions: identity rows are one class; prefix rows
+	// (five classes) are evaluated through the constant and one contrast.
+	exch := Problem{
+		Shape: []int{5, 4},
+		Measurements: []Measurement{
+			{Term: query.Term{I(5), I(4)}, Variance: 1},
+			{Term: query.Term{T(5), I(4)}, Variance: 2},
+			{Term: query.Term{query.NewResidual(5), T(4)}, Variance: 3},
+		},
+		Invariants: []Invariant{{Term: query.Term{T(5), T(4)}}},
+	}
+	// Two hierarchies: counties in states of sizes 3, 2, 4, 1, 2, states
+	// in regions {0, 1} and {2, 3, 4}; years in bands of 3, 2, 3, 1, bands
+	// in two broad groups. No two states (or regions, bands or broad
+	// groups) are alike, so county x broad has 5 x 2 classes and state x
+	// band x sex 5 x 4 (the sexes are exchangeable).
+	county := []int32{0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 4, 4}
+	region := []int32{0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1}
+	band := []int32{0, 0, 0, 1, 1, 2, 2, 2, 3}
+	broad := []int32{0, 0, 0, 0, 0, 1, 1, 1, 1}
+	tree := Problem{
+		Shape: []int{12, 9, 2},
+		Measurements: []Measurement{
+			{Term: query.Term{ru(county), ru(band), I(2)}, Variance: 1},
+			{Term: query.Term{I(12), ru(broad), T(2)}, Variance: 2},
+			{Term: query.Term{ru(region), I(9), T(2)}, Variance: 1.5},
+		},
+		Invariants: []Invariant{{Term: query.Term{ru(county), T(9), T(2)}}},
+	}
+	cases := []struct {
+		p      Problem
+		q      query.Term
+		solves int
+	}{
+		{exch, query.Term{I(5), I(4)}, 1},
+		{exch, query.Term{query.NewPrefix(5), I(4)}, 2},
+		{exch, query.Term{query.NewRanges(5), T(4)}, 2},
+		{tree, query.Term{I(12), ru(broad), T(2)}, 10},
+		{tree, query.Term{ru(county), ru(band), I(2)}, 5 * 4},
+	}
+	ctx := context.Background()
+	for i, c := range cases {
+		p := c.p
+		p.Queries = []Query{{Term: c.q}}
+		pl, err := NewPlan(p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := pl.Variances(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Solves != c.solves {
+			t.Errorf("case %d (%v): %d solves, want %d", i, kinds(c.q), v.Solves, c.solves)
+		}
+		meas := make([][]float64, len(p.Measurements))
+		for j, m := range p.Measurements {
+			meas[j] = make([]float64, m.Term.Rows())
+		}
+		inv := make([][]float64, len(p.Invariants))
+		for k, e := range p.Invariants {
+			inv[k] = make([]float64, e.Term.Rows())
+		}
+		g := solveDense(p, meas, inv)
+		q := denseTerm(c.q)
+		for r := range c.q.Rows() {
+			_, want := g.lawDense(q.RawRowView(r))
+			if math.Abs(v.Values[r]-want) > 1e-7*(1+want) {
+				t.Fatalf("case %d row %d: %v, dense %v", i, r, v.Values[r], want)
+			}
+		}
+	}
+}
+
+// TestAnswer: any determined term can be answered after the solve; an
+// undetermined one is refused.
+func TestAnswer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	s := newRandomSetup(rng, []int{4, 5, 3}, 4, 2)
+	pl, err := NewPlan(s.p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	est, err := pl.Solve(context.Background(), s.meas, s.inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := solveDense(s.p, s.meas, s.inv)
+	seen := [2]int{}
+	for _, qt := range s.candidates {
+		got, err := est.Answer(qt)
+		if !g.determinedDense(qt) {
+			if err == nil || !strings.Contains(err.Error(), "not determined") {
+				t.Fatalf("%v: got %v, want a refusal", kinds(qt), err)
+			}
+			seen[0]++
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[1]++
+		want := mat.NewVecDense(qt.Rows(), nil)
+		want.MulVec(denseTerm(qt), g.x)
+		for r := range got {
+			if math.Abs(got[r]-want.AtVec(r)) > 1e-6*(1+maxAbs(want.RawVector().Data)) {
+				t.Fatalf("%v row %d: %v, dense %v", kinds(qt), r, got[r], want.AtVec(r))
+			}
+		}
+	}
+	if seen[0] == 0 || seen[1] == 0 {
+		t.Fatalf("refused %d, answered %d: the draw must exercise both", seen[0], seen[1])
+	}
+}
+
+func TestSolveInputErrors(t *testing.T) {
+	I := query.NewIdentity
+	p := Problem{
+		Shape:        []int{3, 2},
+		Measurements: []Measurement{{Name: "m", Term: query.Term{I(3), I(2)}, Variance: 1}},
+		Invariants:   []Invariant{{Name: "e", Term: query.Term{query.NewTotal(3), I(2)}}},
+	}
+	pl, err := NewPlan(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		meas, inv [][]float64
+		want      string
+	}{
+		{[][]float64{{1, 2, 3}}, [][]float64{{1, 2}}, `measurement "m": 3 values for 6 rows`},
+		{[][]float64{{1, 2, 3, 4, 5, math.NaN()}}, [][]float64{{1, 2}}, `measurement "m": row 5 is NaN`},
+		{[][]float64{{1, 2, 3, 4, 5, 6}}, [][]float64{{1}}, `invariant "e": 1 values for 2 rows`},
+		{[][]float64{{1, 2, 3, 4, 5, 6}}, nil, "answers for 0 invariants, the problem has 1"},
+	} {
+		if _, err := pl.Solve(ctx, c.meas, c.inv); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want %q", err, c.want)
+		}
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := pl.Solve(cancelled, [][]float64{{1, 2, 3, 4, 5, 6}}, [][]float64{{1, 2}}); err != context.Canceled {
+		t.Errorf("cancelled: got %v", err)
 	}
 }

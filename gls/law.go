@@ -81,7 +81,7 @@ func rowsShape(t query.Term) []int {
 // g||², the variance of the estimate of q.
 func (pl *Plan) solveLaw(ctx context.Context, q []float64, w *work) ([]float64, float64, Certificate, error) {
 	rhs := append([]float64(nil), q...)
-	sweep(rhs, pl.inv, nil)
+	sweep(rhs, pl.inv, nil, &w.kron)
 	g := make([]float64, pl.cells)
 	cert, err := pl.pcg(ctx, rhs, g, norm2(q), w)
 	if err != nil {
@@ -89,7 +89,7 @@ func (pl *Plan) solveLaw(ctx context.Context, q []float64, w *work) ([]float64, 
 	}
 	var v float64
 	for _, m := range pl.meas {
-		y := m.term.Apply(g)
+		y := w.kron.apply(m.term, g, false)
 		v += m.w * dot(y, y)
 	}
 	return g, v, cert, nil

@@ -285,11 +285,11 @@ func (pl *Plan) determined(t query.Term, name string) error {
 func (pl *Plan) Shape() []int { return append([]int(nil), pl.shape...) }
 
 // normal sets out = N x = Σ_j w_j M_j^T M_j x.
-func (pl *Plan) normal(x, out []float64) {
+func (pl *Plan) normal(x, out []float64, w *kronWork) {
 	clear(out)
 	for _, m := range pl.meas {
-		y := m.term.Apply(x)
-		back := m.term.ApplyT(y)
+		y := w.apply(m.term, x, false)
+		back := w.apply(m.term, y, true)
 		for c, v := range back {
 			out[c] += m.w * v
 		}
@@ -297,9 +297,9 @@ func (pl *Plan) normal(x, out []float64) {
 }
 
 // op sets out = P N p.
-func (pl *Plan) op(p, out []float64) {
-	pl.normal(p, out)
-	sweep(out, pl.inv, nil)
+func (pl *Plan) op(p, out []float64, w *kronWork) {
+	pl.normal(p, out, w)
+	sweep(out, pl.inv, nil, w)
 }
 
 // pcg solves P N P u = rhs (rhs in the invariants' null space) from u = 0
@@ -321,7 +321,7 @@ func (pl *Plan) pcg(ctx context.Context, rhs, u []float64, scale float64, w *wor
 		return dot(r, z)
 	}
 	trueResidual := func() float64 {
-		pl.op(u, q)
+		pl.op(u, q, &w.kron)
 		for c := range r {
 			r[c] = rhs[c] - q[c]
 		}
@@ -336,7 +336,7 @@ func (pl *Plan) pcg(ctx context.Context, rhs, u []float64, scale float64, w *wor
 		if cert.Iterations >= maxit {
 			return cert, fmt.Errorf("gls: conjugate gradients reached a relative residual of %.3g after %d iterations, not the tolerance %.3g", cert.Residual, cert.Iterations, tol)
 		}
-		pl.op(p, q)
+		pl.op(p, q, &w.kron)
 		pq := dot(p, q)
 		cert.Iterations++
 		if !(pq > 0) || !(rz > 0) {
@@ -416,27 +416,28 @@ func (pl *Plan) Solve(ctx context.Context, meas, inv [][]float64) (*Estimate, er
 	if err := consistent(pl.inv, inv, p.invName); err != nil {
 		return nil, err
 	}
+	w := pl.newWork()
 	x0 := make([]float64, pl.cells)
-	sweep(x0, pl.inv, inv)
+	sweep(x0, pl.inv, inv, &w.kron)
 	b := make([]float64, pl.cells)
 	for j, m := range pl.meas {
-		back := m.term.ApplyT(meas[j])
+		back := w.kron.apply(m.term, meas[j], true)
 		for c, v := range back {
 			b[c] += m.w * v
 		}
 	}
 	nx := make([]float64, pl.cells)
-	pl.normal(x0, nx)
+	pl.normal(x0, nx, &w.kron)
 	rhs := make([]float64, pl.cells)
 	for c := range rhs {
 		rhs[c] = b[c] - nx[c]
 	}
-	sweep(rhs, pl.inv, nil)
+	sweep(rhs, pl.inv, nil, &w.kron)
 	// The scale is taken before projecting: when the invariants explain
 	// the data, P b and P N x0 are rounding, and so is their ratio.
 	scale := norm2(b) + norm2(nx)
 	u := make([]float64, pl.cells)
-	cert, err := pl.pcg(ctx, rhs, u, scale, pl.newWork())
+	cert, err := pl.pcg(ctx, rhs, u, scale, w)
 	if err != nil {
 		return nil, err
 	}
@@ -446,7 +447,7 @@ func (pl *Plan) Solve(ctx context.Context, meas, inv [][]float64) (*Estimate, er
 	}
 	// Rounding leaves the iterate a hair off the invariants; one more
 	// sweep puts it back (a change far below the tolerance).
-	sweep(x, pl.inv, inv)
+	sweep(x, pl.inv, inv, &w.kron)
 	est := &Estimate{Certificate: cert, x: x, plan: pl}
 	for _, t := range pl.queries {
 		est.Answers = append(est.Answers, t.Apply(x))

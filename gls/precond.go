@@ -229,6 +229,7 @@ func (pl *Plan) newPrecond(kind Preconditioner) {
 
 // work is one solver's scratch.
 type work struct {
+	kron   kronWork
 	t, buf []float64
 	// tree passes: per node of every level, α, β and φ; the fibre.
 	alpha, beta, phi, fib, out []float64
@@ -264,7 +265,7 @@ func (pl *Plan) applyPrecond(r, out []float64, w *work) {
 		for c, v := range r {
 			out[c] = v * pre.invDiag[c]
 		}
-		sweep(out, pl.inv, nil)
+		sweep(out, pl.inv, nil, &w.kron)
 		return
 	}
 	copy(out, r)

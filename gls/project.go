@@ -32,9 +32,12 @@ func newInvTerm(t query.Term) invTerm {
 // applies the homogeneous projections I - E^T (E E^T)^{-1} E, whose
 // product is the orthogonal projector P onto the invariants' null space
 // (the package doc proves that the projections commute).
-func sweep(y []float64, invs []invTerm, vals [][]float64) {
+func sweep(y []float64, invs []invTerm, vals [][]float64, w *kronWork) {
+	if w == nil {
+		w = new(kronWork)
+	}
 	for i, it := range invs {
-		ey := it.term.Apply(y)
+		ey := w.apply(it.term, y, false)
 		for r := range ey {
 			v := -ey[r]
 			if vals != nil {
@@ -42,7 +45,7 @@ func sweep(y []float64, invs []invTerm, vals [][]float64) {
 			}
 			ey[r] = v / it.size[r]
 		}
-		corr := it.term.ApplyT(ey)
+		corr := w.apply(it.term, ey, true)
 		for k, v := range corr {
 			y[k] += v
 		}
