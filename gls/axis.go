@@ -2,6 +2,7 @@ package gls
 
 import (
 	"fmt"
+	"math"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -11,8 +12,9 @@ import (
 )
 
 // defaultDenseMax is the largest dimension given an explicit (dense)
-// basis: its transforms cost n per cell, its set-up O(n³) per factor.
-const defaultDenseMax = 256
+// basis when one is needed: its transforms cost n per cell, its set-up
+// O(n³) (about a second at 1,024).
+const defaultDenseMax = 1024
 
 // smallDense is the size up to which a dimension gets an explicit basis
 // even when the Haar basis would do.
@@ -116,47 +118,74 @@ func newAxis(n int, facs []query.Factor, omega []float64, denseMax int) (*axis, 
 // buildDense splits R^n into the atoms of the algebra the factors' row
 // space projectors generate (they must commute), then rotates each atom's
 // basis to the eigenvectors of Σ_j omega_j F_j^T F_j compressed to it.
+// Splitting an atom U by a row space with orthonormal basis B costs one
+// eigendecomposition of the small X X^T, X = B^T U, and one QR.
 func (ax *axis) buildDense(facs []query.Factor, omega []float64) error {
 	n := ax.n
-	atoms := []*mat.Dense{identity(n)}
+	atoms := []*mat.Dense{nil} // nil stands for the identity
+	dimOf := func(u *mat.Dense) int {
+		if u == nil {
+			return n
+		}
+		_, k := u.Dims()
+		return k
+	}
 	for i, f := range facs {
-		pr := rowProjector(f)
-		if pr == nil {
+		b := rowBasis(f)
+		if b == nil {
 			continue // full column rank: every atom lies in its row space
 		}
+		_, r := b.Dims()
 		var next []*mat.Dense
 		for _, u := range atoms {
-			_, k := u.Dims()
-			var c, pu mat.Dense
-			pu.Mul(pr, u)
-			c.Mul(u.T(), &pu)
-			vals, vecs, err := eigSym(&c)
+			k := dimOf(u)
+			var x mat.Dense
+			if u == nil {
+				x.CloneFrom(b.T())
+			} else {
+				x.Mul(b.T(), u)
+			}
+			var s mat.Dense
+			s.Mul(&x, x.T())
+			vals, w, err := eigSym(&s)
 			if err != nil {
 				return &conflict{i: i, k: -1, why: err.Error()}
 			}
-			var in, out []int
+			var ones []int
 			for t, v := range vals {
 				switch {
 				case v > 1-1e-8:
-					in = append(in, t)
+					ones = append(ones, t)
 				case v < 1e-8:
-					out = append(out, t)
 				default:
 					return &conflict{i: i, k: -1, why: "its row space does not commute with the other measurements' and invariants' row spaces (no common orthogonal decomposition)"}
 				}
 			}
-			for _, cols := range [][]int{in, out} {
-				if len(cols) == 0 {
-					continue
-				}
-				sub := mat.NewDense(k, len(cols), nil)
-				for a, t := range cols {
-					for r := range k {
-						sub.Set(r, a, vecs.At(r, t))
-					}
-				}
+			r1 := len(ones)
+			if r1 == 0 || r1 == k {
+				next = append(next, u)
+				continue
+			}
+			// The atom's part in the row space (or its complement) is
+			// spanned by X^T w for the unit eigenvalues; a full QR gives
+			// it and its complement orthonormal bases.
+			w1 := mat.NewDense(r, r1, nil)
+			for a, t := range ones {
+				w1.SetCol(a, mat.Col(nil, t, w))
+			}
+			var y mat.Dense
+			y.Mul(x.T(), w1)
+			var qr mat.QR
+			qr.Factorize(&y)
+			var q mat.Dense
+			qr.QTo(&q)
+			for _, part := range []mat.Matrix{q.Slice(0, k, 0, r1), q.Slice(0, k, r1, k)} {
 				var nu mat.Dense
-				nu.Mul(u, sub)
+				if u == nil {
+					nu.CloneFrom(part)
+				} else {
+					nu.Mul(u, part)
+				}
 				next = append(next, &nu)
 			}
 		}
@@ -177,16 +206,24 @@ func (ax *axis) buildDense(facs []query.Factor, omega []float64) error {
 	ax.atomDesc = make([]string, len(atoms))
 	col := 0
 	for a, u := range atoms {
-		_, k := u.Dims()
-		var gu, c mat.Dense
-		gu.Mul(g, u)
-		c.Mul(u.T(), &gu)
+		k := dimOf(u)
+		var c mat.Dense
+		if u == nil {
+			c.CloneFrom(g)
+		} else {
+			var gu mat.Dense
+			gu.Mul(g, u)
+			c.Mul(u.T(), &gu)
+		}
 		_, vecs, err := eigSym(&c)
 		if err != nil {
 			return &conflict{i: -1, k: -1, why: err.Error()}
 		}
-		var rot mat.Dense
-		rot.Mul(u, vecs)
+		rot := vecs
+		if u != nil {
+			rot = new(mat.Dense)
+			rot.Mul(u, vecs)
+		}
 		for t := range k {
 			for x := range n {
 				ax.u[x*n+col] = rot.At(x, t)
@@ -232,52 +269,49 @@ func eigSym(c *mat.Dense) ([]float64, *mat.Dense, error) {
 	return e.Values(nil), &v, nil
 }
 
-// rowProjector returns the orthogonal projector onto F's row space, or nil
-// when that is all of R^n.
-func rowProjector(f query.Factor) *mat.Dense {
+// rowBasis returns an orthonormal basis (columns) of F's row space, or of
+// its orthogonal complement, whichever is known to be smaller (splitting
+// by either gives the same atoms), or nil when the row space is all of
+// R^n.
+func rowBasis(f query.Factor) *mat.Dense {
 	n := f.N
 	switch f.Kind {
 	case query.Identity, query.Prefix, query.Ranges:
 		return nil
-	case query.Total, query.RollUp, query.Residual:
-		p := mat.NewDense(n, n, nil)
-		part, isPart := partOf(f)
-		var size []int
-		if isPart {
-			size = part.sizes()
+	case query.Total, query.Residual:
+		b := mat.NewDense(n, 1, nil)
+		for x := range n {
+			b.Set(x, 0, 1/math.Sqrt(float64(n)))
 		}
-		for a := range n {
-			for b := range n {
-				switch {
-				case isPart && part.of[a] == part.of[b]:
-					p.Set(a, b, 1/float64(size[part.of[a]]))
-				case !isPart:
-					v := -1 / float64(n)
-					if a == b {
-						v++
-					}
-					p.Set(a, b, v)
-				}
-			}
+		return b
+	case query.RollUp:
+		p, _ := partOf(f)
+		size := p.sizes()
+		b := mat.NewDense(n, p.groups, nil)
+		for x, g := range p.of {
+			b.Set(x, int(g), 1/math.Sqrt(float64(size[g])))
 		}
-		return p
+		return b
 	}
-	// A given matrix: V_r V_r^T from its singular vectors.
+	// A given matrix: its right singular vectors.
 	m := mat.NewDense(f.Rows(), n, f.M)
 	var svd mat.SVD
 	if !svd.Factorize(m, mat.SVDFull) {
 		panic("gls: SVD failed")
 	}
-	vals := svd.Values(nil)
-	r := rankOf(vals, f.Rows(), n)
+	r := rankOf(svd.Values(nil), f.Rows(), n)
 	if r == n {
 		return nil
 	}
 	var v mat.Dense
 	svd.VTo(&v)
-	p := mat.NewDense(n, n, nil)
-	p.Mul(v.Slice(0, n, 0, r), v.Slice(0, n, 0, r).T())
-	return p
+	if r == 0 {
+		return identity(n) // the zero matrix: the complement is everything
+	}
+	if r <= n/2 {
+		return mat.DenseCopyOf(v.Slice(0, n, 0, r))
+	}
+	return mat.DenseCopyOf(v.Slice(0, n, r, n))
 }
 
 // rankOf counts the singular values above the usual tolerance.
@@ -328,25 +362,18 @@ func (ax *axis) diag(f query.Factor) []float64 {
 		}
 		return out
 	}
-	g := gramDense(f)
+	u := mat.NewDense(n, n, ax.u)
+	var gu mat.Dense
+	gu.Mul(mat.NewDense(n, n, gramDense(f)), u)
 	out := make([]float64, n)
-	gu := make([]float64, n)
-	for k := range n {
-		clear(gu)
-		for a := range n {
-			ua := ax.u[a*n+k]
-			if ua == 0 {
-				continue
-			}
-			for b := range n {
-				gu[b] += g[a*n+b] * ua
-			}
+	for a := range n {
+		ua, ga := ax.u[a*n:(a+1)*n], gu.RawRowView(a)
+		for k, v := range ua {
+			out[k] += v * ga[k]
 		}
-		var s float64
-		for b := range n {
-			s += gu[b] * ax.u[b*n+k]
-		}
-		out[k] = max(s, 0)
+	}
+	for k, v := range out {
+		out[k] = max(v, 0)
 	}
 	return out
 }

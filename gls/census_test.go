@@ -207,3 +207,23 @@ func BenchmarkCensusPlan(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCensusVariances: every row's variance of region x broad (12
+// rows; no two regions or broad groups alike, so 12 solves).
+func BenchmarkCensusVariances(b *testing.B) {
+	c := newCensus(1)
+	pl, err := NewPlan(c.p, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var v *Variances
+	for b.Loop() {
+		v, err = pl.Variances(context.Background(), 4)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(v.Solves), "solves")
+	b.ReportMetric(float64(v.Certificate.Iterations), "iterations")
+}
