@@ -106,7 +106,11 @@ func newAxis(n int, facs []query.Factor, omega []float64, denseMax int) (*axis, 
 		ax.atomDesc = make([]string, L+1)
 		for l := range L {
 			ax.atomDim[l] = ch.lv[l].part.groups - ch.lv[l+1].part.groups
-			ax.atomDesc[l] = fmt.Sprintf("the detail of its %d groups within %d", ch.lv[l].part.groups, ch.lv[l+1].part.groups)
+			what := "groups"
+			if l == 0 {
+				what = "values"
+			}
+			ax.atomDesc[l] = fmt.Sprintf("the differences among its %d %s within each of %d groups", ch.lv[l].part.groups, what, ch.lv[l+1].part.groups)
 		}
 		ax.atomDim[L] = 1
 		ax.atomDesc[L] = "its total"
@@ -232,7 +236,26 @@ func (ax *axis) buildDense(facs []query.Factor, omega []float64) error {
 			col++
 		}
 		ax.atomDim[a] = k
-		ax.atomDesc[a] = fmt.Sprintf("a subspace of dimension %d", k)
+		// Its share of the constant says whether it is the total, part
+		// of the contrasts, or neither.
+		var c1 float64
+		for t := col - k; t < col; t++ {
+			var s float64
+			for x := range n {
+				s += ax.u[x*n+t]
+			}
+			c1 += s * s / float64(n)
+		}
+		switch {
+		case k == 1 && c1 > 0.5:
+			ax.atomDesc[a] = "its total"
+		case c1 < 0.5 && k == n-1:
+			ax.atomDesc[a] = "the differences among its values"
+		case c1 < 0.5:
+			ax.atomDesc[a] = fmt.Sprintf("a %d-dimensional part of the differences among its values", k)
+		default:
+			ax.atomDesc[a] = fmt.Sprintf("a %d-dimensional part of its values", k)
+		}
 	}
 	return nil
 }

@@ -118,10 +118,14 @@
 // atoms: the Haar basis of its chain (the constant and, for each node with
 // children c_1..c_k, the weighted Helmert contrasts f_i ∝ mean over
 // c_1..c_{i-1} - mean over c_i, i = 2..k; transforms in O(n + nodes)), or
-// for small dimensions and those measured by prefix, ranges or matrices an
-// explicit basis (the atoms rotated to the eigenvectors of Σ_j ω_j F_j^T
-// F_j compressed to each atom, ω_j = Π_{e≠d} of the mean diagonal of F_j's
-// other Grams). In the tensor basis U = ⊗ U_d every A_i is diagonal with
+// an explicit basis (the atoms rotated to the eigenvectors of Σ_j ω_j
+// F_j^T F_j compressed to each atom, ω_j = Π_{e≠d} of the mean diagonal of
+// F_j's other Grams; transforms in O(n) per cell) for dimensions of at most
+// 16 values, and of at most 1,024 where prefix, ranges or given matrices
+// are measured or the partitions are not nested. On an ordered dimension
+// of 1,000 values measured by prefix sums the explicit basis takes 4
+// iterations where the Haar basis takes about 1,800 (BenchmarkPrefix*: go
+// test ./gls -run '^$' -bench Prefix). In the tensor basis U = ⊗ U_d every A_i is diagonal with
 // 0/1 entries, so P is a mask, and the Kronecker approximation
 //
 //	N ≈ Σ_j w_j ⊗_d diag(U_d^T F_{j,d}^T F_{j,d} U_d)
@@ -147,9 +151,11 @@
 // it. When the lowest levels carry no precision, the pass starts at the
 // lowest level that does (r averaged onto its groups: the pseudo-inverse
 // on the range of M). The result is symmetric positive semi-definite and
-// exact whenever the other dimensions' Grams are diagonal in their bases:
-// on the census shape below it takes 10 iterations where Jacobi takes
-// 165.
+// exact whenever the other dimensions' Grams are diagonal in their bases.
+// On the census shape (BenchmarkCensusSolveKronecker and
+// BenchmarkCensusSolveJacobi; go test ./gls -run '^$' -bench Census) it
+// reaches a relative residual of 1e-10 in 10 iterations where Jacobi takes
+// about 160.
 //
 // # Error laws
 //

@@ -302,7 +302,9 @@ func TestRefusals(t *testing.T) {
 		{"crossing invariants", Problem{Shape: []int{4, 3}, Measurements: meas,
 			Invariants: []Invariant{{Name: "A", Term: query.Term{a, T(3)}}, {Name: "B", Term: query.Term{b, T(3)}}}}, `invariant "A" and invariant "B": their partitions of dimension 0 are not nested`},
 		{"undetermined", Problem{Shape: []int{4, 3}, Measurements: []Measurement{{Term: query.Term{a, I(3)}, Variance: 1}},
-			Queries: []Query{{Name: "detail", Term: query.Term{I(4), T(3)}}}}, `query "detail" is not determined`},
+			Queries: []Query{{Name: "detail", Term: query.Term{I(4), T(3)}}}}, `query "detail" is not determined: along dimension 0 it tells apart values that every measurement and invariant adds together`},
+		{"undetermined in the atoms", Problem{Shape: []int{4, 3}, Measurements: []Measurement{{Term: query.Term{a, I(3)}, Variance: 1}, {Term: query.Term{I(4), T(3)}, Variance: 1}},
+			Queries: []Query{{Name: "detail", Term: query.Term{I(4), I(3)}}}}, `query "detail" is not determined by the measurements and invariants: none of them observes its component made of (dimension 0: a 2-dimensional part of the differences among its values; dimension 1: the differences among its values)`},
 		{"variance", Problem{Shape: []int{4, 3}, Measurements: []Measurement{{Name: "m", Term: query.Term{I(4), I(3)}, Variance: 0}}}, `measurement "m": the noise variance`},
 		{"shape", Problem{Shape: []int{4, 3}, Measurements: []Measurement{{Term: query.Term{I(4), I(2)}, Variance: 1}}}, "measurement 1: factor 1 has 2 columns"},
 	}

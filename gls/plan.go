@@ -278,7 +278,7 @@ func (pl *Plan) determined(t query.Term, name string) error {
 	if where == "" {
 		where = "the grand total"
 	}
-	return fmt.Errorf("gls: %s is not determined by the measurements and invariants: none of them observes its part along (%s)", name, where)
+	return fmt.Errorf("gls: %s is not determined by the measurements and invariants: none of them observes its component made of (%s)", name, where)
 }
 
 // Shape returns the reduced domain the plan solves over.
