@@ -227,3 +227,38 @@ func BenchmarkCensusVariances(b *testing.B) {
 	b.ReportMetric(float64(v.Solves), "solves")
 	b.ReportMetric(float64(v.Certificate.Iterations), "iterations")
 }
+
+// TestCensusVarianceSolves: the variances of county x broad take one solve
+// per orbit of counties (counties of states of the same size in the same
+// region are alike; no two regions are) times the three broad groups (no
+// two alike), instead of one per cell.
+func TestCensusVarianceSolves(t *testing.T) {
+	c := newCensus(1)
+	pl, err := NewPlan(c.p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateOf := c.p.Queries[0].Term[0].Group
+	regionOf := c.p.Queries[4].Term[0].Group
+	size := map[int32]int{}
+	region := map[int32]int32{}
+	for x, s := range stateOf {
+		size[s]++
+		region[s] = regionOf[x]
+	}
+	kinds := map[[2]int]bool{}
+	for s, n := range size {
+		kinds[[2]int{int(region[s]), n}] = true
+	}
+	got, err := pl.VarianceSolves(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(kinds) * 3; got != want {
+		t.Fatalf("county x broad: %d solves, want %d", got, want)
+	}
+	if rows := c.p.Queries[1].Term.Rows(); got >= rows/10 {
+		t.Fatalf("%d solves for %d rows", got, rows)
+	}
+	t.Logf("county x broad: %d solves for %d cells", got, c.p.Queries[1].Term.Rows())
+}

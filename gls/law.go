@@ -325,31 +325,35 @@ func roundSig(x float64) float64 {
 	return math.Round(x*s) / s
 }
 
-// Variances returns the error variance of every row of query q. Rows are
-// split into classes of equal variance by the symmetries of the
-// measurements and invariants (Plan.rowClasses); each class costs one
-// solve (as much as an estimate), run on Options.Workers goroutines, and
-// every row is then a sum of at most 2^D products of class variances.
-func (pl *Plan) Variances(ctx context.Context, q int) (*Variances, error) {
+// combo is a row's share of one evaluated tuple.
+type combo struct {
+	tuple int
+	w     float64
+}
+
+// rowSplit is how Variances evaluates a query: the tuples of per-dimension
+// vectors to solve for, and each row as a combination of them.
+type rowSplit struct {
+	vecs   [][][]float64 // per dimension, the vectors
+	tuples [][]int       // per tuple, a vector index per dimension
+	expand [][]combo     // per row
+}
+
+func (pl *Plan) classes(q int) (*rowSplit, error) {
 	if q < 0 || q >= len(pl.queries) {
 		return nil, fmt.Errorf("gls: query %d out of range (%d queries)", q, len(pl.queries))
 	}
 	t := pl.queries[q]
 	D := len(t)
-	vecs := make([][][]float64, D)
+	c := &rowSplit{vecs: make([][][]float64, D)}
 	rows := make([][][]weighted, D)
 	for d, f := range t {
-		vecs[d], rows[d] = pl.rowClasses(f, d)
+		c.vecs[d], rows[d] = pl.rowClasses(f, d)
 	}
 	R := t.Rows()
 	rshape := rowsShape(t)
-	type combo struct {
-		tuple int
-		w     float64
-	}
 	tupleID := map[string]int{}
-	var tuples [][]int
-	expand := make([][]combo, R)
+	c.expand = make([][]combo, R)
 	key := make([]int, D)
 	var rec func(d int, idx []int, w float64, out *[]combo)
 	rec = func(d int, idx []int, w float64, out *[]combo) {
@@ -361,9 +365,9 @@ func (pl *Plan) Variances(ctx context.Context, q int) (*Variances, error) {
 			}
 			id, ok := tupleID[b.String()]
 			if !ok {
-				id = len(tuples)
+				id = len(c.tuples)
 				tupleID[b.String()] = id
-				tuples = append(tuples, slices.Clone(key))
+				c.tuples = append(c.tuples, slices.Clone(key))
 			}
 			*out = append(*out, combo{id, w})
 			return
@@ -374,8 +378,33 @@ func (pl *Plan) Variances(ctx context.Context, q int) (*Variances, error) {
 		}
 	}
 	for r := range R {
-		rec(0, unflat(r, rshape), 1, &expand[r])
+		rec(0, unflat(r, rshape), 1, &c.expand[r])
 	}
+	return c, nil
+}
+
+// VarianceSolves returns the number of solves Variances(q) takes, each
+// costing about as much as an estimate: the cost, stated before paying
+// it.
+func (pl *Plan) VarianceSolves(q int) (int, error) {
+	c, err := pl.classes(q)
+	if err != nil {
+		return 0, err
+	}
+	return len(c.tuples), nil
+}
+
+// Variances returns the error variance of every row of query q. Rows are
+// split into classes of equal variance by the symmetries of the
+// measurements and invariants (Plan.rowClasses); each class costs one
+// solve (as much as an estimate), run on Options.Workers goroutines, and
+// every row is then a sum of at most 2^D products of class variances.
+func (pl *Plan) Variances(ctx context.Context, q int) (*Variances, error) {
+	c, err := pl.classes(q)
+	if err != nil {
+		return nil, err
+	}
+	tuples, expand, vecs, D := c.tuples, c.expand, c.vecs, len(c.vecs)
 	vals := make([]float64, len(tuples))
 	certs := make([]Certificate, len(tuples))
 	errs := make([]error, len(tuples))
@@ -406,7 +435,7 @@ func (pl *Plan) Variances(ctx context.Context, q int) (*Variances, error) {
 	}
 	close(next)
 	wg.Wait()
-	out := &Variances{Values: make([]float64, R), Solves: len(tuples), Certificate: Certificate{Tolerance: pl.opt.Tolerance}}
+	out := &Variances{Values: make([]float64, len(expand)), Solves: len(tuples), Certificate: Certificate{Tolerance: pl.opt.Tolerance}}
 	for i, err := range errs {
 		if err != nil {
 			return nil, err
