@@ -151,7 +151,8 @@ func newHaar(c *chain) *haar {
 	return h
 }
 
-// sums returns the node sums of level l (level 0 is x itself).
+// level returns the node sums of level l in the scratch s (level 0 is x
+// itself).
 func (h *haar) level(s []float64, x []float64, l int) []float64 {
 	if l == 0 {
 		return x

@@ -150,15 +150,6 @@ func gramDense(f query.Factor) []float64 {
 	return g
 }
 
-// fullRank reports whether F has full column rank by its kind alone.
-func fullRank(f query.Factor) bool {
-	switch f.Kind {
-	case query.Identity, query.Prefix, query.Ranges:
-		return true
-	}
-	return false
-}
-
 // norm2 returns the Euclidean norm of v.
 func norm2(v []float64) float64 {
 	var s float64

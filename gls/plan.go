@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/knowdp/knowdp/query"
@@ -108,6 +109,21 @@ func newPlan(p Problem, opt Options, denseMax int) (*Plan, error) {
 	opt, err := opt.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	// The plan keeps its own copy of the structure's slices: a caller
+	// reusing its Problem must not change a plan in use.
+	p.Shape = slices.Clone(p.Shape)
+	p.Measurements = slices.Clone(p.Measurements)
+	p.Invariants = slices.Clone(p.Invariants)
+	p.Queries = slices.Clone(p.Queries)
+	for j := range p.Measurements {
+		p.Measurements[j].Term = slices.Clone(p.Measurements[j].Term)
+	}
+	for i := range p.Invariants {
+		p.Invariants[i].Term = slices.Clone(p.Invariants[i].Term)
+	}
+	for q := range p.Queries {
+		p.Queries[q].Term = slices.Clone(p.Queries[q].Term)
 	}
 	pl := &Plan{prob: p, opt: opt, denseMax: denseMax}
 	var terms []query.Term

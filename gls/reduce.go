@@ -11,8 +11,6 @@ type partition struct {
 	groups int
 }
 
-func (p partition) n() int { return len(p.of) }
-
 // partOf returns the partition a factor sums over, when it is one of
 // Identity, Total or RollUp.
 func partOf(f query.Factor) (partition, bool) {
