@@ -30,6 +30,8 @@ import (
 	"github.com/knowdp/knowdp/query"
 )
 
+var errEigen = errors.New("strategy: eigendecomposition failed")
+
 // maxDense bounds the product of the sizes of the dense dimensions.
 const maxDense = 2048
 
@@ -508,7 +510,7 @@ func traceInv(b, p []float64, n int) (float64, error) {
 	}
 	var es mat.EigenSym
 	if !es.Factorize(sym, true) {
-		return 0, errors.New("strategy: eigendecomposition failed")
+		return 0, errEigen
 	}
 	vals := es.Values(nil)
 	var ev mat.Dense
