@@ -379,31 +379,51 @@ func (pr *marginalProblem) moves(ctx context.Context, x []float64, f float64) ([
 		// Adds: score every absent candidate by the best of a few finite
 		// shares, then polish the most promising.
 		type scored struct {
-			k  int
-			f  float64
-			at []float64
+			k    int
+			f, t float64
 		}
 		var adds []scored
-		try := make([]float64, n)
+		// With x on the simplex and x_k = 0, adding k with share t
+		// scales every precision by (1-t)² and adds c_k t² to the
+		// residuals under k: F is updated from the precisions at x.
+		den := make([]float64, len(pr.a))
+		var total float64
+		for p, a := range pr.a {
+			for _, k := range pr.cov[p] {
+				den[p] += pr.c[k] * x[k] * x[k]
+			}
+			total += a / den[p]
+		}
+		ts := []float64{0.03, 0.1, 0.25}
 		for k := range n {
 			if x[k] > 0 {
 				continue
 			}
+			var under float64
+			for _, p := range pr.byCand[k] {
+				under += pr.a[p] / den[p]
+			}
 			best := scored{k: k, f: math.Inf(1)}
-			for _, t := range []float64{0.03, 0.1, 0.25} {
-				for j := range x {
-					try[j] = (1 - t) * x[j]
+			for _, t := range ts {
+				u := (1 - t) * (1 - t)
+				f := (total - under) / u
+				for _, p := range pr.byCand[k] {
+					f += pr.a[p] / (u*den[p] + pr.c[k]*t*t)
 				}
-				try[k] = t
-				if ft := pr.value(try); ft < best.f {
-					best.f, best.at = ft, slices.Clone(try)
+				if f < best.f {
+					best.f, best.t = f, t
 				}
 			}
 			adds = append(adds, best)
 		}
 		slices.SortStableFunc(adds, func(a, b scored) int { return cmpFloat(a.f, b.f) })
 		for _, a := range adds[:min(len(adds), 4)] {
-			y, fy := pr.local(ctx, a.at, 1500)
+			at := make([]float64, n)
+			for j := range x {
+				at[j] = (1 - a.t) * x[j]
+			}
+			at[a.k] = a.t
+			y, fy := pr.local(ctx, at, 1500)
 			if fy < f*(1-1e-9) {
 				x, f, improved = y, fy, true
 				break

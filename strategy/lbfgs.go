@@ -7,7 +7,7 @@ import (
 
 // lbfgs minimises f from x0 by limited-memory BFGS (memory 10) with a
 // backtracking Armijo line search; f returns the value and sets the
-// gradient. It stops when a step no longer lowers f by a relative 1e-12,
+// gradient. It stops when five steps in a row lower f by less than a relative 1e-10,
 // after maxIter iterations, or when ctx is done, and returns the best point.
 func lbfgs(ctx context.Context, f func(x, g []float64) float64, x0 []float64, maxIter int) ([]float64, float64) {
 	const mem = 10
@@ -89,7 +89,7 @@ func lbfgs(ctx context.Context, f func(x, g []float64) float64, x0 []float64, ma
 		copy(x, xn)
 		copy(g, gn)
 		fx = fn
-		if improved <= 1e-12*math.Abs(fx) {
+		if improved <= 1e-10*math.Abs(fx) {
 			stall++
 			if stall >= 5 {
 				break

@@ -132,10 +132,12 @@ func (pi *pIdentity) loss(theta, grad []float64) float64 {
 	if !ch.Factorize(&btb) {
 		return math.Inf(1)
 	}
-	var m mat.SymDense
-	if err := ch.InverseTo(&m); err != nil {
+	var ms mat.SymDense
+	if err := ch.InverseTo(&ms); err != nil {
 		return math.Inf(1)
 	}
+	// A general matrix: products with it take the fast (gemm) path.
+	m := mat.DenseCopyOf(&ms)
 	c := mat.NewDense(n, n, nil)
 	for i := range n {
 		for j := range n {
@@ -143,13 +145,13 @@ func (pi *pIdentity) loss(theta, grad []float64) float64 {
 		}
 	}
 	var cm mat.Dense
-	cm.Mul(c, &m)
+	cm.Mul(c, m)
 	loss := mat.Trace(&cm)
 	if grad == nil {
 		return loss
 	}
 	var mcm, bmcm mat.Dense
-	mcm.Mul(&m, &cm)
+	mcm.Mul(m, &cm)
 	bmcm.Mul(b, &mcm)
 	// (G S M)_jj = Σ_k G_jk s_k M_kj.
 	ds := make([]float64, n)
@@ -237,7 +239,7 @@ func optimizePIdentity(ctx context.Context, g []float64, n, p int, mech Mechanis
 				x0[i] = math.Sqrt(x0[i])
 			}
 		}
-		x, fx := lbfgs(ctx, pi.loss, x0, 3000)
+		x, fx := lbfgs(ctx, pi.loss, x0, 600)
 		if fx < fbest {
 			best, fbest = x, fx
 		}
