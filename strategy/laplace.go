@@ -261,6 +261,9 @@ func laplaceLattice(ctx context.Context, l *lattice, eps float64, opt Options) (
 		extra = append(extra, own)
 	}
 	x, f := searchMarginals(ctx, pr, extra, opt)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	st := &Strategy{Mechanism: Laplace, Budget: eps, Objective: f,
 		Family: fmt.Sprintf("marginals with shares of epsilon (HDMM's OPT_M family): %d candidate cuboids", len(cands))}
 	for k, c := range cands {
