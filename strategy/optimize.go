@@ -23,7 +23,8 @@ import (
 //   - Laplace: marginals anywhere in the lattice with shares of epsilon;
 //   - when a workload factor is not an identity or a total (prefix, ranges,
 //     roll-ups, matrices): also one Kronecker product of per-dimension
-//     factors (hierarchical intervals, p-Identity, identity, total).
+//     factors (hierarchical intervals, p-Identity, identity, total), and
+//     for several terms a union of such products, one per term.
 //
 // The returned Objective is recomputed by Objective from the measurements
 // themselves. LowerBound is the SVD bound over every strategy of the
@@ -95,6 +96,15 @@ func Optimize(ctx context.Context, shape []int, w query.Workload, mech Mechanism
 			cands = append(cands, st)
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
+		}
+		if len(w) > 1 {
+			st, err := unionStrategy(ctx, shape, w, mech, budget, opt)
+			switch {
+			case err == nil:
+				cands = append(cands, st)
+			case ctx.Err() != nil:
+				return nil, ctx.Err()
+			}
 		}
 	}
 	var best *Strategy
