@@ -53,6 +53,7 @@ func cuboids(shape []int, sets ...[]int) query.Workload {
 // variances, rho = 1) and scripts/peers/hdmm_peer.py (HDMM, best of 10
 // restarts, eps = 1), run unmodified on the peers' public code.
 type peerRow struct {
+	key   string // the row's name in scripts/peers/workloads.py
 	name  string
 	shape []int
 	w     query.Workload
@@ -66,16 +67,16 @@ func peerRows() []peerRow {
 	prefix := query.Workload{{Term: query.Term{query.NewPrefix(50)}, Weight: 1}}
 	ranges := query.Workload{{Term: query.Term{query.NewRanges(50)}, Weight: 1}}
 	return []peerRow{
-		{"all 28 two-way marginals", arrestsShape, kway(arrestsShape, 2), Gaussian, "ResidualPlanner", 1609.811208},
-		{"all 28 two-way marginals", arrestsShape, kway(arrestsShape, 2), Laplace, "HDMM OPT_M", 104466.7646},
-		{"all 56 three-way marginals", arrestsShape, kway(arrestsShape, 3), Gaussian, "ResidualPlanner", 13571.489439},
-		{"all 56 three-way marginals", arrestsShape, kway(arrestsShape, 3), Laplace, "HDMM OPT_M", 929523.9495},
-		{"4 mixed marginals", arrestsShape, mixed, Gaussian, "ResidualPlanner", 164.338594},
-		{"4 mixed marginals", arrestsShape, mixed, Laplace, "HDMM OPT_M", 2043.1908},
-		{"arrests 1+2-way marginals", arrestsShape, kway(arrestsShape, 1, 2), Gaussian, "ResidualPlanner", 1805.594413},
-		{"arrests 1+2-way marginals", arrestsShape, kway(arrestsShape, 1, 2), Laplace, "HDMM OPT_M", 113550.7371},
-		{"prefix sums, 50 ordered values", []int{50}, prefix, Laplace, "HDMM OPT_0", 1245.4083},
-		{"all ranges, 50 ordered values", []int{50}, ranges, Laplace, "HDMM OPT_0", 34042.5633},
+		{"2way", "all 28 two-way marginals", arrestsShape, kway(arrestsShape, 2), Gaussian, "ResidualPlanner", 1609.811208},
+		{"2way", "all 28 two-way marginals", arrestsShape, kway(arrestsShape, 2), Laplace, "HDMM OPT_M", 104466.7646},
+		{"3way", "all 56 three-way marginals", arrestsShape, kway(arrestsShape, 3), Gaussian, "ResidualPlanner", 13571.489439},
+		{"3way", "all 56 three-way marginals", arrestsShape, kway(arrestsShape, 3), Laplace, "HDMM OPT_M", 929523.9495},
+		{"mixed4", "4 mixed marginals", arrestsShape, mixed, Gaussian, "ResidualPlanner", 164.338594},
+		{"mixed4", "4 mixed marginals", arrestsShape, mixed, Laplace, "HDMM OPT_M", 2043.1908},
+		{"1+2way", "arrests 1+2-way marginals", arrestsShape, kway(arrestsShape, 1, 2), Gaussian, "ResidualPlanner", 1805.594413},
+		{"1+2way", "arrests 1+2-way marginals", arrestsShape, kway(arrestsShape, 1, 2), Laplace, "HDMM OPT_M", 113550.7371},
+		{"prefix50", "prefix sums, 50 ordered values", []int{50}, prefix, Laplace, "HDMM OPT_0", 1245.4083},
+		{"ranges50", "all ranges, 50 ordered values", []int{50}, ranges, Laplace, "HDMM OPT_0", 34042.5633},
 	}
 }
 
@@ -101,6 +102,19 @@ func TestPeerComparison(t *testing.T) {
 		fmt.Fprintf(&b, "| %s | %v | %.6g | %s (%d measurements) | %s %.6g | %.4f | %.6g |\n",
 			r.name, r.mech, st.Objective, fam, len(st.Measurements), r.peer, r.value, ratio, st.LowerBound.Value)
 		t.Logf("%s, %v: %.6g in %v", r.name, r.mech, st.Objective, el)
+		if r.mech == Laplace && strings.HasPrefix(st.Family, "marginals") {
+			// For scripts/peers/hdmm_score.py: HDMM's own error
+			// function on knowdp's marginals and shares.
+			for _, m := range st.Measurements {
+				var dims []string
+				for i, f := range m.Term {
+					if f.Kind == query.Identity {
+						dims = append(dims, fmt.Sprint(i))
+					}
+				}
+				t.Logf("hdmm-score %s [%s] %.17g %.17g", r.key, strings.Join(dims, ","), m.Share, st.Objective)
+			}
+		}
 		if ratio > 1.001 {
 			t.Errorf("%s, %v: knowdp %.6g, %s %.6g: ratio %.5f > 1.001", r.name, r.mech, st.Objective, r.peer, r.value, ratio)
 		}
