@@ -78,8 +78,12 @@ func newLattice(shape []int, w query.Workload) (*lattice, error) {
 			}
 		}
 		if required&^support != 0 {
-			// A factor with no weight at all (zero rows cannot happen:
-			// Check refuses them), so only a zero matrix gets here.
+			// A factor with no weight at all (a zero matrix): the term
+			// asks nothing, but keeps its place.
+			l.perTerm = append(l.perTerm, nil)
+			l.rows = append(l.rows, float64(wt.Term.Rows()))
+			l.marginal = append(l.marginal, marg)
+			l.support = append(l.support, 0)
 			continue
 		}
 		k := bits.OnesCount64(support)
