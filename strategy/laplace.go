@@ -82,6 +82,9 @@ func binomSum(n, k int) float64 {
 	return s
 }
 
+// maxReshape is the largest candidate set on which moves try reshapes.
+const maxReshape = 512
+
 // marginalProblem is F over a set of candidate marginals.
 type marginalProblem struct {
 	a   []float64 // b_A per residual
@@ -89,10 +92,16 @@ type marginalProblem struct {
 	c   []float64 // per candidate
 	// byCand[k]: the residuals candidate k covers.
 	byCand [][]int
+	// sets are the candidates' dimension sets, index finds one.
+	sets  []uint64
+	index map[uint64]int
 }
 
 func newMarginalProblem(l *lattice, cands []uint64, coef []float64) *marginalProblem {
-	pr := &marginalProblem{a: l.b, cov: make([][]int, len(l.sets)), c: coef, byCand: make([][]int, len(cands))}
+	pr := &marginalProblem{a: l.b, cov: make([][]int, len(l.sets)), c: coef, byCand: make([][]int, len(cands)), sets: cands, index: map[uint64]int{}}
+	for k, c := range cands {
+		pr.index[c] = k
+	}
 	for p, a := range l.sets {
 		for k, c := range cands {
 			if a&^c == 0 {
@@ -326,7 +335,12 @@ func searchMarginals(ctx context.Context, pr *marginalProblem, extra [][]float64
 	// Basin hopping from the best: add a few random candidates with
 	// finite shares and shake the others, search again, keep what is
 	// better.
-	for range 2 * opt.restarts() {
+	// Small lattices are cheap to search: hop more there.
+	hops := 2 * opt.restarts()
+	if n <= maxReshape {
+		hops = 8 * opt.restarts()
+	}
+	for range hops {
 		if ctx.Err() != nil || best == nil {
 			break
 		}
@@ -350,9 +364,10 @@ func searchMarginals(ctx context.Context, pr *marginalProblem, extra [][]float64
 }
 
 // moves improves a local minimum by changing its support: dropping a
-// measurement (the smallest shares first) or adding an absent candidate
-// (the few whose addition with a finite share lowers F most), each
-// followed by a local search, until neither helps.
+// measurement (the smallest shares first), moving one's share to a
+// neighbouring cuboid (one dimension more or less), or adding an absent
+// candidate (the few whose addition with a finite share lowers F most),
+// each followed by a local search, until none helps.
 func (pr *marginalProblem) moves(ctx context.Context, x []float64, f float64) ([]float64, float64) {
 	n := len(x)
 	for round := 0; round < 100 && ctx.Err() == nil; round++ {
@@ -374,6 +389,38 @@ func (pr *marginalProblem) moves(ctx context.Context, x []float64, f float64) ([
 			if fy < f*(1-1e-9) {
 				x, f, improved = y, fy, true
 				break
+			}
+		}
+		if improved {
+			continue
+		}
+		// Reshapes: move a measurement's share to a neighbouring
+		// cuboid (one dimension more or less), the largest shares
+		// first: a local search over the design itself.
+		slices.Reverse(order)
+		if len(x) > maxReshape {
+			// Too many neighbours to try on large lattices.
+			order = nil
+		}
+	reshape:
+		for _, k := range order {
+			c := pr.sets[k]
+			for i := range 64 {
+				j, ok := pr.index[c^(1<<i)]
+				if !ok {
+					continue
+				}
+				try := slices.Clone(x)
+				try[j] += try[k]
+				try[k] = 0
+				if math.IsInf(pr.value(try), 1) {
+					continue
+				}
+				y, fy := pr.local(ctx, try, 400)
+				if fy < f*(1-1e-9) {
+					x, f, improved = y, fy, true
+					break reshape
+				}
 			}
 		}
 		if improved {
