@@ -3,6 +3,7 @@ package strategy
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -126,4 +127,39 @@ func TestPeerComparison(t *testing.T) {
 		}
 	}
 	t.Log("\n" + b.String())
+}
+
+// TestObjectivePinnedToHDMM pins the Laplace objective of a marginal
+// strategy to HDMM's own error function (hdmm.error.expected_error at
+// eps = 1, scripts/peers/hdmm_score.py): the seven marginals and shares
+// knowdp plans for the arrests two-way workload, scored 74701.183483 by
+// HDMM.
+func TestObjectivePinnedToHDMM(t *testing.T) {
+	plan := []struct {
+		dims  []int
+		share float64
+	}{
+		{[]int{0, 1, 5}, 0.10481495758891461},
+		{[]int{3, 4, 5}, 0.098791115144540975},
+		{[]int{1, 3, 6}, 0.15697921173545154},
+		{[]int{0, 4, 6}, 0.16704530882663146},
+		{[]int{0, 2, 3, 7}, 0.21293280299575285},
+		{[]int{1, 2, 4, 7}, 0.10140295574901489},
+		{[]int{2, 5, 6, 7}, 0.15803364795969371},
+	}
+	var ms []Measurement
+	for _, p := range plan {
+		var m uint64
+		for _, d := range p.dims {
+			m |= 1 << d
+		}
+		ms = append(ms, Measurement{Term: marginalTerm(arrestsShape, m), Variance: variance(Laplace, 1, 1, p.share, 1)})
+	}
+	got, err := Objective(arrestsShape, kway(arrestsShape, 2), ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 74701.183483; math.Abs(got-want) > 1e-6 {
+		t.Errorf("objective %.6f, HDMM %.6f", got, want)
+	}
 }
