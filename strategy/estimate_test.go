@@ -142,3 +142,21 @@ func ExampleOptimize() {
 	// 7 residual measurements, expected total squared error 25.4252
 	// lower bound over every Gaussian strategy: 25.4252
 }
+
+// ExampleObjective: on a 2 x 3 table measured cell by cell with noise of
+// variance 1, the two one-way tables' cells sum 3 and 2 cells, so their
+// total squared error is 2·3 + 3·2 = 12.
+func ExampleObjective() {
+	shape := []int{2, 3}
+	w := query.Workload{
+		{Term: query.Term{query.NewIdentity(2), query.NewTotal(3)}, Weight: 1},
+		{Term: query.Term{query.NewTotal(2), query.NewIdentity(3)}, Weight: 1},
+	}
+	cells := Measurement{Term: query.Term{query.NewIdentity(2), query.NewIdentity(3)}, Variance: 1}
+	f, err := Objective(shape, w, []Measurement{cells})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%.6f\n", f)
+	// Output: 12.000000
+}

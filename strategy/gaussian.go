@@ -20,9 +20,8 @@ import (
 	"math"
 )
 
-// residualCosts returns, per residual of the lattice, its measured term and
-// s_A = L2_A²/2 and k_A = b_A |A| / N (weights: the lattice's, or per-term
-// mixtures for the max-variance dual).
+// residualSens returns the sensitivities of the residual measurement R_A of
+// every residual of the lattice (add/remove, or the caller's).
 func residualSens(l *lattice, opt Options) (l1, l2 []float64, err error) {
 	l1 = make([]float64, len(l.sets))
 	l2 = make([]float64, len(l.sets))
