@@ -106,7 +106,7 @@ func TestPeerComparison(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "| %s | %v | %.6g | %s (%d measurements) | %s %.6g | %.4f | %.6g |\n",
 			r.name, r.mech, st.Objective, fam, len(st.Measurements), r.peer, r.value, ratio, st.LowerBound.Value)
-		t.Logf("%s, %v: %.6g in %v", r.name, r.mech, st.Objective, el)
+		t.Logf("%s, %v: %.10g in %v", r.name, r.mech, st.Objective, el)
 		if r.mech == Laplace && strings.HasPrefix(st.Family, "marginals") {
 			// For scripts/peers/hdmm_score.py: HDMM's own error
 			// function on knowdp's marginals and shares.
