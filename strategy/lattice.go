@@ -51,7 +51,7 @@ type termShare struct {
 }
 
 // maxSupport bounds the dimensions a workload term may involve.
-const maxSupport = 30
+const maxSupport = 20
 
 func newLattice(shape []int, w query.Workload) (*lattice, error) {
 	l := &lattice{shape: shape, cells: 1, index: map[uint64]int{}}
