@@ -469,6 +469,8 @@ func checksOf(rel *Release, c *Checks) checksView {
 	switch {
 	case len(c.Pairs) == 0 && len(v.Tables) == 0:
 		v.Headline = "One table: there is no other table to compare it with."
+	case v.OK && c.Worst >= 0 && c.Pairs[c.Worst].MaxDeviation == 0:
+		v.Headline = fmt.Sprintf("Every table adds up exactly: %d pair(s) of tables compared on their common margins, with no deviation.", len(c.Pairs))
 	case v.OK && c.Worst >= 0:
 		w := c.Pairs[c.Worst]
 		v.Headline = fmt.Sprintf("Every table adds up: %d pair(s) of tables compared on their common margins; the largest deviation is %s (%s and %s on %s).",
