@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"path"
 	"strconv"
 	"strings"
@@ -56,15 +57,14 @@ func (t *Table) Label(i int) string {
 	return strings.Join(parts, ", ")
 }
 
-// Metadata file names Load looks for in a release's directory, in order.
-var metadataNames = []string{"release.json", "estimate.json"}
-
 // Load reads a release from fsys, the release's directory: the metadata
 // file name (release.json, estimate.json, or OUT.json beside a one-table
 // release's OUT.csv or OUT.parquet; "" or "." looks for release.json, then
 // estimate.json) and every table it lists. It reads nothing else.
 func Load(fsys fs.FS, name string) (*Release, error) {
 	if name == "" || name == "." {
+		// The metadata files knowdp writes into a directory, in order.
+		metadataNames := []string{"release.json", "estimate.json"}
 		for _, n := range metadataNames {
 			if _, err := fs.Stat(fsys, n); err == nil {
 				name = n
@@ -177,8 +177,11 @@ func (t *Table) addRow(rec []string, row int) error {
 	for j, dst := range []*[]float64{&t.Counts, &t.Margins} {
 		c := k + j
 		v, err := strconv.ParseFloat(strings.TrimSpace(rec[c]), 64)
-		if err != nil || v != v {
-			return fmt.Errorf("row %d, column %q: %q is not a number", row, t.Columns[c], rec[c])
+		switch {
+		case err != nil || math.IsNaN(v) || math.IsInf(v, 0):
+			return fmt.Errorf("row %d, column %q: %q is not a finite number", row, t.Columns[c], rec[c])
+		case j == 1 && v < 0:
+			return fmt.Errorf("row %d, column %q: a margin of error of %s is below 0", row, t.Columns[c], rec[c])
 		}
 		*dst = append(*dst, v)
 	}

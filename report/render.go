@@ -58,6 +58,7 @@ type page struct {
 	Checks                   checksView
 	Tables                   []tableView
 	OneTable                 bool
+	MetaFile                 string
 }
 
 // row is a labelled value.
@@ -80,6 +81,9 @@ type measurementView struct {
 }
 
 type exactView struct {
+	// Stated is false when the metadata does not list the invariants
+	// (estimate.json), which is not the same as listing none.
+	Stated     bool
 	Invariants []string
 	Public     []row
 	Estimate   string
@@ -132,7 +136,7 @@ type cellRow struct {
 
 func buildPage(rel *Release, c *Checks, opt Options) (*page, error) {
 	m := rel.Meta
-	pg := &page{Title: opt.Title, Source: opt.Source, Generator: opt.Generator, Verdict: m.Verdict(), OneTable: m.OneTable}
+	pg := &page{Title: opt.Title, Source: opt.Source, Generator: opt.Generator, Verdict: m.Verdict(), OneTable: m.OneTable, MetaFile: m.File}
 	if pg.Generator == "" {
 		pg.Generator = "knowdp report"
 	}
@@ -295,7 +299,7 @@ func budget(m Metadata) (budgetView, error) {
 }
 
 func exact(rel *Release) exactView {
-	var e exactView
+	e := exactView{Stated: rel.Meta.Exact != nil}
 	for _, x := range rel.Meta.Exact {
 		e.Invariants = append(e.Invariants, CuboidName(x))
 	}

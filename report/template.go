@@ -107,8 +107,10 @@ code { font-family: ui-monospace, "Liberation Mono", Menlo, monospace; font-size
 <h2>What is exact</h2>
 {{- if .Exact.Invariants}}
 <p>Invariants, published exactly (public by assumption; no noise): {{range $i, $e := .Exact.Invariants}}{{if $i}}, {{end}}<strong>{{$e}}</strong>{{end}}. Every released table is made to agree with them; the <a href="#checks">checks</a> recompute what the released files let one verify.</p>
-{{- else}}
+{{- else if .Exact.Stated}}
 <p>No invariants: nothing was published exactly.</p>
+{{- else}}
+<p>The metadata ({{.MetaFile}}) does not list the invariants; see the release it comes from.</p>
 {{- end}}
 {{- if .Exact.Public}}
 <p>Public tables, determined by the invariants and released without noise:</p>

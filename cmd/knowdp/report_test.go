@@ -126,7 +126,7 @@ func TestReportKinds(t *testing.T) {
 		{"one table", strings.TrimSuffix(one, ".csv") + ".json", []string{"One table, measured once", "<code>one.csv</code>", "Laplace, scale 2"}},
 		{"gaussian parquet", strings.TrimSuffix(gauss, ".parquet") + ".json", []string{"ρ = 1 (zero-concentrated DP)", "<code>gauss.parquet</code>", "Gaussian, σ"}},
 		{"parquet workload", pq, []string{"<code>year-colour.parquet</code>", "{year,colour} rolled up to {year} equals {year}", "integer table: every count a non-negative integer"}},
-		{"estimate", est, []string{"<code>colour.csv</code>", "post-processing"}},
+		{"estimate", est, []string{"<code>colour.csv</code>", "post-processing", "The metadata (estimate.json) does not list the invariants"}},
 	} {
 		out := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".html")
 		code, stdout, stderr := runCLI(t, "report", c.target, "--out", out)
