@@ -120,6 +120,19 @@ type checksView struct {
 type checkRow struct {
 	What, Detail, Deviation, Status string
 	OK                              bool
+	// NA marks a check that could not be made: neither passed nor failed.
+	NA bool
+}
+
+// Class is the row's result's CSS class.
+func (r checkRow) Class() string {
+	switch {
+	case r.NA:
+		return "na"
+	case r.OK:
+		return "ok"
+	}
+	return "bad"
 }
 
 type tableView struct {
@@ -418,7 +431,7 @@ func checksOf(rel *Release, c *Checks) checksView {
 		}
 		switch {
 		case len(ic.Tables) < 2:
-			r.Detail, r.Deviation, r.Status = ic.Note, "—", "not checkable"
+			r.Detail, r.Deviation, r.Status, r.NA = ic.Note, "—", "not checkable", true
 		default:
 			r.Detail = "held by " + strings.Join(names, ", ")
 			if ic.Public >= 0 {

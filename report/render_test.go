@@ -68,6 +68,8 @@ func TestRenderFlat(t *testing.T) {
 		`<td>y</td><td class="num">7.5</td><td class="num">3</td><td class="num">40%</td>`,
 		"Of the 2 cells with a positive count, 0% have a margin of error within 10% of their count and 50% within 50%",
 		"Every margin is 0: the counts are exact.",
+		`<td class="na">not checkable</td>`, // only {a,b} holds the invariant {b}
+		`<td class="bad">DIFFERS</td>`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)

@@ -44,6 +44,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 td.small { font-size: .86em; color: var(--muted); }
 .ok { color: var(--ok); font-weight: 600; }
 .bad { color: var(--bad); font-weight: 700; }
+.na { color: var(--muted); }
 .note { color: var(--muted); font-size: .92em; }
 .headline { font-weight: 600; padding: 8px 12px; border-radius: 6px; }
 .headline.ok { background: var(--okbg); }
@@ -162,7 +163,7 @@ code { font-family: ui-monospace, "Liberation Mono", Menlo, monospace; font-size
 <thead><tr><th>invariant</th><th>tables</th><th>largest deviation</th><th>result</th></tr></thead>
 <tbody>
 {{- range .Checks.Invariants}}
-<tr><td>{{.What}}</td><td>{{.Detail}}</td><td>{{.Deviation}}</td><td class="{{if .OK}}ok{{else}}bad{{end}}">{{.Status}}</td></tr>
+<tr><td>{{.What}}</td><td>{{.Detail}}</td><td>{{.Deviation}}</td><td class="{{.Class}}">{{.Status}}</td></tr>
 {{- end}}
 </tbody>
 </table>
@@ -173,7 +174,7 @@ code { font-family: ui-monospace, "Liberation Mono", Menlo, monospace; font-size
 <thead><tr><th>table</th><th>claim</th><th></th><th>result</th></tr></thead>
 <tbody>
 {{- range .Checks.Tables}}
-<tr><td>{{.What}}</td><td>{{.Detail}}</td><td>{{.Deviation}}</td><td class="{{if .OK}}ok{{else}}bad{{end}}">{{.Status}}</td></tr>
+<tr><td>{{.What}}</td><td>{{.Detail}}</td><td>{{.Deviation}}</td><td class="{{.Class}}">{{.Status}}</td></tr>
 {{- end}}
 </tbody>
 </table>
@@ -185,7 +186,7 @@ code { font-family: ui-monospace, "Liberation Mono", Menlo, monospace; font-size
 <thead><tr><th>tables</th><th>compared on</th><th>largest deviation</th><th>result</th></tr></thead>
 <tbody>
 {{- range .Checks.Pairs}}
-<tr><td>{{.What}}</td><td>{{.Detail}}</td><td>{{.Deviation}}</td><td class="{{if .OK}}ok{{else}}bad{{end}}">{{.Status}}</td></tr>
+<tr><td>{{.What}}</td><td>{{.Detail}}</td><td>{{.Deviation}}</td><td class="{{.Class}}">{{.Status}}</td></tr>
 {{- end}}
 </tbody>
 </table>
