@@ -208,7 +208,14 @@ func story(m Metadata) []row {
 	if m.GuaranteeNote != "" {
 		guarantee += " (" + m.GuaranteeNote + ")"
 	}
-	private := m.Verdict().Class != "not-private"
+	class := m.Verdict().Class
+	private := class != "not-private"
+	privateText := map[string]string{
+		"private":     "yes",
+		"conditional": "only if the sensitivity given is at least the true one (see the guarantee)",
+		"exact":       "the counts are the true counts, determined by public invariants",
+		"not-private": "NO",
+	}[class]
 	lossLabel := "Privacy loss"
 	if !private {
 		// A loss stated for a release that is not private is what the
@@ -216,7 +223,7 @@ func story(m Metadata) []row {
 		lossLabel = "Noise calibrated for"
 	}
 	rows := []row{
-		{Label: "Private", Value: map[bool]string{true: "yes", false: "NO"}[private], Strong: true},
+		{Label: "Private", Value: privateText, Strong: true},
 		{Label: lossLabel, Value: spent, Strong: true},
 		{Label: "Neighbours", Value: m.Neighbours},
 		{Label: "Guarantee", Value: guarantee},
