@@ -138,3 +138,26 @@ func TestRenderNotPrivate(t *testing.T) {
 		t.Error("a seeded release is presented as private")
 	}
 }
+
+// TestRenderStory checks the privacy box of a conditional release and of
+// one whose counts are the true counts.
+func TestRenderStory(t *testing.T) {
+	for _, c := range []struct {
+		name, from, to string
+		want           []string
+	}{
+		{"conditional", `"guarantee": "unconditional"`, `"guarantee": "conditional", "guarantee_note": "sensitivity 9 given for {a,b}"`,
+			[]string{`class="story conditional"`, "Private only under a condition: ε = 1", "<dd class=\"strong\">only if the sensitivity given", "sensitivity 9 given for {a,b}"}},
+		{"exact", `"seeded": false,`, `"released_exactly": true, "seeded": false,`,
+			[]string{`class="story exact"`, "The released counts are the TRUE counts", "<dd class=\"strong\">the counts are the true counts"}},
+	} {
+		fsys := flatRelease()
+		fsys["release.json"] = &fstest.MapFile{Data: []byte(strings.Replace(workloadJSON, c.from, c.to, 1))}
+		page := render(t, mustLoad(t, fsys, ""), Options{})
+		for _, w := range c.want {
+			if !strings.Contains(page, w) {
+				t.Errorf("%s: the page lacks %q", c.name, w)
+			}
+		}
+	}
+}
