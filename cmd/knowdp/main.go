@@ -53,6 +53,7 @@ func commands() []*command {
 		queryCommand(),
 		dxCommand(),
 		refineCommand(),
+		reportCommand(),
 		auditCommand(),
 		attackCommand(),
 		serveCommand(),
