@@ -8,7 +8,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 )
 
 // syntheticRelease is a release across a geography of counties in states
@@ -16,7 +16,7 @@ import (
 // states by sex and counties by sex and age (about cells cells), state
 // totals exact, integer counts. It returns the release's files and its
 // schema.
-func syntheticRelease(tb testing.TB, cells int) (fstest.MapFS, *cube.Schema) {
+func syntheticRelease(tb testing.TB, cells int) (fstest.MapFS, *domain.Schema) {
 	counties := max(cells/(2*18), 4*60)
 	states := counties / 60
 	ages := make([]string, 18)
@@ -42,7 +42,7 @@ func syntheticRelease(tb testing.TB, cells int) (fstest.MapFS, *cube.Schema) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s, err := cube.ParseSchema(schema)
+	s, err := domain.ParseSchema(schema)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 )
 
 // Checks is what the released numbers say about their own consistency,
@@ -104,13 +104,13 @@ type item struct {
 // where one is given (which also maps values to coarser levels) and
 // otherwise with the levels the metadata lists.
 type resolver struct {
-	s         *cube.Schema
+	s         *domain.Schema
 	hierarchy string
 	levels    []string // the metadata's levels of hierarchy, coarsest first
 	maps      map[string]map[string]string
 }
 
-func newResolver(m Metadata, s *cube.Schema) *resolver {
+func newResolver(m Metadata, s *domain.Schema) *resolver {
 	r := &resolver{s: s, hierarchy: m.Hierarchy, maps: map[string]map[string]string{}}
 	for _, l := range m.Levels {
 		if l.Level != "total" {
@@ -328,7 +328,7 @@ func deviation(a, b *margin) (dev float64, at string) {
 // compared level by level; without it they are compared on their other
 // dimensions, and a Note says so. Values outside the schema are an error
 // naming the file, row and column.
-func Check(rel *Release, s *cube.Schema) (*Checks, error) {
+func Check(rel *Release, s *domain.Schema) (*Checks, error) {
 	r := newResolver(rel.Meta, s)
 	views := make([][]item, len(rel.Tables))
 	for i, t := range rel.Tables {
@@ -474,7 +474,7 @@ func (r *resolver) names(m []item) []string {
 
 // checkValues refuses a value that is not in the schema's domain of its
 // dimension at its level.
-func checkValues(t *Table, v []item, s *cube.Schema) error {
+func checkValues(t *Table, v []item, s *domain.Schema) error {
 	for d, it := range v {
 		i, _ := s.Lookup(it.dim)
 		up := s.NumLevels(i) - 1 - max(it.rank, 0)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 )
 
 func mustLoad(t *testing.T, fsys fstest.MapFS, name string) *Release {
@@ -128,7 +128,7 @@ func geoRelease() fstest.MapFS {
 }
 
 func TestCheckHierarchy(t *testing.T) {
-	s, err := cube.ParseSchema([]byte(geoSchema))
+	s, err := domain.ParseSchema([]byte(geoSchema))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestCheckHierarchy(t *testing.T) {
 }
 
 func TestCheckValuesAgainstSchema(t *testing.T) {
-	s, err := cube.ParseSchema([]byte(geoSchema))
+	s, err := domain.ParseSchema([]byte(geoSchema))
 	if err != nil {
 		t.Fatal(err)
 	}

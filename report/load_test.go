@@ -6,7 +6,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/tablefile"
 )
 
@@ -51,7 +51,7 @@ func TestLoadColumnsByPosition(t *testing.T) {
 }
 
 func TestLoadParquet(t *testing.T) {
-	s, err := cube.ParseSchema([]byte(`{"dimensions":[{"name":"a","values":["x","y"]},{"name":"b","values":["p","q"]}]}`))
+	s, err := domain.ParseSchema([]byte(`{"dimensions":[{"name":"a","values":["x","y"]},{"name":"b","values":["p","q"]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/release"
 )
 
 // Release is a release as the report reads it: its metadata and its
@@ -78,7 +78,7 @@ type Metadata struct {
 	// Hierarchy names the hierarchical dimension of a release across its
 	// levels, and Levels is the error of its tables level by level.
 	Hierarchy string
-	Levels    []cube.LevelError
+	Levels    []release.LevelError
 	// Tables describes the released tables.
 	Tables []TableMeta
 }
@@ -153,16 +153,16 @@ type rawMeta struct {
 	MOE90Note     string          `json:"moe90_note"`
 	// A list of measurements in release.json, the measurements file's
 	// name in estimate.json.
-	Measurements    json.RawMessage   `json:"measurements"`
-	Tables          *[]rawTable       `json:"tables"`
-	Exact           [][]string        `json:"exact"`
-	Seeded          *bool             `json:"seeded"`
-	DomainsFromData *bool             `json:"domains_from_data"`
-	Private         *bool             `json:"private"`
-	ReleasedExactly bool              `json:"released_exactly"`
-	Warnings        []string          `json:"warnings"`
-	Hierarchy       string            `json:"hierarchy"`
-	Levels          []cube.LevelError `json:"levels"`
+	Measurements    json.RawMessage      `json:"measurements"`
+	Tables          *[]rawTable          `json:"tables"`
+	Exact           [][]string           `json:"exact"`
+	Seeded          *bool                `json:"seeded"`
+	DomainsFromData *bool                `json:"domains_from_data"`
+	Private         *bool                `json:"private"`
+	ReleasedExactly bool                 `json:"released_exactly"`
+	Warnings        []string             `json:"warnings"`
+	Hierarchy       string               `json:"hierarchy"`
+	Levels          []release.LevelError `json:"levels"`
 
 	// A one-table release's sidecar.
 	Cuboid              *[]string `json:"cuboid"`
@@ -263,7 +263,7 @@ func ParseMetadata(name string, b []byte) (Metadata, error) {
 		Levels:          r.Levels,
 	}
 	if r.Tables == nil {
-		return oneTable(m, r)
+		return Metadata{}, fmt.Errorf(`%s: %w (it has no "tables": written by a knowdp older than the one release path?)`, name, ErrNotRelease)
 	}
 	if len(r.MOE90) > 0 && r.MOE90[0] == '"' {
 		if err := json.Unmarshal(r.MOE90, &m.MOE90Note); err != nil {
@@ -296,42 +296,11 @@ func ParseMetadata(name string, b []byte) (Metadata, error) {
 			IntegerMaxDeviation: t.IntegerMaxDeviation, IntegerMethod: t.IntegerMethod,
 		})
 	}
+	// One table measured once (or public): the whole loss is spent on it.
+	m.OneTable = len(m.Tables) == 1 && len(m.Measurements) <= 1
 	return m, nil
 }
 
-// oneTable completes the metadata of a one-table release: its one
-// measurement is the released cuboid itself (unless the invariants
-// determine it), and its one table is the file the sidecar is beside.
-func oneTable(m Metadata, r rawMeta) (Metadata, error) {
-	m.OneTable = true
-	var moe float64
-	if len(r.MOE90) > 0 {
-		if err := json.Unmarshal(r.MOE90, &moe); err != nil {
-			return Metadata{}, fmt.Errorf("%s: moe90: %w", m.File, jsonError(err))
-		}
-	}
-	if m.MOE90Note == "" {
-		m.MOE90Note = "each released count is within moe90 of the true count with probability 90% under the mechanism"
-	}
-	c := *r.Cuboid
-	if !r.ReleasedExactly {
-		me := Measurement{Cuboid: c, Sensitivity: r.Sensitivity, SensitivityRule: r.SensitivityRule,
-			L2Sensitivity: r.L2Sensitivity, L2SensitivityRule: r.L2SensitivityRule,
-			Scale: r.Scale, Sigma: r.Sigma, Grid: r.Grid}
-		if m.Gaussian {
-			me.Rho = m.Rho
-		} else {
-			me.Epsilon = m.Epsilon
-		}
-		m.Measurements = []Measurement{me}
-	}
-	m.Tables = []TableMeta{{
-		Cuboid: c, File: r.File, Public: r.ReleasedExactly, Measured: !r.ReleasedExactly, MOE90: moe,
-		NonNeg: r.NonNeg, Integer: r.Integer, IntegerExact: r.IntegerExact,
-		IntegerMaxDeviation: r.IntegerMaxDeviation, IntegerMethod: r.IntegerMethod,
-	}}
-	return m, nil
-}
 
 // jsonError names the field of a type mismatch.
 func jsonError(err error) error {

@@ -7,7 +7,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 )
 
 // Options says what Render may use besides the release.
@@ -18,7 +18,7 @@ type Options struct {
 	// file, as the user gave it).
 	Source string
 	// Schema is the release's schema, or nil: see Check.
-	Schema *cube.Schema
+	Schema *domain.Schema
 	// Generator names the program in the page's footer ("knowdp v1.2").
 	Generator string
 	// LargestCells is how many of each table's largest cells are listed
@@ -244,7 +244,7 @@ func story(m Metadata) []row {
 }
 
 // fullNum is a number as stated, in full.
-func fullNum(x float64) string { return cube.FormatExact(x) }
+func fullNum(x float64) string { return domain.FormatExact(x) }
 
 func budget(m Metadata) (budgetView, error) {
 	b := budgetView{Unit: "ε"}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 )
 
 func render(t *testing.T, rel *Release, opt Options) string {
@@ -91,7 +91,7 @@ func TestRenderFlat(t *testing.T) {
 }
 
 func TestRenderHierarchy(t *testing.T) {
-	s, err := cube.ParseSchema([]byte(geoSchema))
+	s, err := domain.ParseSchema([]byte(geoSchema))
 	if err != nil {
 		t.Fatal(err)
 	}

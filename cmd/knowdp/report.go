@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/knowdp/knowdp/cube"
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/report"
 )
@@ -66,9 +66,9 @@ func runReport(ctx context.Context, e *env, args []string) error {
 	if err := fileio.CheckOutputs(inputs, []fileio.Named{{Flag: "--out", Path: *out}}); err != nil {
 		return usageErr(fs, "%v", err)
 	}
-	var schema *cube.Schema
+	var schema *domain.Schema
 	if *schemaPath != "" {
-		if schema, err = cube.LoadSchema(*schemaPath); err != nil {
+		if schema, err = domain.LoadSchema(*schemaPath); err != nil {
 			return fmt.Errorf("--schema: %w", err)
 		}
 	}
