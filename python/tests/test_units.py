@@ -5,6 +5,7 @@ from __future__ import annotations
 import email.message
 import io
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -123,6 +124,17 @@ class ReleaseArgumentsTest(unittest.TestCase):
         e = knowdp.UsageError("m", 2, err, ["knowdp", "release"])
         self.assertIsInstance(e, knowdp.CLIError)
         self.assertEqual(str(e), "m (exit status 2)")
+
+
+class PackageTest(unittest.TestCase):
+    def test_pyproject_matches_the_package(self) -> None:
+        text = (s.REPO / "python" / "pyproject.toml").read_text(encoding="utf-8")
+        version = re.search(r'^version = "([^"]+)"$', text, re.M)
+        self.assertIsNotNone(version)
+        self.assertEqual(version.group(1), knowdp.__version__)  # type: ignore[union-attr]
+        self.assertRegex(text, r'(?m)^dependencies = \[\]$')  # standard library only
+        for name in knowdp.__all__:
+            self.assertTrue(hasattr(knowdp, name), name)
 
 
 class ClientUnitTest(unittest.TestCase):
