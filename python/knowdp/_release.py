@@ -50,6 +50,8 @@ def run_cli(args: Sequence[str], binary: Optional[PathLike] = None,
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except OSError as e:
         raise BinaryNotFoundError(f"{cmd[0]}: cannot run it ({e}); {BUILD_HINT}") from e
+    except subprocess.TimeoutExpired as e:
+        raise KnowdpError(f"knowdp {args[0] if args else ''}: stopped after timeout={timeout} s") from e
     if p.returncode != 0:
         message = _message(p.stderr) or f"{cmd[0]} exited with status {p.returncode}"
         cls = UsageError if p.returncode == 2 else CLIError
@@ -365,7 +367,10 @@ def _read(target: str, frames: bool, keep: bool) -> Release:
     files: Dict[str, str] = {}
     for path, cuboid in listed:
         name = os.path.splitext(os.path.basename(path))[0]
-        tables[name] = _read_table(path, len(cuboid), frames)
+        try:
+            tables[name] = _read_table(path, len(cuboid), frames)
+        except OSError as e:
+            raise KnowdpError(f"knowdp release succeeded but its table {path} cannot be read: {e}") from e
         cuboids[name] = cuboid
         files[name] = path
     return Release(tables, cuboids, metadata, files if keep else None, target if keep else None, "", "", [])

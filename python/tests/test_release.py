@@ -210,5 +210,18 @@ class ReleaseTest(unittest.TestCase):
         self.assertRegex(cm.exception.message, r'row 4, column "sex": value "Robot" is not in the declared domain')
 
 
+    def test_run_cli_and_its_timeout(self) -> None:
+        p = knowdp.run_cli(["--version"], binary=BIN)
+        self.assertIn("knowdp", p.stdout + p.stderr)
+        with self.assertRaises(knowdp.UsageError) as cm:
+            knowdp.run_cli(["release", "--bogus", "1"], binary=BIN)
+        self.assertIn("--bogus", cm.exception.message)
+        with tempfile.TemporaryDirectory() as d:
+            # A server never exits by itself: the timeout stops it.
+            with self.assertRaisesRegex(knowdp.KnowdpError, "stopped after timeout=0.5 s"):
+                knowdp.run_cli(["serve", "--data-dir", d, "--admin-key-out", os.path.join(d, "k"),
+                                "--addr", "127.0.0.1:0"], binary=BIN, timeout=0.5)
+
+
 if __name__ == "__main__":
     unittest.main()
