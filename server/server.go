@@ -462,6 +462,13 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	)
 	switch {
 	case errors.As(err, &ae):
+	case errors.Is(r.Context().Err(), context.Canceled) && !errors.Is(err, errCommitFailed):
+		// The client went away: whatever the store or the computation
+		// then said (a connection's read interrupted, SQLite's
+		// "interrupted") is not a failure of the server. A failed group
+		// commit runs on its own context and is one.
+		s.log.Info("client went away", "method", r.Method, "path", r.URL.Path, "err", err)
+		ae = &apiError{499, "canceled", "request canceled"}
 	case errors.As(err, &ie):
 		ae = &apiError{http.StatusBadRequest, "bad_request", ie.msg}
 	case errors.As(err, &be):
