@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -134,6 +135,10 @@ type dataset struct {
 	// loaded (for the curator's eyes only): the server runs without it,
 	// and only id, name, source and created are set.
 	unavailable string
+	// retired is when the curator retired the dataset (Unix nanoseconds),
+	// 0 while it is in service: read from the store on every access (see
+	// Server.dataset), since another server process may retire it.
+	retired atomic.Int64
 }
 
 // errUnavailable is the error of an analyst's request on a dataset that
@@ -613,8 +618,9 @@ func decodeCounts(b []byte, counts []float64) error {
 	return nil
 }
 
-// insertDataset stores a dataset.
-func (s *store) insertDataset(ctx context.Context, d *dataset) error {
+// insertDataset stores a dataset, in ex (a transaction, so that its audit
+// record commits with it).
+func (s *store) insertDataset(ctx context.Context, ex execer, d *dataset) error {
 	schemaJSON, err := d.schema.MarshalJSON()
 	if err != nil {
 		return err
@@ -623,7 +629,7 @@ func (s *store) insertDataset(ctx context.Context, d *dataset) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.w.ExecContext(ctx, s.d.q(`INSERT INTO datasets (id, name, schema_json, policy_json, source_json, counts, total_rows, budget_steps, created_at)
+	_, err = ex.ExecContext(ctx, s.d.q(`INSERT INTO datasets (id, name, schema_json, policy_json, source_json, counts, total_rows, budget_steps, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		d.id, d.name, string(schemaJSON), string(policyJSON), string(d.source), encodeCounts(d.cube.Counts), d.total, d.budget, d.created.UnixNano())
 	return err
