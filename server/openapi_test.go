@@ -28,6 +28,7 @@ func TestOpenAPI(t *testing.T) {
 		} `json:"paths"`
 	}
 	s.must(http.StatusOK, "GET", "/openapi.json", "", nil, &doc)
+	s.must(http.StatusOK, "GET", "/healthz", "", nil, nil) // checked against the document like every call
 	if !strings.HasPrefix(doc.OpenAPI, "3.") {
 		t.Fatalf("openapi version %q", doc.OpenAPI)
 	}
