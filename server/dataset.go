@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,7 +32,7 @@ type DatasetRequest struct {
 	// ID names the dataset in URLs: lower-case letters, digits, - and _.
 	ID   string `json:"id"`
 	Name string `json:"name"`
-	// Schema declares every dimension and its domain (cube.ParseSchema).
+	// Schema declares every dimension and its domain (domain.ParseSchema).
 	Schema json.RawMessage `json:"schema"`
 	Source Source          `json:"source"`
 	Policy Policy          `json:"policy"`
@@ -79,8 +80,8 @@ type Policy struct {
 	Invariants [][]string `json:"invariants,omitempty"`
 	// Sensitivity, when > 0, replaces the generic sensitivity of the base
 	// cuboid given the invariants. Where knowdp computes that sensitivity
-	// (cube.GenericSensitivity), a smaller value is refused at registration
-	// and a larger one adds noise. Where it cannot (cube.ErrNoClosedForm:
+	// (sensitivity.GenericSensitivity), a smaller value is refused at registration
+	// and a larger one adds noise. Where it cannot (sensitivity.ErrNoClosedForm:
 	// several invariants on a large domain) the value is the curator's
 	// claim, and every answer's privacy metadata says its guarantee is
 	// conditional on it.
@@ -138,6 +139,10 @@ type dataset struct {
 	// loaded (for the curator's eyes only): the server runs without it,
 	// and only id, name, source and created are set.
 	unavailable string
+	// retired is when the curator retired the dataset (Unix nanoseconds),
+	// 0 while it is in service: read from the store on every access (see
+	// Server.dataset), since another server process may retire it.
+	retired atomic.Int64
 }
 
 // errUnavailable is the error of an analyst's request on a dataset that
@@ -261,7 +266,7 @@ func (d *dataset) applyPolicy() error {
 			d.coarse = true
 		}
 	}
-	// With flat invariants only this is cube.GenericSensitivity.
+	// With flat invariants only this is sensitivity.GenericSensitivity.
 	computed, err := sensitivity.GenericSensitivityViews(d.schema, d.views, domain.ViewOf(domain.Base(d.schema.NumDims())))
 	d.guarantee = ""
 	switch {
@@ -617,8 +622,9 @@ func decodeCounts(b []byte, counts []float64) error {
 	return nil
 }
 
-// insertDataset stores a dataset.
-func (s *store) insertDataset(ctx context.Context, d *dataset) error {
+// insertDataset stores a dataset, in ex (a transaction, so that its audit
+// record commits with it).
+func (s *store) insertDataset(ctx context.Context, ex execer, d *dataset) error {
 	schemaJSON, err := d.schema.MarshalJSON()
 	if err != nil {
 		return err
@@ -627,7 +633,7 @@ func (s *store) insertDataset(ctx context.Context, d *dataset) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.w.ExecContext(ctx, s.d.q(`INSERT INTO datasets (id, name, schema_json, policy_json, source_json, counts, total_rows, budget_steps, created_at)
+	_, err = ex.ExecContext(ctx, s.d.q(`INSERT INTO datasets (id, name, schema_json, policy_json, source_json, counts, total_rows, budget_steps, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		d.id, d.name, string(schemaJSON), string(policyJSON), string(d.source), encodeCounts(d.cube.Counts), d.total, d.budget, d.created.UnixNano())
 	return err

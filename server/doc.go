@@ -12,11 +12,11 @@
 // creates analysts with API keys. Analysts see the datasets, their schemas and
 // published invariants, their own budget and history, and ask queries:
 //
-//   - cuboid: a noisy cuboid consistent with the invariants (cube.Release,
+//   - cuboid: a noisy cuboid consistent with the invariants (release.Release,
 //     paper 3), or a workload of cuboids; a hierarchical dimension may
 //     stand at a coarser level ("geo:state"), in a query or an invariant,
 //     and such views are released under one budget and one estimate
-//     (cube.ReleaseViews, docs/hierarchy.md);
+//     (release.ReleaseViews, docs/hierarchy.md);
 //   - linear: integer-weighted counting queries over the base cuboid with
 //     discrete Laplace noise and Protocol 1 accounting, optionally refined
 //     with every equality the invariants imply on the answers (refine,
@@ -39,7 +39,7 @@
 // them is post-processing (refine's public equalities), and the price of the
 // knowledge is paid in the noise instead. Induced neighbours' base cuboids
 // differ by a vector g with ||g||_1 <= S, the generic sensitivity of the base
-// cuboid (cube.GenericSensitivity), so a linear request's loss is at most S
+// cuboid (sensitivity.GenericSensitivity), so a linear request's loss is at most S
 // times its add/remove loss, and its noise is calibrated with that factor.
 // Prior refinement holds for any two tables, so for this relation too. A
 // d_X answer's guarantee is d_X privacy (a record moving from u to v); its
@@ -110,6 +110,16 @@
 // a storage failure is a 503 that charged nothing (a retry with the same
 // Idempotency-Key returns an answer whose commit the failure hid).
 //
+// # Operating
+//
+// The curator's admin API, and the console at /admin/ that drives it, also
+// retire datasets (no new query; nothing deleted, the id never reused),
+// change an analyst's budget in exact steps (one transaction locking the
+// budget row, never below what was spent) and show an analyst's spending
+// over time. Every change an admin key makes is recorded in the audit
+// trail, the table admin_audit of the same store, in the transaction of the
+// change, with the id of the key that made it.
+//
 // # Security
 //
 // API keys are kdp_<id>_<secret> with 256 random bits of secret, shown once;
@@ -119,6 +129,10 @@
 // deadlines and a per-key token bucket; bodies are decoded with exact field
 // names (case variants, unknown fields, duplicate keys and values of the
 // wrong JSON type are refused); logs carry key ids, never keys.
+// TLSConfig serves TLS 1.2+ (ECDHE, AEAD) from certificate files reloaded when
+// renewed; knowdp serve refuses plain HTTP off the loopback interface unless
+// a proxy terminates TLS, and CheckPostgresTLS refuses a PostgreSQL store or
+// source on another host reached without TLS.
 // Analyst-facing errors are computed from the request, the public schema and
 // policy, and the analyst's own budget; anything else (which could depend on
 // the data) is logged and reported as "internal error".

@@ -31,6 +31,9 @@ type datasetView struct {
 	// Unavailable is set when the server could not load the dataset: it
 	// answers no query (the curator's view says why).
 	Unavailable string `json:"unavailable,omitempty"`
+	// Retired is when the curator retired the dataset: it answers no new
+	// query; its ledger stays readable.
+	Retired *time.Time `json:"retired_at,omitempty"`
 }
 
 // unavailableText is what analysts see of an unavailable dataset.
@@ -39,12 +42,12 @@ const unavailableText = "the server could not load this dataset and answers no q
 func viewDataset(d *dataset) datasetView {
 	if d.unavailable != "" {
 		return datasetView{ID: d.id, Name: d.name, Dimensions: []domain.Dimension{}, Invariants: [][]string{}, QueryKinds: []string{},
-			Created: d.created, Unavailable: unavailableText}
+			Created: d.created, Unavailable: unavailableText, Retired: d.retiredAt()}
 	}
 	v := datasetView{
 		ID: d.id, Name: d.name, Cells: d.schema.Cells(), Invariants: [][]string{},
 		Neighbours: d.neighbourText(), GenericSensitivity: d.sens.Value, SensitivityRule: d.sens.Rule, Guarantee: d.guarantee,
-		QueryKinds: d.queryKinds(), Created: d.created,
+		QueryKinds: d.queryKinds(), Created: d.created, Retired: d.retiredAt(),
 	}
 	if d.zcdp {
 		v.RhoPerAnalyst = stepsEpsilon(d.budget) // RhoStep == EpsilonStep
@@ -288,6 +291,9 @@ func idempotencyKey(r *http.Request) (string, error) {
 func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err error) {
 	d, err := s.analystDataset(r)
 	if err != nil {
+		return err
+	}
+	if err := d.inService(); err != nil {
 		return err
 	}
 	idem, err := idempotencyKey(r)
@@ -558,211 +564,6 @@ func (s *Server) enter(analyst string) (*analystSlots, func(), error) {
 			delete(s.slots, analyst)
 		}
 	}, nil
-}
-
-// --- curator ---
-
-func (s *Server) adminView(d *dataset, budgets []budgetView) adminDatasetView {
-	v := adminDatasetView{datasetView: viewDataset(d), Source: d.source, Rows: d.total, Policy: d.policy}
-	if d.unavailable != "" {
-		v.Unavailable = "the server could not load this dataset and answers no query on it: " + d.unavailable
-	}
-	if v.Policy.Invariants == nil {
-		v.Policy.Invariants = [][]string{}
-	}
-	var spent int64
-	for _, b := range budgets {
-		if b.Dataset == d.id {
-			v.Analysts++
-			spent += b.SpentSteps
-		}
-	}
-	v.Spent = stepsEpsilon(spent)
-	return v
-}
-
-func (s *Server) adminListDatasets(w http.ResponseWriter, r *http.Request, _ principal) error {
-	sets, err := s.allDatasets(r)
-	if err != nil {
-		return err
-	}
-	budgets, err := s.st.budgets(r.Context())
-	if err != nil {
-		return err
-	}
-	views := make([]adminDatasetView, len(sets))
-	for i, d := range sets {
-		views[i] = s.adminView(d, budgets)
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"datasets": views})
-}
-
-func (s *Server) adminGetDataset(w http.ResponseWriter, r *http.Request, _ principal) error {
-	d, err := s.pathDataset(r)
-	if err != nil {
-		return err
-	}
-	budgets, err := s.st.budgets(r.Context())
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, s.adminView(d, budgets))
-}
-
-func (s *Server) adminRegister(w http.ResponseWriter, r *http.Request, _ principal) error {
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	var req DatasetRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return err
-	}
-	if _, err := s.dataset(r.Context(), req.ID); err == nil {
-		return &apiError{http.StatusConflict, "exists", "a dataset with id " + req.ID + " exists already; datasets are immutable, register a new id"}
-	} else if !errors.Is(err, errNotFound) {
-		return err
-	}
-	d, err := buildDataset(r.Context(), req, s.cfg.CellLimit, s.cfg.SourceDirs)
-	if err != nil {
-		var se *sourceError
-		if errors.As(err, &se) {
-			s.log.Warn("registering a dataset: its source failed", "dataset", req.ID, "err", se.detail)
-			return &inputError{msg: "source: " + se.msg}
-		}
-		// Curator-facing: the message may name the file and data values.
-		return &inputError{msg: err.Error()}
-	}
-	if err := s.st.insertDataset(r.Context(), d); err != nil {
-		if _, lerr := s.st.loadDataset(r.Context(), d.id); lerr == nil {
-			return &apiError{http.StatusConflict, "exists", "a dataset with id " + req.ID + " exists already"}
-		}
-		return err
-	}
-	s.mu.Lock()
-	s.sets[d.id] = d
-	s.mu.Unlock()
-	return writeJSON(w, http.StatusCreated, s.adminView(d, nil))
-}
-
-func (s *Server) adminListAnalysts(w http.ResponseWriter, r *http.Request, _ principal) error {
-	as, err := s.st.analysts(r.Context())
-	if err != nil {
-		return err
-	}
-	if as == nil {
-		as = []analystView{}
-	}
-	for _, a := range as {
-		for i, b := range a.Budgets {
-			d, err := s.dataset(r.Context(), b.Dataset)
-			if err != nil {
-				return err
-			}
-			a.Budgets[i].Unit = d.unit()
-		}
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"analysts": as})
-}
-
-func (s *Server) adminCreateAnalyst(w http.ResponseWriter, r *http.Request, _ principal) error {
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	var req struct {
-		Name string `json:"name"`
-	}
-	if err := decodeStrict(body, &req); err != nil {
-		return err
-	}
-	if err := namePattern(req.Name); err != nil {
-		return badInput("%v", err)
-	}
-	a, key, err := s.st.createAnalyst(r.Context(), req.Name)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusCreated, map[string]any{"analyst": a, "api_key": key,
-		"note": "the API key is shown only now; the server keeps only its hash"})
-}
-
-func (s *Server) adminIssueKey(w http.ResponseWriter, r *http.Request, _ principal) error {
-	k, key, err := s.st.issueKey(r.Context(), r.PathValue("analyst"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusCreated, map[string]any{"key": k, "api_key": key,
-		"note": "the API key is shown only now; the server keeps only its hash"})
-}
-
-func (s *Server) adminListAdminKeys(w http.ResponseWriter, r *http.Request, _ principal) error {
-	ks, err := s.st.adminKeys(r.Context())
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"keys": ks})
-}
-
-func (s *Server) adminIssueAdminKey(w http.ResponseWriter, r *http.Request, _ principal) error {
-	k, key, err := s.st.issueAdminKey(r.Context())
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusCreated, map[string]any{"key": k, "api_key": key,
-		"note": "the admin key is shown only now; the server keeps only its hash. Revoke the old one with DELETE /admin/v1/keys/{id}"})
-}
-
-func (s *Server) adminRevokeKey(w http.ResponseWriter, r *http.Request, p principal) error {
-	id := r.PathValue("key")
-	if id == p.keyID {
-		return badInput("this is the key of the current request; revoke it with another admin key")
-	}
-	if err := s.st.revokeKey(r.Context(), id); err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"revoked": id})
-}
-
-// adminEntry is a ledger entry in the curator's list of recent queries.
-type adminEntry struct {
-	Seq     int64           `json:"seq"`
-	ID      string          `json:"id"`
-	Analyst string          `json:"analyst"`
-	Dataset string          `json:"dataset"`
-	Kind    string          `json:"kind"`
-	Charged float64         `json:"charged_epsilon"`
-	Steps   int64           `json:"charged_steps"`
-	Spent   int64           `json:"spent_after_steps"`
-	Created time.Time       `json:"created_at"`
-	Request json.RawMessage `json:"request"`
-}
-
-func (s *Server) adminQueries(w http.ResponseWriter, r *http.Request, _ principal) error {
-	limit, err := intParam(r, "limit", 50, 1, 1000)
-	if err != nil {
-		return err
-	}
-	before, err := intParam(r, "before", 0, 0, 1<<62)
-	if err != nil {
-		return err
-	}
-	analyst := r.URL.Query().Get("analyst")
-	dataset := r.URL.Query().Get("dataset")
-	es, err := s.st.entries(r.Context(), analyst, dataset, before, int(limit))
-	if err != nil {
-		return err
-	}
-	names, err := s.st.analystNames(r.Context())
-	if err != nil {
-		return err
-	}
-	out := make([]adminEntry, len(es))
-	for i, e := range es {
-		out[i] = adminEntry{Seq: e.Seq, ID: e.ID, Analyst: names[e.AnalystID], Dataset: e.DatasetID, Kind: e.Kind,
-			Charged: stepsEpsilon(e.Charge), Steps: e.Charge, Spent: e.SpentAfter, Created: e.Created, Request: e.Request}
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"queries": out})
 }
 
 // queryKinds lists the kinds a dataset answers.

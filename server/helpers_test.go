@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,9 +13,15 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/knowdp/knowdp/internal/pgtest"
 )
@@ -61,7 +68,13 @@ func startServer(t testing.TB, cfg Config) *testServer {
 	if shown != "" {
 		t.Fatalf("Open showed a generated admin key although one was given")
 	}
-	ts := httptest.NewServer(srv.Handler())
+	h := srv.Handler()
+	if tt, ok := t.(*testing.T); ok {
+		// Every request and response of a test is checked against
+		// openapi.json; benchmarks measure the server alone.
+		h = specChecked(tt, h)
+	}
+	ts := httptest.NewServer(h)
 	t.Cleanup(func() {
 		ts.Close()
 		srv.Close()
@@ -319,4 +332,233 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// The OpenAPI document as the tests read it, loaded and validated once.
+var spec struct {
+	once   sync.Once
+	doc    *openapi3.T
+	router routers.Router
+	err    error
+}
+
+// loadSpec loads openapi.json, validates it as OpenAPI and returns it with a
+// router over its paths. The copy the tests use is stricter than the served
+// one: every object schema that lists properties and says nothing about
+// others forbids them, so that a field the server sends or accepts and the
+// document does not list fails a test (the served document leaves clients
+// free to ignore fields added later).
+func loadSpec(t testing.TB) (*openapi3.T, routers.Router) {
+	t.Helper()
+	spec.once.Do(func() {
+		// The console's page, script and style sheet are checked as text.
+		for _, ct := range []string{"text/html", "text/css", "text/javascript"} {
+			openapi3filter.RegisterBodyDecoder(ct, openapi3filter.FileBodyDecoder)
+		}
+		doc, err := openapi3.NewLoader().LoadFromData(openapiJSON)
+		if err != nil {
+			spec.err = fmt.Errorf("openapi.json: %w", err)
+			return
+		}
+		if err := doc.Validate(context.Background()); err != nil {
+			spec.err = fmt.Errorf("openapi.json is not valid OpenAPI %s: %w", doc.OpenAPI, err)
+			return
+		}
+		if err := closeObjects(doc); err != nil {
+			spec.err = err
+			return
+		}
+		router, err := legacy.NewRouter(doc)
+		if err != nil {
+			spec.err = fmt.Errorf("openapi.json: routes: %w", err)
+			return
+		}
+		spec.doc, spec.router = doc, router
+	})
+	if spec.err != nil {
+		t.Fatal(spec.err)
+	}
+	return spec.doc, spec.router
+}
+
+// closeObjects sets additionalProperties false on every object schema of doc
+// that lists properties and leaves additionalProperties unset. It refuses
+// allOf, whose members could then not be combined.
+func closeObjects(doc *openapi3.T) error {
+	seen := map[*openapi3.Schema]bool{}
+	closed := false
+	var walk func(path string, r *openapi3.SchemaRef) error
+	walk = func(path string, r *openapi3.SchemaRef) error {
+		if r == nil || r.Value == nil || seen[r.Value] {
+			return nil
+		}
+		s := r.Value
+		seen[s] = true
+		if len(s.AllOf) > 0 {
+			return fmt.Errorf("openapi.json: %s uses allOf; list the properties instead (the tests close every object)", path)
+		}
+		if len(s.Properties) > 0 && s.AdditionalProperties.Has == nil && s.AdditionalProperties.Schema == nil {
+			s.AdditionalProperties.Has = &closed
+		}
+		for name, p := range s.Properties {
+			if err := walk(path+"."+name, p); err != nil {
+				return err
+			}
+		}
+		for i, sub := range append(append(slices.Clone(s.AnyOf), s.OneOf...), s.Items, s.AdditionalProperties.Schema, s.Not) {
+			if err := walk(fmt.Sprintf("%s[%d]", path, i), sub); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for name, r := range doc.Components.Schemas {
+		if err := walk(name, r); err != nil {
+			return err
+		}
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody != nil && op.RequestBody.Value != nil {
+				for _, mt := range op.RequestBody.Value.Content {
+					if err := walk(method+" "+path+" request", mt.Schema); err != nil {
+						return err
+					}
+				}
+			}
+			for status, resp := range op.Responses.Map() {
+				if resp.Value == nil {
+					continue
+				}
+				for _, mt := range resp.Value.Content {
+					if err := walk(method+" "+path+" "+status, mt.Schema); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// specChecked wraps the server's handler so that every request a test sends
+// and every response it gets is checked against openapi.json: a request the
+// document accepts must get a documented response that matches it, and a
+// request the document refuses (a missing key, a field it does not list, a
+// value outside its bounds) must be refused by the server too (4xx). Any
+// mismatch fails the test.
+func specChecked(t *testing.T, h http.Handler) http.Handler {
+	doc, router := loadSpec(t)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		r.Body.Close()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if err != nil {
+			// The client went away while sending: nothing to check.
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := &recordingWriter{ResponseWriter: w}
+		h.ServeHTTP(rec, r)
+		if err := checkExchange(doc, router, r, body, rec); err != nil {
+			t.Errorf("openapi.json: %s %s -> %d: %v\nrequest body: %s\nresponse body: %s",
+				r.Method, r.URL.RequestURI(), rec.status, err, clipBytes(body), clipBytes(rec.body.Bytes()))
+		}
+	})
+}
+
+// checkExchange checks one request and its response against the document.
+func checkExchange(doc *openapi3.T, router routers.Router, r *http.Request, body []byte, rec *recordingWriter) error {
+	ctx := context.Background()
+	status := rec.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	// The request as the validator sees it: its own body, and JSON when it
+	// has no Content-Type (the server reads every body as JSON).
+	vr := r.Clone(ctx)
+	vr.Body = io.NopCloser(bytes.NewReader(body))
+	vr.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	if len(body) > 0 && vr.Header.Get("Content-Type") == "" {
+		vr.Header.Set("Content-Type", "application/json")
+	}
+	if p := vr.URL.Path; strings.HasPrefix(p, "/admin/") && !strings.HasPrefix(p, "/admin/v1/") {
+		// The page's files are all served by the one /admin/ operation.
+		vr.URL.Path = "/admin/"
+	}
+	vr.Host, vr.URL.Host, vr.URL.Scheme = "", "", ""
+	route, params, err := router.FindRoute(vr)
+	if err != nil {
+		// Not a documented operation: the server must say so.
+		if status != http.StatusNotFound {
+			return fmt.Errorf("no documented operation (%v), yet the server answered %d", err, status)
+		}
+		var v any
+		if err := json.Unmarshal(rec.body.Bytes(), &v); err != nil {
+			return fmt.Errorf("404 body: %w", err)
+		}
+		return doc.Components.Schemas["Error"].Value.VisitJSON(v)
+	}
+	opts := &openapi3filter.Options{
+		MultiError:            true,
+		SkipSettingDefaults:   true,
+		IncludeResponseStatus: true,
+		AuthenticationFunc: func(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+			if !strings.HasPrefix(in.RequestValidationInput.Request.Header.Get("Authorization"), "Bearer ") {
+				return errors.New("no bearer key")
+			}
+			return nil
+		},
+	}
+	in := &openapi3filter.RequestValidationInput{Request: vr, PathParams: params, Route: route, Options: opts}
+	reqErr := openapi3filter.ValidateRequest(ctx, in)
+	if reqErr != nil && status < 400 {
+		return fmt.Errorf("the document refuses the request (%v), yet the server answered %d", reqErr, status)
+	}
+	if reqErr != nil && status >= 500 {
+		return fmt.Errorf("the document refuses the request (%v): the server should refuse it with a 4xx, not %d", reqErr, status)
+	}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: status, Header: rec.Header(), Options: opts}
+	out.SetBodyBytes(rec.body.Bytes())
+	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+		return fmt.Errorf("response: %w", err)
+	}
+	return nil
+}
+
+// recordingWriter passes a response through and keeps a copy of it.
+type recordingWriter struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (w *recordingWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recordingWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	w.body.Write(b)
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush lets the handler flush through the recorder.
+func (w *recordingWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// clipBytes shortens a body for a failure message.
+func clipBytes(b []byte) string {
+	if len(b) > 2000 {
+		return string(b[:2000]) + fmt.Sprintf("... (%d bytes)", len(b))
+	}
+	return string(b)
 }

@@ -656,7 +656,8 @@ func TestPostgresSourceErrorsSayLess(t *testing.T) {
 	}()
 	var msgs []string
 	for _, host := range []string{closed, web.Addr().String(), "nosuchhost.invalid:5432"} {
-		dsn := "postgres://u:secret@" + host + "/db?sslmode=disable&connect_timeout=1"
+		// sslmode=require: a host that is not local must be reached with TLS.
+		dsn := "postgres://u:secret@" + host + "/db?sslmode=require&connect_timeout=1"
 		req := DatasetRequest{ID: "p", Schema: arrestsSchema(t), Source: Source{SQL: &SQLSource{Driver: "postgres", DSN: dsn, Table: "t"}}, Policy: Policy{EpsilonPerAnalyst: 1}}
 		st, raw := s.call("POST", "/admin/v1/datasets", s.admin, req, nil, nil)
 		msg := errMsg(raw)

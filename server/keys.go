@@ -136,7 +136,11 @@ func (s *store) ensureAdminKey(ctx context.Context, fromFile string, out func(st
 			err := tx.QueryRowContext(ctx, s.d.q(`SELECT role, secret_sha256, revoked_at FROM api_keys WHERE id = ?`), id).Scan(&role, &stored, &revoked)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
-				return s.insertKey(ctx, tx, id, roleAdmin, "", h)
+				if err := s.insertKey(ctx, tx, id, roleAdmin, "", h); err != nil {
+					return err
+				}
+				return s.audit(ctx, tx, auditEvent{Actor: actorStart, Action: "admin_key.registered", Key: id,
+					details: map[string]any{"from": "the admin key file"}})
 			case err != nil:
 				return err
 			case role != roleAdmin || subtle.ConstantTimeCompare(stored, h) != 1:
@@ -160,7 +164,11 @@ func (s *store) ensureAdminKey(ctx context.Context, fromFile string, out func(st
 			}
 		}
 		shown = key
-		return s.insertKey(ctx, tx, id, roleAdmin, "", h)
+		if err := s.insertKey(ctx, tx, id, roleAdmin, "", h); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, auditEvent{Actor: actorStart, Action: "admin_key.registered", Key: id,
+			details: map[string]any{"from": "generated at start"}})
 	})
 	if err != nil {
 		return "", fmt.Errorf("admin key: %w", err)
@@ -195,14 +203,17 @@ func (s *store) adminKeys(ctx context.Context) ([]keyView, error) {
 
 // issueAdminKey issues another admin key (to rotate keys: issue, switch,
 // revoke the old one).
-func (s *store) issueAdminKey(ctx context.Context) (keyView, string, error) {
+func (s *store) issueAdminKey(ctx context.Context, actor string) (keyView, string, error) {
 	var kv keyView
 	var key string
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		id, k, h := newKey()
 		key = k
 		kv = keyView{ID: id, Created: time.Now().UTC()}
-		return s.insertKey(ctx, tx, id, roleAdmin, "", h)
+		if err := s.insertKey(ctx, tx, id, roleAdmin, "", h); err != nil {
+			return err
+		}
+		return s.audit(ctx, tx, auditEvent{Actor: actor, Action: "admin_key.issued", Key: id})
 	})
 	return kv, key, err
 }

@@ -29,6 +29,7 @@ func TestOpenAPI(t *testing.T) {
 		} `json:"paths"`
 	}
 	s.must(http.StatusOK, "GET", "/openapi.json", "", nil, &doc)
+	s.must(http.StatusOK, "GET", "/healthz", "", nil, nil) // checked against the document like every call
 	if !strings.HasPrefix(doc.OpenAPI, "3.") {
 		t.Fatalf("openapi version %q", doc.OpenAPI)
 	}
@@ -192,6 +193,59 @@ func TestErrorsIndependentOfData(t *testing.T) {
 		t.Logf("%s -> %s", body, got[0])
 		if got[0] != got[1] {
 			t.Errorf("%s:\n full: %s\n part: %s", body, got[0], got[1])
+		}
+	}
+}
+
+// TestSpecCheck checks the checker that every test's requests and responses
+// go through (specChecked): the document must be valid OpenAPI, and a
+// response with an undocumented field or status, a request with an
+// undocumented field that the server accepts, and an accepted request
+// without a key must each be reported.
+func TestSpecCheck(t *testing.T) {
+	doc, router := loadSpec(t)
+	if doc.OpenAPI != "3.0.3" {
+		t.Errorf("openapi %q: the document is written for 3.0.3", doc.OpenAPI)
+	}
+	exchange := func(method, path, key, body string, status int, resp string) error {
+		r := httptest.NewRequest(method, path, strings.NewReader(body))
+		if key != "" {
+			r.Header.Set("Authorization", "Bearer "+key)
+		}
+		rec := &recordingWriter{ResponseWriter: httptest.NewRecorder()}
+		rec.Header().Set("Content-Type", "application/json")
+		rec.WriteHeader(status)
+		rec.Write([]byte(resp))
+		return checkExchange(doc, router, r, []byte(body), rec)
+	}
+	budget := `{"dataset":"d","unit":"epsilon","total":1,"spent":0,"remaining":1,"total_steps":1099511627776,"spent_steps":0,"remaining_steps":1099511627776}`
+	analyst := `{"name":"alice"}`
+	created := `{"analyst":{"id":"a_1","name":"alice","created_at":"2024-01-01T00:00:00Z","keys":[],"budgets":[]},"api_key":"kdp_x","note":"n"}`
+	for _, tc := range []struct {
+		name               string
+		method, path, body string
+		key                string
+		status             int
+		resp               string
+		ok                 bool
+	}{
+		{"documented", "GET", "/v1/datasets/d/budget", "", "k", 200, budget, true},
+		{"documented error", "GET", "/v1/datasets/d/budget", "", "k", 404, `{"error":{"code":"not_found","message":"not found"}}`, true},
+		{"created", "POST", "/admin/v1/analysts", analyst, "k", 201, created, true},
+		{"undocumented response field", "GET", "/v1/datasets/d/budget", "", "k", 200, strings.Replace(budget, `"unit"`, `"extra":1,"unit"`, 1), false},
+		{"missing required field", "GET", "/v1/datasets/d/budget", "", "k", 200, strings.Replace(budget, `"spent":0,`, "", 1), false},
+		{"undocumented status", "GET", "/v1/datasets/d/budget", "", "k", 418, `{"error":{"code":"internal","message":"x"}}`, false},
+		{"undocumented error code", "GET", "/v1/datasets/d/budget", "", "k", 404, `{"error":{"code":"gone","message":"x"}}`, false},
+		{"undocumented request field accepted", "POST", "/admin/v1/analysts", `{"name":"alice","team":"x"}`, "k", 201, created, false},
+		{"undocumented request field refused", "POST", "/admin/v1/analysts", `{"name":"alice","team":"x"}`, "k", 400, `{"error":{"code":"bad_request","message":"x"}}`, true},
+		{"no key, answered", "GET", "/v1/datasets/d/budget", "", "", 200, budget, false},
+		{"no key, refused", "GET", "/v1/datasets/d/budget", "", "", 401, `{"error":{"code":"unauthorized","message":"x"}}`, true},
+		{"undocumented path answered", "GET", "/v1/nothing", "", "k", 200, `{}`, false},
+		{"undocumented path refused", "GET", "/v1/nothing", "", "k", 404, `{"error":{"code":"not_found","message":"x"}}`, true},
+	} {
+		err := exchange(tc.method, tc.path, tc.key, tc.body, tc.status, tc.resp)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: check says %v, want ok=%v", tc.name, err, tc.ok)
 		}
 	}
 }

@@ -36,7 +36,8 @@ type Config struct {
 	// when Postgres is empty.
 	DataDir string
 	// Postgres, if set, is the DSN of a PostgreSQL database that holds
-	// the state instead (a shared deployment).
+	// the state instead (a shared deployment). A database on another host
+	// must be reached with TLS (see CheckPostgresTLS).
 	Postgres string
 	// AdminKey, if set, is the curator's key (see GenerateKey); it is
 	// registered if new. Otherwise a key is generated at the first start
@@ -191,6 +192,9 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 	var st *store
 	switch {
 	case cfg.Postgres != "":
+		if err := CheckPostgresTLS(cfg.Postgres); err != nil {
+			return nil, "", fmt.Errorf("PostgreSQL store: %w", err)
+		}
 		st, err = openPostgres(cfg.Postgres)
 	case cfg.DataDir != "":
 		st, err = openSQLite(cfg.DataDir)
@@ -267,27 +271,34 @@ func (s *Server) HTTPServer() *http.Server {
 }
 
 // dataset returns a registered dataset, loading it from the store if another
-// server process registered it.
+// server process registered it. Whether it is retired is read from the
+// store every time: another server process may have retired it.
 func (s *Server) dataset(ctx context.Context, id string) (*dataset, error) {
 	s.mu.Lock()
 	d := s.sets[id]
 	s.mu.Unlock()
-	if d != nil {
-		return d, nil
+	if d == nil {
+		var err error
+		d, err = s.st.loadDataset(ctx, id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, errNotFound
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if prev := s.sets[id]; prev != nil {
+			d = prev
+		} else {
+			s.sets[id] = d
+		}
+		s.mu.Unlock()
 	}
-	d, err := s.st.loadDataset(ctx, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errNotFound
-	}
-	if err != nil {
+	var retired sql.NullInt64
+	if err := s.st.readRow(ctx, `SELECT retired_at FROM datasets WHERE id = ?`, id).Scan(&retired); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if prev := s.sets[id]; prev != nil {
-		return prev, nil
-	}
-	s.sets[id] = d
+	d.retired.Store(retired.Int64)
 	return d, nil
 }
 
@@ -317,9 +328,14 @@ func (s *Server) routes() {
 		{"GET", "/admin/v1/datasets", roleAdmin, s.adminListDatasets},
 		{"POST", "/admin/v1/datasets", roleAdmin, s.adminRegister},
 		{"GET", "/admin/v1/datasets/{dataset}", roleAdmin, s.adminGetDataset},
+		{"PATCH", "/admin/v1/datasets/{dataset}", roleAdmin, s.adminPatchDataset},
+		{"DELETE", "/admin/v1/datasets/{dataset}", roleAdmin, s.adminRetireDataset},
 		{"GET", "/admin/v1/analysts", roleAdmin, s.adminListAnalysts},
 		{"POST", "/admin/v1/analysts", roleAdmin, s.adminCreateAnalyst},
 		{"POST", "/admin/v1/analysts/{analyst}/keys", roleAdmin, s.adminIssueKey},
+		{"PATCH", "/admin/v1/analysts/{analyst}/budgets/{dataset}", roleAdmin, s.adminChangeBudget},
+		{"GET", "/admin/v1/analysts/{analyst}/spending", roleAdmin, s.adminSpending},
+		{"GET", "/admin/v1/audit", roleAdmin, s.adminAudit},
 		{"DELETE", "/admin/v1/keys/{key}", roleAdmin, s.adminRevokeKey},
 		{"GET", "/admin/v1/admin-keys", roleAdmin, s.adminListAdminKeys},
 		{"POST", "/admin/v1/admin-keys", roleAdmin, s.adminIssueAdminKey},
@@ -462,6 +478,13 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	)
 	switch {
 	case errors.As(err, &ae):
+	case errors.Is(r.Context().Err(), context.Canceled) && !errors.Is(err, errCommitFailed):
+		// The client went away: whatever the store or the computation
+		// then said (a connection's read interrupted, SQLite's
+		// "interrupted") is not a failure of the server. A failed group
+		// commit runs on its own context and is one.
+		s.log.Info("client went away", "method", r.Method, "path", r.URL.Path, "err", err)
+		ae = &apiError{499, "canceled", "request canceled"}
 	case errors.As(err, &ie):
 		ae = &apiError{http.StatusBadRequest, "bad_request", ie.msg}
 	case errors.As(err, &be):

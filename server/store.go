@@ -245,12 +245,43 @@ var migrations = []string{
 		record TEXT NOT NULL
 	);
 	CREATE INDEX measurements_owner ON measurements (analyst_id, dataset_id, seq, ledger_id)`,
+	// 5: the operator's side. A dataset may be retired (retired_at set):
+	// it answers no new query, and its ledger, budgets and measurements
+	// stay. admin_audit records every change an admin key made (and the
+	// admin keys registered at start), in the transaction of the change;
+	// rows are only ever inserted. The actions before this migration are
+	// recorded from the tables that hold them, with an empty actor (not
+	// known) and recorded_by set.
+	`ALTER TABLE datasets ADD COLUMN retired_at BIGINT;
+	CREATE TABLE admin_audit (
+		seq {{SERIAL}},
+		created_at BIGINT NOT NULL,
+		actor TEXT NOT NULL,
+		action TEXT NOT NULL,
+		analyst_id TEXT,
+		dataset_id TEXT,
+		key_id TEXT,
+		details TEXT NOT NULL
+	);
+	CREATE INDEX admin_audit_analyst ON admin_audit (analyst_id, dataset_id, seq);
+	CREATE INDEX admin_audit_dataset ON admin_audit (dataset_id, seq);
+	INSERT INTO admin_audit (created_at, actor, action, analyst_id, dataset_id, key_id, details)
+	SELECT t, '', a, an, ds, k, '{"recorded_by":"migration 5, from the stored tables"}' FROM (
+		SELECT created_at AS t, 'dataset.registered' AS a, CAST(NULL AS TEXT) AS an, id AS ds, CAST(NULL AS TEXT) AS k FROM datasets
+		UNION ALL SELECT created_at, 'analyst.created', id, NULL, NULL FROM analysts
+		UNION ALL SELECT created_at, CASE WHEN role = 'admin' THEN 'admin_key.issued' ELSE 'key.issued' END, analyst_id, NULL, id FROM api_keys
+		UNION ALL SELECT revoked_at, CASE WHEN role = 'admin' THEN 'admin_key.revoked' ELSE 'key.revoked' END, analyst_id, NULL, id FROM api_keys WHERE revoked_at IS NOT NULL
+	) past ORDER BY t, a`,
 }
 
 // migrate applies the migrations that have not been applied yet, all in
 // one transaction. On PostgreSQL an advisory lock keeps two servers starting
 // at once from racing; on SQLite BEGIN IMMEDIATE does.
-func (s *store) migrate(ctx context.Context) error {
+func (s *store) migrate(ctx context.Context) error { return s.migrateTo(ctx, len(migrations)) }
+
+// migrateTo applies the migrations up to version n (tests make stores of an
+// earlier version with it).
+func (s *store) migrateTo(ctx context.Context, n int) error {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if s.d.name == "postgres" {
 			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7240617)`); err != nil {
@@ -267,7 +298,7 @@ func (s *store) migrate(ctx context.Context) error {
 		if have > len(migrations) {
 			return fmt.Errorf("the database has schema version %d, newer than this knowdp (%d): upgrade knowdp", have, len(migrations))
 		}
-		for i := have; i < len(migrations); i++ {
+		for i := have; i < n; i++ {
 			ddl := strings.NewReplacer("{{BLOB}}", s.d.blob, "{{SERIAL}}", s.d.serial).Replace(migrations[i])
 			for _, stmt := range strings.Split(ddl, ";") {
 				if strings.TrimSpace(stmt) == "" {

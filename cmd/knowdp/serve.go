@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -42,19 +43,30 @@ A curator's CSV file or SQLite database is read by the server on its own
 machine, and only inside a directory given with --source-dir (repeatable;
 symbolic links are resolved). Without --source-dir, file sources are refused.
 
+Keys and answers must not cross a network in the clear: with --tls-cert and
+--tls-key the server speaks only HTTPS (TLS 1.2 or 1.3, forward-secret AEAD
+suites; renewed certificate files are picked up without a restart). Without
+them it listens on a loopback address only, unless --insecure-behind-proxy
+says that a reverse proxy on the way terminates TLS. A PostgreSQL database
+(--db, or a dataset's source) on another host must be reached with TLS:
+sslmode=verify-full (or require) in its DSN.
+
 Each API key may make --rate requests per second (bursts of --burst); each
 analyst may have --analyst-in-flight queries in the server, of which
---analyst-compute are computed at once. The curator's page is at /admin/
+--analyst-compute are computed at once. The operator's console is at /admin/
 and the API is described at /openapi.json; docs/server.md has the details.
 `
 
 func runServe(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "serve", "serve [--data-dir DIR | --db postgres://...] [--addr HOST:PORT] [--source-dir DIR]... [--admin-key-file F | --admin-key-out F] [--rate R] [--burst B]")
+	fs := newFlagSet(e, "serve", "serve [--data-dir DIR | --db postgres://...] [--addr HOST:PORT] [--tls-cert F --tls-key F | --insecure-behind-proxy] [--source-dir DIR]... [--admin-key-file F | --admin-key-out F] [--rate R] [--burst B]")
 	usage := fs.Usage
 	fs.Usage = func() { usage(); fmt.Fprint(e.stderr, serveHelp) }
 	dataDir := fs.String("data-dir", "knowdp-data", "directory of the embedded SQLite database (used unless --db is given)")
 	db := fs.String("db", "", "PostgreSQL DSN (postgres://user@host:port/db) for a shared deployment, instead of --data-dir")
-	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on; port 0 picks a free port")
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on; port 0 picks a free port; an address other than loopback needs TLS (or --insecure-behind-proxy)")
+	tlsCert := fs.String("tls-cert", "", "PEM file of the server's certificate chain: serve HTTPS (with --tls-key)")
+	tlsKey := fs.String("tls-key", "", "PEM file of the certificate's private key (with --tls-cert)")
+	behindProxy := fs.Bool("insecure-behind-proxy", false, "serve plain HTTP on an address other than loopback: only behind a reverse proxy that terminates TLS")
 	keyFile := fs.String("admin-key-file", "", "file holding the curator's admin key; created with a new key if missing")
 	rateLimit := fs.Float64("rate", 20, "requests per second allowed per API key (0: no limit)")
 	burst := fs.Int("burst", 40, "burst size of the per-key rate limit")
@@ -78,6 +90,41 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			return usageErr(fs, "--source-dir %s: not a directory", d)
 		}
 	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return usageErr(fs, "give --tls-cert and --tls-key together")
+	}
+	if *behindProxy && *tlsCert != "" {
+		return usageErr(fs, "--insecure-behind-proxy is for a server without TLS; give it or --tls-cert and --tls-key, not both")
+	}
+	if *db != "" {
+		if err := server.CheckPostgresTLS(*db); err != nil {
+			return usageErr(fs, "--db: %v", err)
+		}
+	}
+	var tlsConfig *tls.Config
+	if *tlsCert != "" {
+		var err error
+		if tlsConfig, err = server.TLSConfig(*tlsCert, *tlsKey, e.log); err != nil {
+			return usageErr(fs, "--tls-cert, --tls-key: %v", err)
+		}
+	}
+	// Listen first: a refused address leaves nothing behind (no store, no
+	// admin key).
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	// Decided on the address actually bound (a name resolved, ":8080" being
+	// every interface), before anything is served on it.
+	loopback := isLoopback(ln.Addr())
+	switch {
+	case tlsConfig == nil && !loopback && !*behindProxy:
+		return usageErr(fs, "--addr %s: %s is not a loopback address, and without TLS the API keys and the answers would cross the network in the clear; "+
+			"give --tls-cert and --tls-key, or, behind a reverse proxy that terminates TLS, --insecure-behind-proxy", *addr, ln.Addr())
+	case tlsConfig == nil && !loopback:
+		e.log.Warn("serving plain HTTP on a non-loopback address (--insecure-behind-proxy): every client must reach it through a proxy that terminates TLS", "addr", ln.Addr().String())
+	}
 	cfg := server.Config{RateLimit: *rateLimit, RateBurst: *burst, CellLimit: *cellLimit, Log: e.log,
 		SourceDirs: sourceDirs, AnalystCompute: *compute, AnalystInFlight: *inFlight}
 	if *db != "" {
@@ -98,15 +145,22 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer srv.Close()
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
 	hs := srv.HTTPServer()
-	fmt.Fprintf(e.stdout, "listening on http://%s\n", ln.Addr())
-	fmt.Fprintf(e.stdout, "curator page: http://%s/admin/  API: http://%s/openapi.json\n", ln.Addr(), ln.Addr())
+	scheme := "http"
+	if tlsConfig != nil {
+		hs.TLSConfig = tlsConfig
+		scheme = "https"
+	}
+	fmt.Fprintf(e.stdout, "listening on %s://%s\n", scheme, ln.Addr())
+	fmt.Fprintf(e.stdout, "operator's console: %s://%s/admin/  API: %s://%s/openapi.json\n", scheme, ln.Addr(), scheme, ln.Addr())
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() {
+		if tlsConfig != nil {
+			errc <- hs.ServeTLS(ln, "", "") // the certificate comes from TLSConfig
+			return
+		}
+		errc <- hs.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return err
@@ -123,6 +177,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// isLoopback reports whether a listener's address is a loopback address
+// (127.0.0.0/8, ::1); the unspecified address (every interface) is not.
+func isLoopback(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	return ok && t.IP.IsLoopback()
 }
 
 // dirList is a repeatable flag of directories.

@@ -29,7 +29,7 @@ func TestServeHelp(t *testing.T) {
 	if code := run(context.Background(), e, []string{"serve", "--help"}); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"--data-dir", "--db", "--addr", "--admin-key-file", "--admin-key-out", "--source-dir", "--rate", "--burst", "--analyst-in-flight", "/openapi.json", "/admin/"} {
+	for _, want := range []string{"--data-dir", "--db", "--addr", "--admin-key-file", "--admin-key-out", "--source-dir", "--rate", "--burst", "--analyst-in-flight", "--tls-cert", "--tls-key", "--insecure-behind-proxy", "/openapi.json", "/admin/"} {
 		// Help goes to stderr today; the CLI conventions may move it to
 		// stdout: either is fine here.
 		if help := out.String() + errb.String(); !strings.Contains(help, want) {
