@@ -9,11 +9,17 @@ go version
 go mod download
 
 # The server's tests run against PostgreSQL as well as SQLite, and check the
-# curator's page in headless Chromium: install both from Debian's packages if
-# they are missing (as root; a developer without root installs them once).
+# operator's console and the release report in headless Chromium; the Python
+# package is tested with Debian's python3: install them from Debian's
+# packages if they are missing (as root; a developer without root installs
+# them once).
 need=()
 [[ -x /usr/bin/chromium ]] || need+=(chromium)
 compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || need+=(postgresql)
+# The Python package's tests run with Debian's python3, with and without
+# pandas.
+[[ -x /usr/bin/python3 ]] || need+=(python3)
+/usr/bin/python3 -c 'import pandas' 2>/dev/null || need+=(python3-pandas)
 if ((${#need[@]})); then
 	if [[ $(id -u) -ne 0 ]]; then
 		echo "scripts/test.sh: missing ${need[*]}; install them (apt-get install ${need[*]}) or run as root" >&2
