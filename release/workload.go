@@ -42,6 +42,7 @@ import (
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/estimate"
+	"github.com/knowdp/knowdp/gls"
 	"github.com/knowdp/knowdp/internal/tensor"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
@@ -62,9 +63,13 @@ const (
 	// share, shared equally by the views measured at that level: the
 	// Census TopDown's per-level budget.
 	SplitSpine
+	// SplitAuto is SplitOptimal wherever knowdp certifies the optimum
+	// (flat dimensions, or one hierarchy crossed with them), SplitSpine
+	// otherwise; the release states the split it took.
+	SplitAuto
 )
 
-// String returns "optimal" or "equal".
+// String returns "optimal", "equal", "spine" or "auto".
 func (sp Split) String() string {
 	switch sp {
 	case SplitOptimal:
@@ -73,11 +78,13 @@ func (sp Split) String() string {
 		return "equal"
 	case SplitSpine:
 		return "spine"
+	case SplitAuto:
+		return "auto"
 	}
 	return fmt.Sprintf("Split(%d)", int(sp))
 }
 
-// ParseSplit parses "optimal" or "equal".
+// ParseSplit parses "auto", "optimal", "equal" or "spine".
 func ParseSplit(name string) (Split, error) {
 	switch name {
 	case "optimal":
@@ -86,8 +93,10 @@ func ParseSplit(name string) (Split, error) {
 		return SplitEqual, nil
 	case "spine":
 		return SplitSpine, nil
+	case "auto":
+		return SplitAuto, nil
 	}
-	return 0, fmt.Errorf("split %q: want optimal, equal or spine", name)
+	return 0, fmt.Errorf("split %q: want auto, optimal, equal or spine", name)
 }
 
 // WorkloadSpec says which cuboids to release together and how.
@@ -247,6 +256,9 @@ type Release struct {
 	// Certificate bounds how far it can be from the minimum.
 	Objective   float64
 	Certificate *SplitCertificate
+	// solve is the certificate of an iterative estimate (across two or more
+	// hierarchies); nil where the estimate is exact in closed form.
+	solve *gls.Certificate
 	// noisy holds the noisy measurements, in the order of Measurements,
 	// when the spec asked to keep them.
 	noisy [][]float64
@@ -1231,6 +1243,15 @@ func (w *Release) Metadata() Metadata {
 	case w.Conditional:
 		m.Guarantee = privacy.GuaranteeConditional
 		m.GuaranteeNote = "a sensitivity given by the caller, where knowdp could not compute one, must be at least the true generic sensitivity"
+	}
+	if c := w.solve; c != nil {
+		m.Estimate = fmt.Sprintf("one generalised least-squares estimate of the leaf table (weights 1/variance) subject to the exact views, "+
+			"by preconditioned conjugate gradients with Kronecker products: the normal equations met to a relative residual of %.3g (asked: %.3g) in %d iterations; "+
+			"every table is derived from it, so all agree with each other and with the exact views", c.Residual, c.Tolerance, c.Iterations)
+		if w.Mechanism != MechanismGaussian {
+			m.MOE = "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
+				"1.645 times the exact standard deviation of the cell's error, a sum of independent Laplace variables (for one Laplace variable this covers 90.2%; the coverage is tested by simulation)"
+		}
 	}
 	if w.postProcessed() {
 		m.Estimate += "; then post-processed table by table, smallest first, each kept consistent with the exact cuboids and with the tables processed before it (see each table's nonneg and integer fields)"

@@ -295,7 +295,7 @@ func TestErrors(t *testing.T) {
 		{"nonneg and integer", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--nonneg", "--integer", "--out", out}, 2, "knowdp-beam release: --nonneg and --integer exclude each other"},
 		{"tol 0", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--nonneg", "--tol", "0", "--out", out}, 2, "knowdp-beam release: --tol must be a positive number, got 0\nRun 'knowdp-beam release --help' for usage."},
 		{"tol NaN", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--tol", "NaN", "--out", out}, 2, "knowdp-beam release: --tol must be a positive number, got NaN"},
-		{"empty split", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex", "--cuboid", "age", "--split", "", "--out", out}, 2, `knowdp-beam release: --split: split "": want optimal, equal or spine`},
+		{"empty split", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--cuboid", "sex", "--cuboid", "age", "--split", "", "--out", out}, 2, `knowdp-beam release: --split: split "": want auto, optimal, equal or spine`},
 		{"worker memory", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--worker-memory", "0", "--out", out}, 2, "knowdp-beam release: --worker-memory must be a positive number of GB, got 0"},
 		{"missing workload", []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--workload", filepath.Join(dir, "none.json"), "--out", out}, 1, "knowdp-beam release: --workload: open " + filepath.Join(dir, "none.json")},
 		{"no data", []string{"release", "--data", filepath.Join(dir, "none*.csv"), "--schema", schema, "--epsilon", "1", "--out", out}, 1, "no such file"},
