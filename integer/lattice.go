@@ -201,7 +201,6 @@ func lattice(ctx context.Context, s *domain.Schema, detail domain.View, x []floa
 	return out, nil
 }
 
-
 // latticePlan is the walk's fixed data.
 type latticePlan struct {
 	s          *domain.Schema
