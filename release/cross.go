@@ -131,28 +131,11 @@ func planCross(s *domain.Schema, spec Spec, hier []int) (*crossPlan, error) {
 	if err := p.chooseShares(); err != nil {
 		return nil, err
 	}
-	// The estimate's structure: every table that is not public, from the
-	// measurements and the invariants; refused here, before any data, if a
-	// table is not determined.
-	prob := gls.Problem{Shape: s.Sizes()}
-	for _, m := range p.meas {
-		prob.Measurements = append(prob.Measurements, gls.Measurement{Name: s.FormatView(m.v), Term: s.Term(m.v), Variance: m.variance})
+	// The estimate's structure, refused here, before any data, if a table
+	// is not determined.
+	if err := p.buildSolver(); err != nil {
+		return nil, err
 	}
-	for _, e := range p.exact {
-		prob.Invariants = append(prob.Invariants, gls.Invariant{Name: s.FormatView(e), Term: s.Term(e)})
-	}
-	for i, t := range p.tables {
-		if t.Public {
-			continue
-		}
-		prob.Queries = append(prob.Queries, gls.Query{Name: s.FormatView(t.View), Term: s.Term(t.View)})
-		p.queries = append(p.queries, i)
-	}
-	solver, err := gls.NewPlan(prob, gls.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
-	}
-	p.solver = solver
 	// The detail table: every dimension any table or invariant uses, each
 	// hierarchy at the finest level used.
 	for _, v := range slices.Concat(spec.Tables, p.exact) {
@@ -180,6 +163,34 @@ func planCross(s *domain.Schema, spec Spec, hier []int) (*crossPlan, error) {
 		}
 	}
 	return p, nil
+}
+
+// buildSolver sets the estimate's structure: every table that is not
+// public, from the measurements and the invariants. Its errors (a table
+// not determined) depend on the plan alone.
+func (p *crossPlan) buildSolver() error {
+	s := p.s
+	prob := gls.Problem{Shape: s.Sizes()}
+	for _, m := range p.meas {
+		prob.Measurements = append(prob.Measurements, gls.Measurement{Name: s.FormatView(m.v), Term: s.Term(m.v), Variance: m.variance})
+	}
+	for _, e := range p.exact {
+		prob.Invariants = append(prob.Invariants, gls.Invariant{Name: s.FormatView(e), Term: s.Term(e)})
+	}
+	p.queries = p.queries[:0]
+	for i, t := range p.tables {
+		if t.Public {
+			continue
+		}
+		prob.Queries = append(prob.Queries, gls.Query{Name: s.FormatView(t.View), Term: s.Term(t.View)})
+		p.queries = append(p.queries, i)
+	}
+	solver, err := gls.NewPlan(prob, gls.Options{})
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	p.solver = solver
+	return nil
 }
 
 // measurement returns view v's measurement before its share: its
@@ -406,6 +417,24 @@ func (p *crossPlan) run(ctx context.Context, counts map[domain.View][]float64, r
 			rel.noisy[k] = slices.Clone(noisy[k])
 		}
 	}
+	est, err := p.estimate(ctx, rel, noisy, inv)
+	if err != nil {
+		return nil, err
+	}
+	rel.Levels = p.levelSummary(rel.Tables)
+	if p.spec.Integer || p.spec.NonNegative {
+		if err := p.postProcess(ctx, rel, est, inv, r); err != nil {
+			return nil, err
+		}
+	}
+	return rel, nil
+}
+
+// estimate fills rel's tables (counts, margins of error, the objective)
+// from the noisy measurements and the invariants' counts, in the order of
+// p.meas and p.exact.
+func (p *crossPlan) estimate(ctx context.Context, rel *Release, noisy, inv [][]float64) (*gls.Estimate, error) {
+	s := p.s
 	est, err := p.solver.Solve(ctx, noisy, inv)
 	if err != nil {
 		return nil, fmt.Errorf("release: %w", err)
@@ -445,13 +474,7 @@ func (p *crossPlan) run(ctx context.Context, counts map[domain.View][]float64, r
 		}
 		t.MOE90s, t.absErr = make([]float64, len(t.Counts)), make([]float64, len(t.Counts))
 	}
-	rel.Levels = p.levelSummary(rel.Tables)
-	if p.spec.Integer || p.spec.NonNegative {
-		if err := p.postProcess(ctx, rel, est, inv, r); err != nil {
-			return nil, err
-		}
-	}
-	return rel, nil
+	return est, nil
 }
 
 func sum(x []float64) float64 {

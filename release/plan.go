@@ -156,20 +156,14 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 		if spec.Strategy == MeasureMarginals {
 			return nil, errors.New("release: the marginals strategy is not supported for tables at coarser levels of a hierarchy yet; use requested or best")
 		}
-		if spec.KeepMeasurements {
-			return nil, errors.New("release: saving the measurements of tables at coarser levels of a hierarchy is not supported yet")
-		}
 		vp, err := PlanViews(s, ViewSpec{Epsilon: spec.Epsilon, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
 			Exact: spec.Exact, Views: spec.Tables, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
-			DomainsFromData: spec.DomainsFromData})
+			DomainsFromData: spec.DomainsFromData, KeepMeasurements: spec.KeepMeasurements})
 		if err != nil {
 			return nil, err
 		}
 		p.views = vp
 	default:
-		if spec.KeepMeasurements {
-			return nil, errors.New("release: saving the measurements of tables at coarser levels of a hierarchy is not supported yet")
-		}
 		cp, err := planCross(s, spec, coarse)
 		if err != nil {
 			return nil, err

@@ -52,6 +52,9 @@ type ViewSpec struct {
 	Sensitivity int
 	// DomainsFromData records that the domains came from the data.
 	DomainsFromData bool
+	// KeepMeasurements keeps the noisy measurements in the release, for
+	// SaveMeasurements.
+	KeepMeasurements bool
 }
 
 // flat reports whether every view and invariant stands at its finest
@@ -509,6 +512,12 @@ func (vp *ViewPlan) ReleaseFrom(ctx context.Context, counts map[domain.View][]fl
 		noisy[k] = slices.Clone(counts[m.v])
 		if err := noise.AddParallel(ctx, m.dist(p.mech), rk, noisy[k]); err != nil {
 			return nil, fmt.Errorf("release: view %s: %w", s.FormatView(m.v), err)
+		}
+		if spec.KeepMeasurements {
+			if rel.noisy == nil {
+				rel.noisy = make([][]float64, len(p.meas))
+			}
+			rel.noisy[k] = slices.Clone(noisy[k])
 		}
 		if p.mech == MechanismGaussian {
 			spent = privacy.Sequential(spent, privacy.Concentrated(m.rhoShare))
