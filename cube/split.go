@@ -5,7 +5,9 @@ package cube
 // file turns a workload plan into a splitplan.Problem and back.
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	splitplan "github.com/knowdp/knowdp/plan"
@@ -79,8 +81,10 @@ func (o objective) problem() splitplan.Problem {
 
 // optimalFractions minimises the objective on the simplex with splitplan.Solve
 // (certified: see SplitCertificate) and records the certificate in the
-// plan. Measurements with no share have fraction 0.
-func (p *workloadPlan) optimalFractions() []float64 {
+// plan. Measurements with no share have fraction 0. It fails when ctx ends
+// first or when the objective's arithmetic is not finite (weights that
+// span too many orders of magnitude), never with a split that is not one.
+func (p *workloadPlan) optimalFractions(ctx context.Context) ([]float64, error) {
 	o := p.objective()
 	k := len(o.c)
 	if len(o.a) == 0 {
@@ -88,27 +92,34 @@ func (p *workloadPlan) optimalFractions() []float64 {
 		for i := range equal {
 			equal[i] = 1 / float64(k)
 		}
-		return equal // every table is public: nothing to optimise
+		return equal, nil // every table is public: nothing to optimise
+	}
+	for i, a := range o.a {
+		if !(a > 0) || math.IsInf(a, 0) {
+			return nil, fmt.Errorf("workload: optimal split: the weighted variance of residual %d is %v (the weights are too large or too small to sum)", i, a)
+		}
 	}
 	var starts [][]float64
 	if p.start != nil {
 		starts = append(starts, p.start)
 	}
-	res, err := splitplan.Solve(o.problem(), splitplan.Options{Starts: starts})
+	res, err := splitplan.Solve(ctx, o.problem(), splitplan.Options{Starts: starts})
 	if err != nil {
-		// planWorkload checked what Solve checks (every needed residual
-		// is covered, shares and weights are positive).
-		panic("cube: " + err.Error())
+		// planWorkload checked the rest of what Solve checks (every needed
+		// residual is covered, shares are positive).
+		return nil, fmt.Errorf("workload: optimal split: %w", err)
 	}
 	p.cert = &SplitCertificate{Bound: res.Bound, Gap: res.Gap, Global: res.Global, Method: res.Method}
-	return res.X
+	return res.X, nil
 }
 
 // finishObjective sets the objective at the shares actually given (whole
-// accounting steps) and the gap to the split's lower bound.
-func (p *workloadPlan) finishObjective() {
+// accounting steps) and the gap to the split's lower bound. It fails when
+// the objective is not finite (weights so large that the weighted
+// variance overflows): the release would state it.
+func (p *workloadPlan) finishObjective() error {
 	if len(p.meas) == 0 {
-		return
+		return nil
 	}
 	o := p.objective()
 	x := make([]float64, len(p.meas))
@@ -120,10 +131,14 @@ func (p *workloadPlan) finishObjective() {
 		}
 	}
 	p.objValue = o.value(x)
+	if math.IsNaN(p.objValue) || math.IsInf(p.objValue, 0) {
+		return fmt.Errorf("workload: the weighted total variance is %v (weights too large)", p.objValue)
+	}
 	if p.cert != nil && p.objValue > 0 {
 		p.cert.Bound = min(p.cert.Bound, p.objValue)
 		p.cert.Gap = (p.objValue - p.cert.Bound) / p.objValue
 	}
+	return nil
 }
 
 // downClosure returns the cuboids a MeasureMarginals plan may measure: the
@@ -163,10 +178,10 @@ func (p *workloadPlan) downClosure() []Cuboid {
 // that have a computable, positive sensitivity, started from the requested
 // plan's split. It returns the better one (the requested one on a tie, and
 // always the marginals one for MeasureMarginals).
-func planStrategy(s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
+func planStrategy(ctx context.Context, s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	req := spec
 	req.Strategy = MeasureRequested
-	p1, err := planWorkload(s, req)
+	p1, err := planWorkloadCtx(ctx, s, req)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +209,7 @@ func planStrategy(s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	}
 	marg := req
 	marg.Measure = cands
-	p2, err := planMeasured(s, marg, start)
+	p2, err := planMeasured(ctx, s, marg, start)
 	if err != nil {
 		return nil, fmt.Errorf("workload: strategy %v: %w", spec.Strategy, err)
 	}

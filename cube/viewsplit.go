@@ -35,6 +35,7 @@ package cube
 // is that far).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -156,6 +157,14 @@ func (o *viewObjective) cost() int {
 // errUndetermined says that a split leaves a table without an estimate.
 var errUndetermined = errors.New("a table is not determined by the measurements")
 
+// errNotFinite says that the objective or its gradient left float64 (an
+// infinite or undefined value): weights or noise spanning too many orders
+// of magnitude.
+var errNotFinite = errors.New("the weighted total variance is not finite (weights too large or too far apart)")
+
+// finite reports whether v is neither infinite nor NaN.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
 // value returns F at the given precision scale of each measurement
 // (complex, for the complex-step derivative).
 func (o *viewObjective) value(prec []complex128) (complex128, error) {
@@ -256,6 +265,9 @@ func (o *viewObjective) eval(x []float64, squared bool, grad []float64) (float64
 		prec[j] = complex(o.unit[j]*v, 0)
 	}
 	f, err := o.value(prec)
+	if err == nil && !finite(real(f)) {
+		err = errNotFinite
+	}
 	if err != nil || grad == nil {
 		return real(f), err
 	}
@@ -271,7 +283,9 @@ func (o *viewObjective) eval(x []float64, squared bool, grad []float64) (float64
 		if err != nil {
 			return 0, err
 		}
-		grad[j] = imag(fj) / h
+		if grad[j] = imag(fj) / h; !finite(grad[j]) {
+			return 0, errNotFinite
+		}
 		prec[j] = save
 	}
 	return real(f), nil
@@ -288,8 +302,9 @@ func fwGap(x, g []float64) float64 {
 
 // descend minimises F on the simplex from x by exponentiated-gradient steps
 // with backtracking, until the Frank-Wolfe gap is below tol·F or the steps
-// run out. It returns the point, F and the gap there.
-func (o *viewObjective) descend(x []float64, squared bool, tol float64, steps int) ([]float64, float64, float64, error) {
+// run out. It returns the point, F and the gap there, or ctx's error when
+// ctx ends first.
+func (o *viewObjective) descend(ctx context.Context, x []float64, squared bool, tol float64, steps int) ([]float64, float64, float64, error) {
 	x = slices.Clone(x)
 	g := make([]float64, len(x))
 	f, err := o.eval(x, squared, g)
@@ -299,6 +314,9 @@ func (o *viewObjective) descend(x []float64, squared bool, tol float64, steps in
 	eta := 1.0
 	next := make([]float64, len(x))
 	for range steps {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, 0, err
+		}
 		gap := fwGap(x, g)
 		if gap <= tol*f {
 			return x, f, gap, nil
@@ -306,6 +324,9 @@ func (o *viewObjective) descend(x []float64, squared bool, tol float64, steps in
 		gmax := 0.0
 		for _, v := range g {
 			gmax = max(gmax, math.Abs(v))
+		}
+		if !(gmax > 0) {
+			break // a level gradient: nowhere to go
 		}
 		improved := false
 		for range 60 {
@@ -337,8 +358,32 @@ func (o *viewObjective) descend(x []float64, squared bool, tol float64, steps in
 }
 
 // optimalFractions chooses the shares that minimise the weighted total
-// variance, with the certificate of viewsplit.go's file comment.
-func (p *viewPlan) optimalFractions() ([]float64, error) {
+// variance, with the certificate of viewsplit.go's file comment. It fails
+// with ctx's error when ctx ends first, and when the objective is not
+// finite.
+func (p *viewPlan) optimalFractions(ctx context.Context) ([]float64, error) {
+	x, err := p.optimalFractionsCtx(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("release: optimal split: %w", ctx.Err())
+		}
+		return nil, err
+	}
+	var sum float64
+	for _, v := range x {
+		if !(v >= 0) || !finite(v) {
+			return nil, fmt.Errorf("release: optimal split: %w", errNotFinite)
+		}
+		sum += v
+	}
+	if math.Abs(sum-1) > 1e-9 || !finite(p.objective) || p.cert == nil || !finite(p.cert.Bound) || !finite(p.cert.Gap) {
+		return nil, fmt.Errorf("release: optimal split: %w", errNotFinite)
+	}
+	return x, nil
+}
+
+// optimalFractionsCtx is optimalFractions without the final checks.
+func (p *viewPlan) optimalFractionsCtx(ctx context.Context) ([]float64, error) {
 	o := p.viewObjective()
 	k := len(p.meas)
 	equal := make([]float64, k)
@@ -352,13 +397,13 @@ func (p *viewPlan) optimalFractions() ([]float64, error) {
 	// A Newton step evaluates F (k+1)² times.
 	newtonSteps := int(min(20, max(3, 1e9/float64(o.cost()*(k+1)*(k+1)))))
 	if o.gauss {
-		x, _, _, err := o.descend(equal, false, tol, steps)
+		x, _, _, err := o.descend(ctx, equal, false, tol, steps)
 		if err != nil {
 			return nil, fmt.Errorf("release: optimal split: %w", err)
 		}
 		// The certificate is for the point used: shares too small to
 		// matter are dropped first, then Newton steps on the rest.
-		x = o.newton(dropTiny(x), false, newtonSteps)
+		x = o.newton(ctx, dropTiny(x), false, newtonSteps)
 		g := make([]float64, k)
 		f, err := o.eval(x, false, g)
 		if err != nil {
@@ -371,11 +416,11 @@ func (p *viewPlan) optimalFractions() ([]float64, error) {
 		return x, nil
 	}
 	// Laplace: the convex relaxation in y = x² gives the bound.
-	y, _, _, err := o.descend(equal, false, tol, steps)
+	y, _, _, err := o.descend(ctx, equal, false, tol, steps)
 	if err != nil {
 		return nil, fmt.Errorf("release: optimal split: %w", err)
 	}
-	y = o.newton(dropTiny(y), false, newtonSteps)
+	y = o.newton(ctx, dropTiny(y), false, newtonSteps)
 	gy := make([]float64, k)
 	fy, err := o.eval(y, false, gy)
 	if err != nil {
@@ -399,11 +444,11 @@ func (p *viewPlan) optimalFractions() ([]float64, error) {
 	var best []float64
 	bestF := math.Inf(1)
 	for _, st := range starts {
-		x, _, _, err := o.descend(st, true, tol, steps)
+		x, _, _, err := o.descend(ctx, st, true, tol, steps)
 		if err != nil {
 			return nil, fmt.Errorf("release: optimal split: %w", err)
 		}
-		x = o.newton(dropTiny(x), true, newtonSteps)
+		x = o.newton(ctx, dropTiny(x), true, newtonSteps)
 		f, err := o.eval(x, true, nil)
 		if err != nil {
 			return nil, fmt.Errorf("release: optimal split: %w", err)
@@ -425,10 +470,14 @@ func (p *viewPlan) optimalFractions() ([]float64, error) {
 }
 
 // dropTiny sets the shares below 1e-6 of the largest to zero (a
-// measurement that would get them adds nothing) and renormalises.
+// measurement that would get them adds nothing) and renormalises. A point
+// that is not finite is returned as it is (the caller's checks refuse it).
 func dropTiny(x []float64) []float64 {
 	x = slices.Clone(x)
 	top := slices.Max(x)
+	if !(top > 0) || !finite(top) {
+		return x
+	}
 	var sum float64
 	for i := range x {
 		if x[i] < 1e-6*top {
@@ -444,8 +493,9 @@ func dropTiny(x []float64) []float64 {
 
 // newton polishes a point of the simplex by Newton steps on its support
 // (the Hessian by differences of the exact gradient), each kept only when
-// it lowers F and stays in the simplex.
-func (o *viewObjective) newton(x []float64, squared bool, iters int) []float64 {
+// it lowers F and stays in the simplex, until iters steps are done or ctx
+// ends.
+func (o *viewObjective) newton(ctx context.Context, x []float64, squared bool, iters int) []float64 {
 	x = slices.Clone(x)
 	k := len(x)
 	g := make([]float64, k)
@@ -455,6 +505,9 @@ func (o *viewObjective) newton(x []float64, squared bool, iters int) []float64 {
 		return x
 	}
 	for range iters {
+		if ctx.Err() != nil {
+			return x
+		}
 		var sup []int
 		for i := range x {
 			if x[i] > 0 {

@@ -343,10 +343,16 @@ func (p *workloadPlan) needs() []Cuboid {
 	return out
 }
 
-// planWorkload validates the spec, chooses what to measure, classifies the
-// requested cuboids and residuals, and chooses the shares. Every error it
-// returns is decided by the schema and the spec alone.
+// planWorkload is planWorkloadCtx without a deadline.
 func planWorkload(s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
+	return planWorkloadCtx(context.Background(), s, spec)
+}
+
+// planWorkloadCtx validates the spec, chooses what to measure, classifies
+// the requested cuboids and residuals, and chooses the shares. Every error
+// it returns is decided by the schema and the spec alone, but for ctx's:
+// the optimal split stops when ctx ends.
+func planWorkloadCtx(ctx context.Context, s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	switch {
 	case spec.Strategy < MeasureRequested || spec.Strategy > MeasureBest:
 		return nil, fmt.Errorf("workload: unknown strategy %v", spec.Strategy)
@@ -358,9 +364,9 @@ func planWorkload(s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
 		spec.Strategy = MeasureRequested
 	}
 	if spec.Strategy != MeasureRequested {
-		return planStrategy(s, spec)
+		return planStrategy(ctx, s, spec)
 	}
-	p, err := planMeasured(s, spec, nil)
+	p, err := planMeasured(ctx, s, spec, nil)
 	if err == nil && spec.Measure != nil {
 		p.strategy = -1
 	}
@@ -370,7 +376,7 @@ func planWorkload(s *Schema, spec WorkloadSpec) (*workloadPlan, error) {
 // planMeasured plans a release that measures spec.Measure, or else the
 // requested cuboids; start, if not nil, is a split to start the optimal
 // split's search from (one fraction per measurement).
-func planMeasured(s *Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
+func planMeasured(ctx context.Context, s *Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
 	if s == nil {
 		return nil, errors.New("workload: nil schema")
 	}
@@ -482,11 +488,13 @@ func planMeasured(s *Schema, spec WorkloadSpec, start []float64) (*workloadPlan,
 	if p.start != nil && len(p.start) != len(p.meas) {
 		p.start = nil
 	}
-	if err := p.chooseShares(); err != nil {
+	if err := p.chooseShares(ctx); err != nil {
 		return nil, err
 	}
 	p.finishErrors()
-	p.finishObjective()
+	if err := p.finishObjective(); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -580,7 +588,7 @@ func (p *workloadPlan) pi(a Cuboid) float64 {
 // chooseShares sets every measurement's share of the budget (multiples of
 // the accounting step, summing to at most the budget) and its noise.
 // Measurements the optimal split gives no share are dropped.
-func (p *workloadPlan) chooseShares() error {
+func (p *workloadPlan) chooseShares(ctx context.Context) error {
 	if len(p.meas) == 0 {
 		return nil
 	}
@@ -589,7 +597,10 @@ func (p *workloadPlan) chooseShares() error {
 		frac[k] = 1 / float64(len(frac))
 	}
 	if p.split == SplitOptimal {
-		frac = p.optimalFractions()
+		var err error
+		if frac, err = p.optimalFractions(ctx); err != nil {
+			return err
+		}
 	}
 	total := p.budget.Steps()
 	if p.mech == MechanismGaussian {
@@ -862,7 +873,7 @@ func cmpFloat(a, b float64) int {
 // comes from r.Split() taken in the measurements' order, so a seeded
 // release is reproducible.
 func ReleaseWorkload(ctx context.Context, s *Schema, exact map[Cuboid][]float64, spec WorkloadSpec, r *noise.Rand) (*WorkloadRelease, error) {
-	p, err := planWorkload(s, spec)
+	p, err := planWorkloadCtx(ctx, s, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -1049,17 +1060,18 @@ func (p *workloadPlan) weights(c, src Cuboid, e, k int) ([]float64, bool) {
 }
 
 // ReleaseWorkload projects the cuboids spec.Needs lists from the cube and
-// calls ReleaseWorkload.
+// releases them as ReleaseWorkload does (planning once, under ctx).
 func (c *Cube) ReleaseWorkload(ctx context.Context, spec WorkloadSpec, r *noise.Rand) (*WorkloadRelease, error) {
-	needs, err := spec.Needs(c.Schema)
+	p, err := planWorkloadCtx(ctx, c.Schema, spec)
 	if err != nil {
 		return nil, err
 	}
+	needs := p.needs()
 	exact := make(map[Cuboid][]float64, len(needs))
 	for _, n := range needs {
 		exact[n] = c.Project(n)
 	}
-	return ReleaseWorkload(ctx, c.Schema, exact, spec, r)
+	return p.release(ctx, spec, exact, r)
 }
 
 // TableFileName returns the file name of a released table: its dimensions'

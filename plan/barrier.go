@@ -154,9 +154,11 @@ func (m *model) lowerBound(x, lo, hi []float64) float64 {
 // log-barrier method with Newton steps (Hessian shifted where it is not
 // positive definite, so a non-convex model gets a local minimum), from
 // near x0 (nil: the box's centre on the simplex). It stops when the
-// barrier's duality bound 2n/t is below tol relative to the model. It
-// returns nil when the box does not meet the simplex.
-func (m *model) minimize(lo, hi, x0 []float64, tol float64) []float64 {
+// barrier's duality bound 2n/t is below tol relative to the model, after
+// at most maxOuter×maxInner Newton steps, when a step's arithmetic is not
+// finite, or when sv's context ends, and returns the last feasible point.
+// It returns nil when the box does not meet the simplex.
+func (m *model) minimize(sv *solver, lo, hi, x0 []float64, tol float64) []float64 {
 	n := len(lo)
 	x := make([]float64, n)
 	var free []int
@@ -260,26 +262,33 @@ func (m *model) minimize(lo, hi, x0 []float64, tol float64) []float64 {
 		}
 		return v
 	}
-	for outer := 0; outer < 60; outer++ {
-		for inner := 0; inner < 80; inner++ {
+outer:
+	for outer := 0; outer < maxOuter; outer++ {
+		for inner := 0; inner < maxInner; inner++ {
+			if sv.stopped() {
+				break outer
+			}
 			m.eval(x, g, h)
 			var maxDiag float64
+			finite := true
 			for a, k := range free {
 				lk, hk := x[k]-lo[k], hi[k]-x[k]
 				gb[a] = t*scale*g[k] - 1/lk + 1/hk
+				finite = finite && isFinite(gb[a])
 				for b, kk := range free {
 					hb[a*nf+b] = t * scale * h[k*n+kk]
+					finite = finite && isFinite(hb[a*nf+b])
 				}
 				hb[a*nf+a] += 1/(lk*lk) + 1/(hk*hk)
 				maxDiag = max(maxDiag, math.Abs(hb[a*nf+a]))
 			}
-			shift := 0.0
-			for !cholesky(hb, chol, nf, shift) {
-				if shift == 0 {
-					shift = 1e-10 * maxDiag
-				} else {
-					shift *= 10
-				}
+			if !finite || !isFinite(maxDiag) {
+				// Newton cannot go on from here; x is feasible, and the
+				// caller's checks say whether it is good for anything.
+				break outer
+			}
+			if !factorShifted(hb, chol, nf, maxDiag) {
+				break outer
 			}
 			for a := range w {
 				w[a] = 1
@@ -339,6 +348,51 @@ func (m *model) minimize(lo, hi, x0 []float64, tol float64) []float64 {
 	}
 	return x
 }
+
+// The caps on minimize's Newton steps: maxOuter values of the barrier's
+// parameter t (growing 40-fold each), at most maxInner steps for each.
+const (
+	maxOuter = 60
+	maxInner = 80
+)
+
+// factorShifted factors h + shift·I into l with the first shift of the
+// sequence 0, 1e-10 d, 1e-9 d, ... (d the largest diagonal entry in
+// magnitude) that makes it positive definite, and reports whether one did.
+// The sequence stops once the shift is past twice the Gershgorin bound
+// (max_i Σ_{j≠i} |h_ij| - h_ii), beyond which h + shift·I is diagonally
+// dominant: at most a few hundred factorisations for any finite h.
+func factorShifted(h, l []float64, n int, maxDiag float64) bool {
+	if cholesky(h, l, n, 0) {
+		return true
+	}
+	var gersh float64
+	for i := range n {
+		r := -h[i*n+i]
+		for j := range n {
+			if j != i {
+				r += math.Abs(h[i*n+j])
+			}
+		}
+		gersh = max(gersh, r)
+	}
+	d := maxDiag
+	if !(d > 0) {
+		d = max(gersh, 1)
+	}
+	for shift := 1e-10 * d; ; shift *= 10 {
+		last := shift > 2*gersh
+		if cholesky(h, l, n, shift) {
+			return true
+		}
+		if last || math.IsInf(shift, 0) {
+			return false
+		}
+	}
+}
+
+// isFinite reports whether v is neither infinite nor NaN.
+func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // cholesky factors h + shift I (n×n) into l (lower, row-major) and reports
 // whether it is positive definite.

@@ -34,13 +34,33 @@
 // starts give the split and the root box's relaxation the bound. Either
 // way Result.Gap is the distance from the split returned to a proved lower
 // bound.
+//
+// Bounded work. Every loop has a cap (Newton steps, halvings of a line
+// search, shifts of a Hessian that is not positive definite, boxes of the
+// branch-and-bound), Solve honours its context between Newton steps, and
+// non-finite arithmetic ends a search instead of feeding it: a problem
+// whose weights or coefficients span so many orders of magnitude that
+// float64 cannot follow it gets ErrNotFinite, never a hang or a result
+// that is not a point of the simplex with a finite objective. F is
+// homogeneous (scaling every weight by s scales F by s, every coefficient
+// by s scales it by 1/s), so Solve first scales both by powers of two to a
+// largest entry in [2^-6, 1): the same arithmetic to the last bit, far
+// from overflow.
 package plan
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 )
+
+// ErrNotFinite is returned by Solve when the problem's arithmetic leaves
+// float64 (an infinite or undefined value in the objective, its
+// derivatives or the split): its weights or coefficients span too many
+// orders of magnitude (more than about 1e250 between the largest and the
+// smallest term's a_i / c_k).
+var ErrNotFinite = errors.New("plan: the split problem's arithmetic is not finite (weights or coefficients span too many orders of magnitude)")
 
 // Problem is an instance of the split problem (package comment).
 type Problem struct {
@@ -163,15 +183,24 @@ func (pr Problem) ClosedForm() []float64 {
 			x[k] = math.Cbrt(b[k] / pr.Coef[k])
 		}
 	}
-	normalise(x)
+	if !normalise(x) {
+		// The ratios overflow: the equal split is a start like another.
+		for k := range x {
+			x[k] = 1 / float64(len(x))
+		}
+	}
 	return x
 }
 
 // Solve minimises F on the simplex (package comment) and certifies the
-// result.
-func Solve(pr Problem, opt Options) (Result, error) {
+// result. It returns ctx's error, wrapped, when ctx ends first, and
+// ErrNotFinite when the problem's arithmetic is not finite.
+func Solve(ctx context.Context, pr Problem, opt Options) (Result, error) {
 	if err := pr.Validate(); err != nil {
 		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("plan: %w", err)
 	}
 	if opt.Tol <= 0 {
 		opt.Tol = 1e-6
@@ -208,15 +237,19 @@ func Solve(pr Problem, opt Options) (Result, error) {
 		}
 		return Result{X: x, Method: "no term: every split is optimal", Global: true}, nil
 	}
-	sub := Problem{Weights: pr.Weights, Covers: make([][]int, len(pr.Covers)), Coef: make([]float64, len(keep)), Power: pr.Power}
+	// The weights and coefficients scaled by powers of two (exactly) to a
+	// largest entry in [2^-6, 1): F(x) = 2^(wexp-cexp) F_sub(x).
+	wexp, cexp := maxExp(pr.Weights), maxExp(pr.Coef)
+	sub := Problem{Weights: make([]float64, len(pr.Weights)), Covers: make([][]int, len(pr.Covers)), Coef: make([]float64, len(keep)), Power: pr.Power}
 	for i, cov := range pr.Covers {
+		sub.Weights[i] = math.Ldexp(pr.Weights[i], -wexp)
 		sub.Covers[i] = make([]int, len(cov))
 		for j, k := range cov {
 			sub.Covers[i][j] = index[k]
 		}
 	}
 	for j, k := range keep {
-		sub.Coef[j] = pr.Coef[k]
+		sub.Coef[j] = math.Ldexp(pr.Coef[k], -cexp)
 	}
 	starts := make([][]float64, 0, len(opt.Starts))
 	for _, s := range opt.Starts {
@@ -229,27 +262,102 @@ func Solve(pr Problem, opt Options) (Result, error) {
 		}
 	}
 	opt.Starts = starts
+	sv := &solver{ctx: ctx}
 	var res Result
 	if sub.Power == 1 {
-		res = solveConvex(sub, opt)
+		res = solveConvex(sv, sub, opt)
 	} else {
-		res = solveLaplace(sub, opt)
+		res = solveLaplace(sv, sub, opt)
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("plan: %w", err)
+	}
+	if !res.finite() {
+		return Result{}, ErrNotFinite
 	}
 	x := make([]float64, n)
 	for j, k := range keep {
 		x[k] = res.X[j]
 	}
 	res.X = x
+	// Back to the problem's own scale; Gap is a ratio and does not move.
+	res.Objective = math.Ldexp(res.Objective, wexp-cexp)
+	res.Bound = math.Ldexp(res.Bound, wexp-cexp)
+	if math.IsInf(res.Objective, 0) || math.IsInf(res.Bound, 0) {
+		return Result{}, ErrNotFinite // F itself overflows at the split
+	}
+	if f := pr.Value(x); f != res.Objective {
+		// Scaling is exact unless a value under- or overflows: the
+		// objective is F(X) as the caller computes it, and the gap is to
+		// the bound in that scale.
+		if !(f > 0) || math.IsInf(f, 0) || math.IsInf(res.Bound, 0) {
+			return Result{}, ErrNotFinite
+		}
+		res.Objective, res.Bound = f, min(res.Bound, f)
+		res.Gap = (f - res.Bound) / f
+		res.Global = res.Gap <= opt.Tol
+	}
 	return res, nil
+}
+
+// solver carries what every search of one Solve shares: its context.
+type solver struct {
+	ctx context.Context
+}
+
+// stopped reports whether the context has ended: every search then
+// returns the best point it has.
+func (sv *solver) stopped() bool { return sv.ctx.Err() != nil }
+
+// maxExp returns a multiple e of 6 such that the largest of xs (all
+// finite and > 0) scaled by 2^-e is in [2^-6, 1). Multiples of 6 keep the
+// solver's square and cube roots of coefficients and of their ratios to
+// weights exactly scaled too, so that the scaled problem's arithmetic is
+// the original's to the last bit.
+func maxExp(xs []float64) int {
+	top := 0.0
+	for _, v := range xs {
+		top = max(top, v)
+	}
+	_, e := math.Frexp(top)
+	q := e / 6
+	if e%6 > 0 {
+		q++
+	}
+	return 6 * q
+}
+
+// finite reports whether a result is a point of the simplex with a finite
+// objective, bound and gap.
+func (r Result) finite() bool {
+	var sum float64
+	for _, v := range r.X {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return false
+		}
+		sum += v
+	}
+	ok := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	return math.Abs(sum-1) <= 1e-9 && ok(r.Objective) && ok(r.Bound) && ok(r.Gap) && r.Gap >= 0 && r.Objective > 0
 }
 
 // finish drops the measurements whose tiny share buys (almost) nothing,
 // evaluates the result and its gap to the bound.
 func finish(pr Problem, x []float64, bound float64, opt Options, method string, nodes int) Result {
+	if len(x) != len(pr.Coef) {
+		// No search reached a point where F is finite: the caller's
+		// checks turn this into ErrNotFinite.
+		return Result{Objective: math.NaN(), Method: method}
+	}
 	m := pr.model()
 	x = clean(m, x, opt.Tol)
 	f := m.value(x)
-	bound = min(bound, f)
+	// F > 0 everywhere, so 0 is a lower bound whatever the certificate
+	// (a bound that is not finite certifies nothing more).
+	if math.IsNaN(bound) {
+		bound = 0
+	}
+	bound = max(min(bound, f), 0)
 	gap := 0.0
 	if f > 0 {
 		gap = (f - bound) / f
