@@ -17,10 +17,35 @@ type model struct {
 	q, r []float64
 	s    []float64
 	sq   []bool
+	// sv, when set, is charged the work of every evaluation (see Work).
+	sv *solver
+	// vcost and hcost are the work of one value and of one Hessian:
+	// Σ_i (1 + |cov_i|) and Σ_i (1 + |cov_i|²), computed on first use.
+	vcost, hcost float64
+}
+
+// charge adds the work of an evaluation (with the Hessian or not) to the
+// solver's count.
+func (m *model) charge(hessian bool) {
+	if m.sv == nil {
+		return
+	}
+	if m.vcost == 0 {
+		for _, cov := range m.cov {
+			m.vcost += float64(1 + len(cov))
+			m.hcost += float64(1 + len(cov)*len(cov))
+		}
+	}
+	if hessian {
+		m.sv.work += m.hcost
+	} else {
+		m.sv.work += m.vcost
+	}
 }
 
 // value returns the model at x, +Inf where a denominator is not > 0.
 func (m *model) value(x []float64) float64 {
+	m.charge(false)
 	var f float64
 	for i, a := range m.a {
 		var den float64
@@ -46,6 +71,7 @@ func (m *model) value(x []float64) float64 {
 // eval returns the model at x and sets its gradient g and, when h is not
 // nil, its Hessian h (n×n, row-major). Denominators must be > 0.
 func (m *model) eval(x, g, h []float64) float64 {
+	m.charge(h != nil)
 	n := len(x)
 	clear(g)
 	if h != nil {
@@ -287,7 +313,10 @@ outer:
 				// caller's checks say whether it is good for anything.
 				break outer
 			}
-			if !factorShifted(hb, chol, nf, maxDiag) {
+			tries, ok := factorShifted(hb, chol, nf, maxDiag)
+			sv.work += float64(tries) * float64(nf*nf*nf) / 6
+			sv.steps++
+			if !ok {
 				break outer
 			}
 			for a := range w {
@@ -358,13 +387,14 @@ const (
 
 // factorShifted factors h + shift·I into l with the first shift of the
 // sequence 0, 1e-10 d, 1e-9 d, ... (d the largest diagonal entry in
-// magnitude) that makes it positive definite, and reports whether one did.
+// magnitude) that makes it positive definite, and reports whether one did
+// and how many factorisations it tried.
 // The sequence stops once the shift is past twice the Gershgorin bound
 // (max_i Σ_{j≠i} |h_ij| - h_ii), beyond which h + shift·I is diagonally
 // dominant: at most a few hundred factorisations for any finite h.
-func factorShifted(h, l []float64, n int, maxDiag float64) bool {
+func factorShifted(h, l []float64, n int, maxDiag float64) (tries int, ok bool) {
 	if cholesky(h, l, n, 0) {
-		return true
+		return 1, true
 	}
 	var gersh float64
 	for i := range n {
@@ -380,13 +410,15 @@ func factorShifted(h, l []float64, n int, maxDiag float64) bool {
 	if !(d > 0) {
 		d = max(gersh, 1)
 	}
+	tries = 1
 	for shift := 1e-10 * d; ; shift *= 10 {
 		last := shift > 2*gersh
+		tries++
 		if cholesky(h, l, n, shift) {
-			return true
+			return tries, true
 		}
 		if last || math.IsInf(shift, 0) {
-			return false
+			return tries, false
 		}
 	}
 }

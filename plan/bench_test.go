@@ -32,6 +32,8 @@ func BenchmarkSolve(b *testing.B) {
 			}
 			b.ReportMetric(res.Gap, "gap")
 			b.ReportMetric(float64(res.Nodes), "nodes")
+			b.ReportMetric(res.Work, "work")
+			b.ReportMetric(plan.WorkBound(pr.Shape(), plan.Options{}), "work-bound")
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 // by the Frank-Wolfe gap.
 func solveConvex(sv *solver, pr Problem, opt Options) Result {
 	m := pr.model()
+	m.sv = sv
 	n := len(pr.Coef)
 	lo, hi := make([]float64, n), ones(n)
 	x := m.minimize(sv, lo, hi, pr.ClosedForm(), opt.Tol/10)
@@ -44,6 +45,7 @@ func (h *nodeHeap) Pop() any {
 // for the lower bound (package comment).
 func solveLaplace(sv *solver, pr Problem, opt Options) Result {
 	m := pr.model()
+	m.sv = sv
 	n := len(pr.Coef)
 	global := n <= opt.GlobalMax
 	maxNodes := opt.MaxNodes
@@ -134,6 +136,7 @@ func solveLaplace(sv *solver, pr Problem, opt Options) Result {
 			}
 		}
 		rel := relax(pr, lo, hi, ref)
+		rel.sv = sv
 		x := rel.minimize(sv, lo, hi, warm, opt.Tol/10)
 		if x == nil {
 			return nil

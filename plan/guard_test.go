@@ -175,3 +175,44 @@ func FuzzSolve(f *testing.F) {
 		}
 	})
 }
+
+// The work Solve does stays within WorkBound of the problem's shape, on
+// workload-shaped problems of both powers, within and beyond GlobalMax; a
+// small MaxWork stops it early with a valid, honestly certified result.
+func TestWorkBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, power := range []int{1, 2} {
+		for _, n := range []int{1, 3, 6, 9, 20} {
+			pr := randomProblem(rng, n, 3*n, power)
+			res, err := plan.Solve(context.Background(), pr, plan.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bound := plan.WorkBound(pr.Shape(), plan.Options{})
+			if !(res.Work > 0 && (res.Steps > 0 || n == 1)) || res.Work > bound {
+				t.Errorf("power %d, n %d: work %v (%d steps), bound %v", power, n, res.Work, res.Steps, bound)
+			}
+			if n == 1 {
+				continue // one measurement: nothing to search
+			}
+			capped, err := plan.Solve(context.Background(), pr, plan.Options{MaxWork: res.Work / 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkResult(t, pr, capped)
+			if capped.Work > res.Work/2 || capped.Gap < res.Gap {
+				t.Errorf("power %d, n %d: capped at %v, work %v, gap %v (uncapped %v)", power, n, res.Work/10, capped.Work, capped.Gap, res.Gap)
+			}
+		}
+	}
+	// WorkBound grows with every part of the shape but the number of
+	// measurements, whose threshold changes the search.
+	sh := plan.Shape{Measurements: 8, Covers: 40, CoverSquares: 100, Power: 2}
+	base := plan.WorkBound(sh, plan.Options{})
+	for _, more := range []plan.Shape{{Measurements: 9, Covers: 40, CoverSquares: 100, Power: 2},
+		{Measurements: 8, Covers: 41, CoverSquares: 100, Power: 2}, {Measurements: 8, Covers: 40, CoverSquares: 101, Power: 2}} {
+		if b := plan.WorkBound(more, plan.Options{}); !(b > base) {
+			t.Errorf("%+v: bound %v, not above %v", more, b, base)
+		}
+	}
+}
