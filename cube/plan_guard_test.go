@@ -88,3 +88,80 @@ func TestPlanContext(t *testing.T) {
 		}
 	}
 }
+
+// SplitWork is known from the spec alone, 0 without an optimal split, and
+// bounds the work the split then takes, for flat workloads (requested and
+// best strategies, both mechanisms) and for views across the hierarchy.
+func TestSplitWork(t *testing.T) {
+	s := smallGeo(t)
+	for _, tc := range []struct {
+		name  string
+		views []string
+		exact []string
+		split Split
+		gauss bool
+		best  bool
+	}{
+		{"flat laplace", []string{"sex,age", "geo,sex", "age"}, nil, SplitOptimal, false, false},
+		{"flat laplace best", []string{"sex,age", "geo,sex", "geo,age"}, nil, SplitOptimal, false, true},
+		{"flat gaussian", []string{"sex,age", "geo,sex", "age"}, []string{"sex"}, SplitOptimal, true, false},
+		{"flat equal", []string{"sex,age", "geo,sex"}, nil, SplitEqual, false, false},
+		{"views laplace", viewSplitCases[0].views, viewSplitCases[0].exact, SplitOptimal, false, false},
+		{"views gaussian", viewSplitCases[1].views, viewSplitCases[1].exact, SplitOptimal, true, false},
+		{"views spine", viewSplitCases[1].views, nil, SplitSpine, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := ViewSpec{Split: tc.split}
+			if tc.gauss {
+				spec.Mechanism, spec.Rho, spec.Delta = MechanismGaussian, mustRho(t, 0.5), 1e-6
+			} else {
+				spec.Epsilon = mustEps(t, 1)
+			}
+			for _, v := range tc.views {
+				spec.Views = append(spec.Views, mustView(t, s, v))
+			}
+			for _, v := range tc.exact {
+				spec.Exact = append(spec.Exact, mustView(t, s, v))
+			}
+			var bound, used float64
+			var err error
+			if w, flat := spec.flat(); flat {
+				if tc.best {
+					w.Strategy = MeasureBest
+				}
+				if bound, err = w.SplitWork(s); err != nil {
+					t.Fatal(err)
+				}
+				p, err := planWorkload(s, w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.cert != nil {
+					used = p.cert.Work
+				}
+			} else {
+				var nodes bool
+				if bound, nodes, err = spec.SplitWork(s); err != nil || !nodes {
+					t.Fatalf("%v, node visits %v", err, nodes)
+				}
+				p, err := planViews(s, spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.cert != nil {
+					used = p.cert.Work
+				}
+			}
+			if tc.split != SplitOptimal {
+				if bound != 0 || used != 0 {
+					t.Fatalf("no optimal split: bound %v, work %v", bound, used)
+				}
+				return
+			}
+			if !(used > 0 && used <= bound) {
+				t.Fatalf("work %v, bound %v", used, bound)
+			}
+			t.Logf("work %.3g of its bound %.3g", used, bound)
+		})
+	}
+}

@@ -68,6 +68,11 @@ type SplitCertificate struct {
 	Global bool
 	// Method says how the split was found and the bound proved.
 	Method string
+	// Work is what finding it took: plan.Result.Work for a workload's
+	// split (summed over the problems solved), node visits of the variance
+	// passes for views across a hierarchy. It stays within SplitWork, but
+	// for the evaluations of the step during which a search reaches it.
+	Work float64
 }
 
 // problem returns the split problem of the objective.
@@ -109,7 +114,7 @@ func (p *workloadPlan) optimalFractions(ctx context.Context) ([]float64, error) 
 		// residual is covered, shares are positive).
 		return nil, fmt.Errorf("workload: optimal split: %w", err)
 	}
-	p.cert = &SplitCertificate{Bound: res.Bound, Gap: res.Gap, Global: res.Global, Method: res.Method}
+	p.cert = &SplitCertificate{Bound: res.Bound, Gap: res.Gap, Global: res.Global, Method: res.Method, Work: res.Work}
 	return res.X, nil
 }
 
@@ -173,6 +178,63 @@ func (p *workloadPlan) downClosure() []Cuboid {
 	return append(out, subs...)
 }
 
+// SplitWork returns the most work the optimal split of this release can
+// take (plan.WorkBound's unit, for each split problem it solves), from the
+// schema and the spec alone, without solving it: 0 when the split is not
+// the optimal one or nothing is measured. Planning stops its solver there.
+// Its errors are the plan's that come before the split.
+func (spec WorkloadSpec) SplitWork(s *Schema) (float64, error) {
+	if spec.Split != SplitOptimal {
+		return 0, nil
+	}
+	req := spec
+	req.Strategy = MeasureRequested
+	if spec.Strategy != MeasureRequested {
+		req.Measure = nil
+	}
+	p1, err := measuredPlan(s, req, nil)
+	if err != nil {
+		return 0, err
+	}
+	work := p1.splitWork(false)
+	if spec.Strategy == MeasureRequested {
+		return work, nil
+	}
+	// The marginals plan, started from the requested one's split: its
+	// candidates are the down-closure's cuboids that can be measured.
+	var cands []Cuboid
+	probe := &workloadPlan{s: s, exact: p1.exact}
+	for _, c := range p1.downClosure() {
+		if sens, err := probe.sensitivity(c, spec.Sensitivity); err == nil && sens.Value > 0 {
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) == 0 {
+		return work, nil
+	}
+	marg := req
+	marg.Measure = cands
+	p2, err := measuredPlan(s, marg, make([]float64, len(cands)))
+	if err != nil {
+		return 0, err
+	}
+	return work + p2.splitWork(true), nil
+}
+
+// splitWork is plan.WorkBound of the plan's split problem, solved with a
+// start (the options optimalFractions gives Solve) or without.
+func (p *workloadPlan) splitWork(start bool) float64 {
+	o := p.objective()
+	if len(o.a) == 0 {
+		return 0
+	}
+	var opt splitplan.Options
+	if start {
+		opt.Starts = make([][]float64, 1)
+	}
+	return splitplan.WorkBound(o.problem().Shape(), opt)
+}
+
 // planStrategy plans a MeasureMarginals or MeasureBest release: the
 // requested plan, and the plan that measures the down-closure's cuboids
 // that have a computable, positive sensitivity, started from the requested
@@ -223,6 +285,7 @@ func planStrategy(ctx context.Context, s *Schema, spec WorkloadSpec) (*workloadP
 	// lesser bound holds for both.
 	if p1.cert != nil && p2.cert != nil && best.objValue > 0 {
 		c := *best.cert
+		c.Work = p1.cert.Work + p2.cert.Work
 		c.Bound = min(p1.cert.Bound, p2.cert.Bound, best.objValue)
 		c.Gap = (best.objValue - c.Bound) / best.objValue
 		c.Global = c.Gap <= 1e-6

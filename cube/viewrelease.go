@@ -188,6 +188,19 @@ func planViews(s *Schema, spec ViewSpec) (*viewPlan, error) {
 // shares. Every error it returns is decided by the schema and the spec
 // alone, but for ctx's: the optimal split stops when ctx ends.
 func planViewsCtx(ctx context.Context, s *Schema, spec ViewSpec) (*viewPlan, error) {
+	p, err := viewPlanOf(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.chooseShares(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// viewPlanOf is planViewsCtx up to the shares: what is measured, without
+// solving the split.
+func viewPlanOf(s *Schema, spec ViewSpec) (*viewPlan, error) {
 	if s == nil {
 		return nil, errors.New("release: nil schema")
 	}
@@ -310,10 +323,29 @@ func planViewsCtx(ctx context.Context, s *Schema, spec ViewSpec) (*viewPlan, err
 	case len(p.meas) > 0 && !gaussian && !(spec.Epsilon.Float64() > 0):
 		return nil, errors.New("release: epsilon must be set (> 0)")
 	}
-	if err := p.chooseShares(ctx); err != nil {
-		return nil, err
-	}
 	return p, nil
+}
+
+// SplitWork returns the most work the optimal split of this release can
+// take, from the schema and the spec alone, without solving it: in
+// plan.WorkBound's unit for views at their finest levels (released as a
+// workload, WorkloadSpec.SplitWork), and otherwise in node visits of the
+// variance passes of viewsplit.go; 0 when the split is not the optimal
+// one. Planning stops its searches there. Its errors are the plan's that
+// come before the split.
+func (spec ViewSpec) SplitWork(s *Schema) (work float64, nodeVisits bool, err error) {
+	if w, ok := spec.flat(); ok {
+		work, err := w.SplitWork(s)
+		return work, false, err
+	}
+	if spec.Split != SplitOptimal {
+		return 0, true, nil
+	}
+	p, err := viewPlanOf(s, spec)
+	if err != nil || len(p.meas) == 0 {
+		return 0, true, err
+	}
+	return p.viewObjective().workBound(len(p.meas)), true, nil
 }
 
 // publicBy reports whether view v is a roll-up of an invariant, and says

@@ -75,6 +75,9 @@ type viewObjective struct {
 	winf, pinf [][]bool
 	childW     [][]complex128
 	childInf   [][]int
+	// evals counts the evaluations of F; the searches stop once it
+	// reaches maxEvals (0: no cap), the budget of workBound.
+	evals, maxEvals int
 }
 
 func (p *viewPlan) viewObjective() *viewObjective {
@@ -154,6 +157,43 @@ func (o *viewObjective) cost() int {
 	return max(1, n*len(o.res))
 }
 
+// splitSteps returns the exponentiated-gradient steps of a descent and the
+// Newton steps of a polish, for k measurements: a descent is bounded to
+// about 10^8 node visits however large the hierarchy (but takes at least
+// 20 steps), a polish (whose step evaluates F (k+1)² times) to about 10^9
+// (at least 3 steps).
+func (o *viewObjective) splitSteps(k int) (descent, newton int) {
+	c := float64(o.cost())
+	descent = int(min(300, max(20, 1e8/(c*float64(k+1)))))
+	newton = int(min(20, max(3, 1e9/(c*float64((k+1)*(k+1))))))
+	return descent, newton
+}
+
+// splitEvals returns the budget of evaluations of F of optimalFractions
+// for k measurements: per descent step a gradient (k+1 evaluations) and up
+// to 16 of the line search (it takes 1 to 3 when it succeeds); per Newton
+// step k+1 gradients and up to 30 of the line search; one descent and
+// polish for Gaussian shares, four for Laplace shares, and the final
+// evaluations.
+func (o *viewObjective) splitEvals(k int) int {
+	descent, newton := o.splitSteps(k)
+	searches := 4
+	if o.gauss {
+		searches = 1
+	}
+	perSearch := descent*(k+1+16) + newton*((k+1)*(k+1)+30)
+	return searches*perSearch + 4*(k+2)
+}
+
+// workBound returns the most node visits optimalFractions makes for k
+// measurements: its budget of evaluations of F times the cost of one.
+func (o *viewObjective) workBound(k int) float64 {
+	return float64(o.splitEvals(k)) * float64(o.cost())
+}
+
+// spent reports whether the evaluations reached their budget.
+func (o *viewObjective) spent() bool { return o.maxEvals > 0 && o.evals >= o.maxEvals }
+
 // errUndetermined says that a split leaves a table without an estimate.
 var errUndetermined = errors.New("a table is not determined by the measurements")
 
@@ -168,6 +208,7 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // value returns F at the given precision scale of each measurement
 // (complex, for the complex-step derivative).
 func (o *viewObjective) value(prec []complex128) (complex128, error) {
+	o.evals++
 	t := o.tree
 	L := len(t.nodes) - 1
 	var total complex128
@@ -317,6 +358,9 @@ func (o *viewObjective) descend(ctx context.Context, x []float64, squared bool, 
 		if err := ctx.Err(); err != nil {
 			return nil, 0, 0, err
 		}
+		if o.spent() {
+			break
+		}
 		gap := fwGap(x, g)
 		if gap <= tol*f {
 			return x, f, gap, nil
@@ -390,12 +434,11 @@ func (p *viewPlan) optimalFractionsCtx(ctx context.Context) ([]float64, error) {
 	for i := range equal {
 		equal[i] = 1 / float64(k)
 	}
-	// A rough descent (bounded to about 10^8 node visits however large the
-	// hierarchy), then Newton steps polish it.
+	// A rough descent, then Newton steps polish it, within a budget of
+	// evaluations known before they start (workBound).
 	const tol = 1e-4
-	steps := int(min(300, max(20, 1e8/float64(o.cost()*(k+1)))))
-	// A Newton step evaluates F (k+1)² times.
-	newtonSteps := int(min(20, max(3, 1e9/float64(o.cost()*(k+1)*(k+1)))))
+	steps, newtonSteps := o.splitSteps(k)
+	o.maxEvals = o.splitEvals(k)
 	if o.gauss {
 		x, _, _, err := o.descend(ctx, equal, false, tol, steps)
 		if err != nil {
@@ -410,7 +453,7 @@ func (p *viewPlan) optimalFractionsCtx(ctx context.Context) ([]float64, error) {
 			return nil, fmt.Errorf("release: optimal split: %w", err)
 		}
 		gap := max(0, fwGap(x, g))
-		p.cert = &SplitCertificate{Bound: f - gap, Gap: gap / f, Global: gap <= 1e-6*f,
+		p.cert = &SplitCertificate{Bound: f - gap, Gap: gap / f, Global: gap <= 1e-6*f, Work: float64(o.evals) * float64(o.cost()),
 			Method: "exponentiated-gradient descent on the convex zCDP objective (exact derivatives by complex step); the bound is the Frank-Wolfe duality gap"}
 		p.objective = f
 		return x, nil
@@ -462,7 +505,7 @@ func (p *viewPlan) optimalFractionsCtx(ctx context.Context) ([]float64, error) {
 		return nil, fmt.Errorf("release: optimal split: %w", err)
 	}
 	gap := max(0, (bestF-bound)/bestF)
-	p.cert = &SplitCertificate{Bound: bound, Gap: gap, Global: gap <= 1e-6,
+	p.cert = &SplitCertificate{Bound: bound, Gap: gap, Global: gap <= 1e-6, Work: float64(o.evals) * float64(o.cost()),
 		Method: "local exponentiated-gradient searches from the equal, spine and relaxed splits (the Laplace objective is not convex in the shares); " +
 			"the bound is the minimum of the convex relaxation in the squared shares, less its Frank-Wolfe gap"}
 	p.objective = bestF
@@ -505,7 +548,7 @@ func (o *viewObjective) newton(ctx context.Context, x []float64, squared bool, i
 		return x
 	}
 	for range iters {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || o.spent() {
 			return x
 		}
 		var sup []int

@@ -377,6 +377,23 @@ func planWorkloadCtx(ctx context.Context, s *Schema, spec WorkloadSpec) (*worklo
 // requested cuboids; start, if not nil, is a split to start the optimal
 // split's search from (one fraction per measurement).
 func planMeasured(ctx context.Context, s *Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
+	p, err := measuredPlan(s, spec, start)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.chooseShares(ctx); err != nil {
+		return nil, err
+	}
+	p.finishErrors()
+	if err := p.finishObjective(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// measuredPlan is planMeasured up to the shares: what is measured, the
+// classification and the objective's terms, without solving the split.
+func measuredPlan(s *Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
 	if s == nil {
 		return nil, errors.New("workload: nil schema")
 	}
@@ -487,13 +504,6 @@ func planMeasured(ctx context.Context, s *Schema, spec WorkloadSpec, start []flo
 	}
 	if p.start != nil && len(p.start) != len(p.meas) {
 		p.start = nil
-	}
-	if err := p.chooseShares(ctx); err != nil {
-		return nil, err
-	}
-	p.finishErrors()
-	if err := p.finishObjective(); err != nil {
-		return nil, err
 	}
 	return p, nil
 }
