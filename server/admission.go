@@ -182,6 +182,58 @@ func (s *Server) chargeRefusedWork(keyID string, work int) {
 	s.limiter(keyID).ReserveN(time.Now(), min(n, s.cfg.RateBurst))
 }
 
+// The solver's work in the rate limiter's unit, base cells of planning
+// (workPerToken): planning a linear query takes about 130 ns of CPU per
+// base cell, one unit of plan.Result.Work about 2.4 ns, one node visit of
+// the view split's variance passes about 40 ns (BenchmarkSolveWork in
+// bench_test.go measures all three).
+const (
+	splitWorkPerCell  = 50
+	nodeVisitsPerCell = 3
+)
+
+// splitCells converts a bound of a split's work (cube's SplitWork: units
+// of plan.Result.Work, or node visits) to base cells of planning.
+func splitCells(work float64, nodeVisits bool) int {
+	per := float64(splitWorkPerCell)
+	if nodeVisits {
+		per = nodeVisitsPerCell
+	}
+	return int(min(work/per, 1<<40))
+}
+
+// prepare runs the plan's costly preparation (the optimal split's solver)
+// once the query is affordable and not a repeat, under the request's
+// context bounded by the compute timeout: a client that goes away, or a
+// deadline, stops it, and nothing is charged for it (it depends on the
+// request and public data only). Costly preparations wait for a heavy
+// slot, so that they never take every core. A preparation that does not
+// end in an answer (an input error it finds, a client that left, a
+// deadline) is charged to the key's rate limit by its bound, pl.work,
+// known before it started.
+func (s *Server) prepare(ctx context.Context, keyID string, pl *plan) error {
+	heavy := pl.work > maxProbeWork
+	if heavy {
+		select {
+		case s.heavy <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-s.heavy }()
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ComputeTimeout)
+	defer cancel()
+	s.prepared.Add(1)
+	err := pl.prepare(pctx)
+	if err != nil {
+		s.chargeRefusedWork(keyID, pl.work)
+		if ctx.Err() == nil && pctx.Err() != nil {
+			return context.DeadlineExceeded // the compute timeout, not the client's
+		}
+	}
+	return err
+}
+
 // computeContext returns the context a query is computed under once it has
 // been admitted: it ignores the client (a client that goes away is charged
 // all the same, so disconnecting at a chosen moment teaches nothing for

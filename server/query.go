@@ -57,6 +57,10 @@ type QueryRequest struct {
 	Weights []float64  `json:"weights,omitempty"`
 	Split   string     `json:"split,omitempty"`
 	NonNeg  bool       `json:"nonneg,omitempty"`
+	// Fresh asks for a new measurement of a cuboid that the analyst's
+	// earlier measurements determine, at the requested budget and charged
+	// it, instead of the free estimate from them (measurements.go).
+	Fresh bool `json:"fresh,omitempty"`
 	// Integer asks for non-negative integer counts that keep the
 	// invariants (cube.ReleaseSpec.Integer).
 	Integer bool `json:"integer,omitempty"`
@@ -122,8 +126,17 @@ type plan struct {
 	cells   []cellCharge
 	// prepare, if set, does the part of the work that depends on the
 	// request and public data only but is too costly to do before the
-	// budget check (a refinement's SVDs); its errors are input errors.
+	// budget check (a workload's optimal split, a refinement's SVDs): it
+	// runs once the query is affordable and not a repeat, under the
+	// request's context; its errors are input errors or ctx's.
 	prepare func(ctx context.Context) error
+	// work bounds prepare's work, in base cells of planning (see
+	// splitCells), from the request alone.
+	work int
+	// fresh, set on a one-cuboid query that could be derived from earlier
+	// measurements, returns the margin of error a fresh measurement at the
+	// requested budget would have (from the mechanism alone).
+	fresh func() (float64, error)
 	// compute draws the answer. Its errors are internal (never shown in
 	// detail to the analyst), and charged.
 	compute func(ctx context.Context, r *noise.Rand) (any, error)
@@ -145,6 +158,9 @@ func decodeQuery(body []byte) (QueryRequest, error) {
 
 // planQuery validates q against the dataset and returns its plan.
 func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
+	if err := checkRequest(d.schema, &q); err != nil {
+		return nil, err
+	}
 	gaussian := q.Mechanism == "gaussian"
 	switch {
 	case q.Mechanism != "" && q.Mechanism != "laplace" && !gaussian:
@@ -168,13 +184,13 @@ func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
 	used := map[string]bool{
 		"mechanism": q.Mechanism != "", "rho": q.Rho != 0, "delta": q.Delta != 0,
 		"cuboid": q.Cuboid != nil, "nonneg": q.NonNeg, "integer": q.Integer,
-		"cuboids": q.Cuboids != nil, "weights": q.Weights != nil, "split": q.Split != "",
+		"cuboids": q.Cuboids != nil, "weights": q.Weights != nil, "split": q.Split != "", "fresh": q.Fresh,
 		"queries": q.Queries != nil, "refine": q.Refine,
 		"query": q.Query != nil, "fraction": q.Fraction, "prior": q.Prior != nil, "alpha_u": q.AlphaU != 0,
 		"strategy": q.Strategy != "",
 	}
 	allowed := map[string][]string{
-		"cuboid": {"cuboid", "nonneg", "integer", "cuboids", "weights", "split", "mechanism", "rho", "delta"},
+		"cuboid": {"cuboid", "nonneg", "integer", "cuboids", "weights", "split", "mechanism", "rho", "delta", "fresh"},
 		"linear": {"queries", "refine"},
 		"prior":  {"query", "fraction", "prior", "alpha_u"},
 		"dx":     {"queries", "strategy"},
@@ -336,7 +352,19 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 	h.int(int64(cb))
 	h.postProcessing(q)
 	q.Cuboid = d.schema.Names(cb)
-	return &plan{hash: h.sum(), uniform: charge, compute: releaseCuboid(d, spec, guarantee)}, nil
+	return &plan{hash: h.sum(), uniform: charge, compute: releaseCuboid(d, spec, guarantee), fresh: freshMOE90(d.schema, spec)}, nil
+}
+
+// freshMOE90 returns the margin of error of a release of spec's cuboid,
+// from the mechanism alone (cube.PlanRelease reads no data).
+func freshMOE90(s *cube.Schema, spec cube.ReleaseSpec) func() (float64, error) {
+	return func() (float64, error) {
+		rel, err := cube.PlanRelease(s, spec, false)
+		if err != nil {
+			return 0, err
+		}
+		return rel.CellMOE90(), nil
+	}
 }
 
 // workload adds a workload query's tables, weights, split and

@@ -219,25 +219,6 @@ func planViewQuery(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.
 	} else {
 		spec.Epsilon = eps
 	}
-	// Refuse what the release would refuse (duplicates, weights <= 0, two
-	// hierarchies at coarser levels, a budget too small for the noise),
-	// from the request and the policy alone.
-	vplan, err := cube.PlanViews(s, spec)
-	if err != nil {
-		if split == cube.SplitOptimal {
-			eq := spec
-			eq.Split = cube.SplitEqual
-			if _, e2 := eq.Needs(s); e2 == nil {
-				return nil, badInput("split: %v", err)
-			}
-		}
-		return nil, badInput("%s: %v", field, err)
-	}
-	if q.Integer && !public {
-		if err := checkRoundViews(s, spec, d); err != nil {
-			return nil, badInput("integer: %v", err)
-		}
-	}
 	var h *hasher
 	var charge int64
 	switch {
@@ -271,14 +252,49 @@ func planViewQuery(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.
 	}
 	h.int(int64(split))
 	h.postProcessing(q)
-	return &plan{hash: h.sum(), uniform: charge, compute: releaseViewsAnswer(d, vplan, !workload, q.Integer, guarantee)}, nil
+	work, visits, err := spec.SplitWork(s)
+	if err != nil {
+		return nil, badInput("%s: %v", field, err)
+	}
+	var vplan *cube.ViewPlan
+	// Refuse what the release would refuse (duplicates, two hierarchies at
+	// coarser levels, a budget too small for the noise, views integer
+	// rounding cannot make add up), from the request and the policy alone,
+	// once the query is affordable: the plan solves the split.
+	prepare := func(ctx context.Context) error {
+		var err error
+		if vplan, err = cube.PlanViewsContext(ctx, s, spec); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if split == cube.SplitOptimal {
+				eq := spec
+				eq.Split = cube.SplitEqual
+				if _, e2 := cube.PlanViewsContext(ctx, s, eq); e2 == nil {
+					return badInput("split: %v", err)
+				}
+			}
+			return badInput("%s: %v", field, err)
+		}
+		if q.Integer && !public {
+			if err := checkRoundViews(ctx, s, spec, d); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return badInput("integer: %v", err)
+			}
+		}
+		return nil
+	}
+	return &plan{hash: h.sum(), uniform: charge, prepare: prepare, work: splitCells(work, visits),
+		compute: releaseViewsAnswer(d, &vplan, !workload, q.Integer, guarantee)}, nil
 }
 
 // checkRoundViews refuses, before any data is read, views that integer
 // rounding cannot make add up (a level with no published view to round
 // it from): it rounds all-zero tables of the same views, which depends on
 // the views and the invariants' levels only.
-func checkRoundViews(s *cube.Schema, spec cube.ViewSpec, d *dataset) error {
+func checkRoundViews(ctx context.Context, s *cube.Schema, spec cube.ViewSpec, d *dataset) error {
 	tables := map[cube.View][]float64{}
 	for _, v := range spec.Views {
 		if !d.viewPublic(v) {
@@ -289,7 +305,7 @@ func checkRoundViews(s *cube.Schema, spec cube.ViewSpec, d *dataset) error {
 	for _, e := range spec.Exact {
 		exact[e] = make([]float64, s.ViewSize(e))
 	}
-	_, err := cube.RoundViews(context.Background(), s, tables, exact, noise.NewSeeded(1))
+	_, err := cube.RoundViews(ctx, s, tables, exact, noise.NewSeeded(1))
 	return err
 }
 
@@ -314,10 +330,15 @@ func (d *dataset) viewCounts(views []cube.View) (map[cube.View][]float64, error)
 }
 
 // releaseViewsAnswer returns the computation of an answer released as
-// views: the release, then integer rounding if asked for.
-func releaseViewsAnswer(d *dataset, vplan *cube.ViewPlan, single, integer bool, guarantee string) func(context.Context, *noise.Rand) (any, error) {
+// views from its plan (*planned, set by the preparation): the release,
+// then integer rounding if asked for.
+func releaseViewsAnswer(d *dataset, planned **cube.ViewPlan, single, integer bool, guarantee string) func(context.Context, *noise.Rand) (any, error) {
 	s := d.schema
 	return func(ctx context.Context, r *noise.Rand) (any, error) {
+		vplan := *planned
+		if vplan == nil {
+			return nil, errors.New("release views: computed before it was planned")
+		}
 		counts, err := d.viewCounts(vplan.Needs())
 		if err != nil {
 			return nil, err
