@@ -68,10 +68,11 @@ type SplitCertificate struct {
 	Global bool
 	// Method says how the split was found and the bound proved.
 	Method string
-	// Work is what finding it took: plan.Result.Work for a workload's
-	// split (summed over the problems solved), node visits of the variance
-	// passes for views across a hierarchy. It stays within SplitWork, but
-	// for the evaluations of the step during which a search reaches it.
+	// Work is what finding it took, in plan.Result.Work's unit (summed
+	// over the problems solved; for views across a hierarchy, the node
+	// visits of the variance passes converted to it). It stays within
+	// SplitWork, but for the evaluations of the step during which a search
+	// reaches it.
 	Work float64
 }
 

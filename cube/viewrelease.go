@@ -327,25 +327,24 @@ func viewPlanOf(s *Schema, spec ViewSpec) (*viewPlan, error) {
 }
 
 // SplitWork returns the most work the optimal split of this release can
-// take, from the schema and the spec alone, without solving it: in
-// plan.WorkBound's unit for views at their finest levels (released as a
-// workload, WorkloadSpec.SplitWork), and otherwise in node visits of the
-// variance passes of viewsplit.go; 0 when the split is not the optimal
-// one. Planning stops its searches there. Its errors are the plan's that
-// come before the split.
-func (spec ViewSpec) SplitWork(s *Schema) (work float64, nodeVisits bool, err error) {
+// take (plan.WorkBound's unit), from the schema and the spec alone,
+// without solving it: WorkloadSpec.SplitWork for views at their finest
+// levels (released as a workload), and otherwise the view split's budget
+// of evaluations of its variance passes; 0 when the split is not the
+// optimal one. Planning stops its searches there. Its errors are the
+// plan's that come before the split.
+func (spec ViewSpec) SplitWork(s *Schema) (float64, error) {
 	if w, ok := spec.flat(); ok {
-		work, err := w.SplitWork(s)
-		return work, false, err
+		return w.SplitWork(s)
 	}
 	if spec.Split != SplitOptimal {
-		return 0, true, nil
+		return 0, nil
 	}
 	p, err := viewPlanOf(s, spec)
 	if err != nil || len(p.meas) == 0 {
-		return 0, true, err
+		return 0, err
 	}
-	return p.viewObjective().workBound(len(p.meas)), true, nil
+	return p.viewObjective().workBound(len(p.meas)), nil
 }
 
 // publicBy reports whether view v is a roll-up of an invariant, and says

@@ -40,6 +40,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	splitplan "github.com/knowdp/knowdp/plan"
 )
 
 // viewTree is the hierarchy h as the split's objective walks it.
@@ -185,10 +187,23 @@ func (o *viewObjective) splitEvals(k int) int {
 	return searches*perSearch + 4*(k+2)
 }
 
-// workBound returns the most node visits optimalFractions makes for k
-// measurements: its budget of evaluations of F times the cost of one.
+// nodeVisitWork is the work of one node visit of the variance passes in
+// plan.Result.Work's unit, so that the work of both splits is counted in
+// one unit: a visit (complex arithmetic and the tree's bookkeeping) takes
+// about 14 ns, a unit of the flat split about 2.4 ns
+// (BenchmarkSplitWorkUnits, 2-core development machine).
+const nodeVisitWork = 6
+
+// work returns the work done so far, in plan.Result.Work's unit.
+func (o *viewObjective) work() float64 {
+	return float64(o.evals) * float64(o.cost()) * nodeVisitWork
+}
+
+// workBound returns the most work optimalFractions does for k
+// measurements (plan.Result.Work's unit): its budget of evaluations of F
+// times the node visits of one.
 func (o *viewObjective) workBound(k int) float64 {
-	return float64(o.splitEvals(k)) * float64(o.cost())
+	return float64(o.splitEvals(k)) * float64(o.cost()) * nodeVisitWork
 }
 
 // spent reports whether the evaluations reached their budget.
@@ -426,9 +441,11 @@ func (p *viewPlan) optimalFractions(ctx context.Context) ([]float64, error) {
 	return x, nil
 }
 
-// optimalFractionsCtx is optimalFractions without the final checks.
+// optimalFractionsCtx is optimalFractions without the final checks. Its
+// work is added to the context's plan.Meter, whatever the outcome.
 func (p *viewPlan) optimalFractionsCtx(ctx context.Context) ([]float64, error) {
 	o := p.viewObjective()
+	defer func() { splitplan.MeterFrom(ctx).Add(o.work()) }()
 	k := len(p.meas)
 	equal := make([]float64, k)
 	for i := range equal {
@@ -453,7 +470,7 @@ func (p *viewPlan) optimalFractionsCtx(ctx context.Context) ([]float64, error) {
 			return nil, fmt.Errorf("release: optimal split: %w", err)
 		}
 		gap := max(0, fwGap(x, g))
-		p.cert = &SplitCertificate{Bound: f - gap, Gap: gap / f, Global: gap <= 1e-6*f, Work: float64(o.evals) * float64(o.cost()),
+		p.cert = &SplitCertificate{Bound: f - gap, Gap: gap / f, Global: gap <= 1e-6*f, Work: o.work(),
 			Method: "exponentiated-gradient descent on the convex zCDP objective (exact derivatives by complex step); the bound is the Frank-Wolfe duality gap"}
 		p.objective = f
 		return x, nil
@@ -505,7 +522,7 @@ func (p *viewPlan) optimalFractionsCtx(ctx context.Context) ([]float64, error) {
 		return nil, fmt.Errorf("release: optimal split: %w", err)
 	}
 	gap := max(0, (bestF-bound)/bestF)
-	p.cert = &SplitCertificate{Bound: bound, Gap: gap, Global: gap <= 1e-6, Work: float64(o.evals) * float64(o.cost()),
+	p.cert = &SplitCertificate{Bound: bound, Gap: gap, Global: gap <= 1e-6, Work: o.work(),
 		Method: "local exponentiated-gradient searches from the equal, spine and relaxed splits (the Laplace objective is not convex in the shares); " +
 			"the bound is the minimum of the convex relaxation in the squared shares, less its Frank-Wolfe gap"}
 	p.objective = bestF

@@ -216,3 +216,30 @@ func TestWorkBound(t *testing.T) {
 		}
 	}
 }
+
+// A meter on the context adds up the work of every solve under it, also
+// of one its context stopped.
+func TestMeter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	var m plan.Meter
+	ctx := plan.WithMeter(context.Background(), &m)
+	var sum float64
+	for range 3 {
+		res, err := plan.Solve(ctx, randomProblem(rng, 5, 12, 2), plan.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += res.Work
+	}
+	if m.Work() != sum || !(sum > 0) {
+		t.Fatalf("meter %v, the solves' work %v", m.Work(), sum)
+	}
+	stopped, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
+	if _, err := plan.Solve(stopped, randomProblem(rng, 6, 40, 2), plan.Options{Tol: 1e-15, MaxNodes: 1 << 30}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v, want the deadline", err)
+	}
+	if !(m.Work() > sum) {
+		t.Fatalf("the stopped solve's work was not metered: %v", m.Work())
+	}
+}

@@ -357,6 +357,7 @@ func Solve(ctx context.Context, pr Problem, opt Options) (Result, error) {
 		maxWork = WorkBound(sub.Shape(), opt)
 	}
 	sv := &solver{ctx: ctx, maxWork: maxWork}
+	defer func() { MeterFrom(ctx).Add(sv.work) }()
 	var res Result
 	if sub.Power == 1 {
 		res = solveConvex(sv, sub, opt)
