@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"math"
 	"net/http"
@@ -11,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	splitplan "github.com/knowdp/knowdp/plan"
+	"github.com/knowdp/knowdp/privacy"
 )
 
 // Issue 33: planning bounded and costed, derived answers honest.
@@ -435,5 +439,54 @@ func TestClientGoneLogged(t *testing.T) {
 	}
 	if strings.Contains(line, "store unavailable") || strings.Contains(line, "level=ERROR") || !strings.Contains(line, "client went away") {
 		t.Fatalf("logs:\n%s", line)
+	}
+}
+
+// TestRefusedSplitCostsRateLimit (issue 33 item 2): a query that the
+// split's solver refuses (here the 56 three-way cuboids at 10 steps of
+// epsilon, too small to share among them) costs no budget, and costs its
+// key's rate limit the work the solver did, counted (a function of the
+// request alone), beyond a burst if need be: the key then waits.
+func TestRefusedSplitCostsRateLimit(t *testing.T) {
+	s := startServer(t, Config{DataDir: t.TempDir(), RateLimit: 0.01, RateBurst: 2})
+	s.registerArrests("arrests", 1)
+	aid, key := s.analyst("a")
+	keyID := strings.Split(key, "_")[1]
+	body := mustJSON(t, map[string]any{"kind": "cuboid", "epsilon": 10 * privacy.EpsilonStep, "cuboids": threeWay()})
+	// The solver's work, counted the same way outside the server.
+	d := s.srv.sets["arrests"]
+	q, err := decodeQuery([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := planQuery(context.Background(), d, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meter splitplan.Meter
+	var ie *inputError
+	if err := pl.prepare(splitplan.WithMeter(context.Background(), &meter)); !errors.As(err, &ie) || !strings.Contains(ie.msg, "too small to share") {
+		t.Fatalf("the split: %v", err)
+	}
+	want := splitCells(meter.Work()) / workPerToken
+	if want <= 2 {
+		t.Fatalf("the split's work (%v units, %d tokens) is too small to show a charge beyond the burst", meter.Work(), want)
+	}
+	l := s.srv.limiter(keyID)
+	before := l.TokensAt(time.Now())
+	st, raw := s.call("POST", "/v1/datasets/arrests/queries", key, body, nil, nil)
+	if st != http.StatusBadRequest || !strings.Contains(errMsg(raw), "too small to share") {
+		t.Fatalf("status %d: %s", st, raw)
+	}
+	// One token for the request itself, the split's work besides; the
+	// bucket refills 0.01 a second.
+	if drop := before - l.TokensAt(time.Now()); math.Abs(drop-float64(1+want)) > 0.05 {
+		t.Fatalf("the refusal cost %v tokens, want %d (1 + the split's %v units of work)", drop, 1+want, meter.Work())
+	}
+	if st, _ := s.call("GET", "/v1/datasets/arrests/budget", key, nil, nil, nil); st != http.StatusTooManyRequests {
+		t.Fatalf("after the refusal the key's next request got %d, want 429", st)
+	}
+	if es := s.ledger(aid, "arrests"); len(es) != 0 {
+		t.Fatalf("the refusal was stored: %+v", es)
 	}
 }

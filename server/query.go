@@ -356,8 +356,13 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 }
 
 // freshMOE90 returns the margin of error of a release of spec's cuboid,
-// from the mechanism alone (cube.PlanRelease reads no data).
+// from the mechanism alone (cube.PlanRelease reads no data), or nil for a
+// release with post-processing, which is never derived (its margin of
+// error does not cover what the post-processing moves).
 func freshMOE90(s *cube.Schema, spec cube.ReleaseSpec) func() (float64, error) {
+	if spec.NonNegative || spec.Integer {
+		return nil
+	}
 	return func() (float64, error) {
 		rel, err := cube.PlanRelease(s, spec, false)
 		if err != nil {

@@ -252,7 +252,7 @@ func planViewQuery(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.
 	}
 	h.int(int64(split))
 	h.postProcessing(q)
-	work, visits, err := spec.SplitWork(s)
+	work, err := spec.SplitWork(s)
 	if err != nil {
 		return nil, badInput("%s: %v", field, err)
 	}
@@ -286,7 +286,7 @@ func planViewQuery(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.
 		}
 		return nil
 	}
-	return &plan{hash: h.sum(), uniform: charge, prepare: prepare, work: splitCells(work, visits),
+	return &plan{hash: h.sum(), uniform: charge, prepare: prepare, work: splitCells(work),
 		compute: releaseViewsAnswer(d, &vplan, !workload, q.Integer, guarantee)}, nil
 }
 

@@ -80,7 +80,7 @@ func planWorkloadRelease(d *dataset, s *cube.Schema, spec cube.WorkloadSpec, q Q
 		}
 		return nil
 	}
-	return prepare, releaseWorkload(d, &wp, q, guarantee), splitCells(work, false), nil
+	return prepare, releaseWorkload(d, &wp, q, guarantee), splitCells(work), nil
 }
 
 // workloadCuboids validates the cuboids, weights, split and post-processing
