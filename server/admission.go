@@ -191,18 +191,20 @@ func (s *Server) chargeRefusedWork(keyID string, work int) {
 // maxRefusedTokens caps what one refused request costs its key's rate
 // limit: 2^16 tokens, more than any planning costs (a split at the bound of
 // a branch-and-bound over six cuboids, about 5e9 units of work or 12 s of
-// CPU, is about 1,500).
+// CPU, is about 2,800).
 const maxRefusedTokens = 1 << 16
 
 // splitWorkPerCell converts the split solvers' work (plan.Result.Work's
 // unit, in which cube's SplitWork bounds it) to the rate limiter's unit,
 // base cells of planning (workPerToken): planning a linear query takes
-// about 130 ns of CPU per base cell, a unit of the solvers' work about 2.4
-// ns (BenchmarkSplitWorkUnits in cube, BenchmarkPlanCells here).
-const splitWorkPerCell = 50
+// about 65 ns of CPU per base cell, a unit of the solvers' work about 2.4
+// ns (BenchmarkPlanCells here and BenchmarkSplitWorkUnits in cube, on the
+// 2-core development machine; on the same machine loaded, 110-130 and
+// 4.3-4.8 ns: the ratio, 27, holds).
+const splitWorkPerCell = 27
 
 // heavyPrepare is the bound of a preparation's work (base cells of
-// planning) beyond which it waits for a heavy slot: about 0.1 s of CPU at
+// planning) beyond which it waits for a heavy slot: about 70 ms of CPU at
 // its bound, which a branch-and-bound over up to six Laplace measurements
 // or a split of dozens of Gaussian ones can reach, and ordinary splits of
 // a few cuboids cannot.
