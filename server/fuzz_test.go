@@ -157,7 +157,7 @@ func fuzzBody(dataset string, budget, w0, w1, w2 float64, sel uint64, count, opt
 // must return soon after it; the computation of an accepted query must
 // end well within the server's compute timeout.
 const (
-	prepareLimit = 2 * time.Second
+	prepareLimit = time.Second
 	prepareSlack = 2 * time.Second
 	computeLimit = 30 * time.Second
 )
