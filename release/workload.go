@@ -363,10 +363,16 @@ func (p *workloadPlan) needs() []domain.Cuboid {
 	return out
 }
 
-// planWorkload validates the spec, chooses what to measure, classifies the
-// requested cuboids and residuals, and chooses the shares. Every error it
-// returns is decided by the schema and the spec alone.
+// planWorkload is planWorkloadCtx without a deadline.
 func planWorkload(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
+	return planWorkloadCtx(context.Background(), s, spec)
+}
+
+// planWorkloadCtx validates the spec, chooses what to measure, classifies
+// the requested cuboids and residuals, and chooses the shares. Every error
+// it returns is decided by the schema and the spec alone, but for ctx's:
+// the optimal split stops when ctx ends.
+func planWorkloadCtx(ctx context.Context, s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	switch {
 	case spec.Strategy < MeasureRequested || spec.Strategy > MeasureBest:
 		return nil, fmt.Errorf("release: unknown strategy %v", spec.Strategy)
@@ -378,9 +384,9 @@ func planWorkload(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 		spec.Strategy = MeasureRequested
 	}
 	if spec.Strategy != MeasureRequested {
-		return planStrategy(s, spec)
+		return planStrategy(ctx, s, spec)
 	}
-	p, err := planMeasured(s, spec, nil)
+	p, err := planMeasured(ctx, s, spec, nil)
 	if err == nil && spec.Measure != nil {
 		p.strategy = -1
 	}
@@ -390,7 +396,24 @@ func planWorkload(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 // planMeasured plans a release that measures spec.Measure, or else the
 // requested cuboids; start, if not nil, is a split to start the optimal
 // split's search from (one fraction per measurement).
-func planMeasured(s *domain.Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
+func planMeasured(ctx context.Context, s *domain.Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
+	p, err := measuredPlan(s, spec, start)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.chooseShares(ctx); err != nil {
+		return nil, err
+	}
+	p.finishErrors()
+	if err := p.finishObjective(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// measuredPlan is planMeasured up to the shares: what is measured, the
+// classification and the objective's terms, without solving the split.
+func measuredPlan(s *domain.Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
 	if s == nil {
 		return nil, errors.New("release: nil schema")
 	}
@@ -502,11 +525,6 @@ func planMeasured(s *domain.Schema, spec WorkloadSpec, start []float64) (*worklo
 	if p.start != nil && len(p.start) != len(p.meas) {
 		p.start = nil
 	}
-	if err := p.chooseShares(); err != nil {
-		return nil, err
-	}
-	p.finishErrors()
-	p.finishObjective()
 	return p, nil
 }
 
@@ -600,7 +618,7 @@ func (p *workloadPlan) pi(a domain.Cuboid) float64 {
 // chooseShares sets every measurement's share of the budget (multiples of
 // the accounting step, summing to at most the budget) and its noise.
 // Measurements the optimal split gives no share are dropped.
-func (p *workloadPlan) chooseShares() error {
+func (p *workloadPlan) chooseShares(ctx context.Context) error {
 	if len(p.meas) == 0 {
 		return nil
 	}
@@ -609,7 +627,10 @@ func (p *workloadPlan) chooseShares() error {
 		frac[k] = 1 / float64(len(frac))
 	}
 	if p.split == SplitOptimal {
-		frac = p.optimalFractions()
+		var err error
+		if frac, err = p.optimalFractions(ctx); err != nil {
+			return err
+		}
 	}
 	total := p.budget.Steps()
 	if p.mech == MechanismGaussian {
@@ -882,7 +903,7 @@ func cmpFloat(a, b float64) int {
 // comes from r.Split() taken in the measurements' order, so a seeded
 // release is reproducible.
 func ReleaseWorkload(ctx context.Context, s *domain.Schema, exact map[domain.Cuboid][]float64, spec WorkloadSpec, r *noise.Rand) (*Release, error) {
-	p, err := planWorkload(s, spec)
+	p, err := planWorkloadCtx(ctx, s, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -1068,18 +1089,20 @@ func (p *workloadPlan) weights(c, src domain.Cuboid, e, k int) ([]float64, bool)
 	return w, nz
 }
 
-// ReleaseWorkloadCube projects the cuboids spec.Needs lists from the cube c
-// and calls ReleaseWorkload.
+// ReleaseWorkloadCube projects the cuboids the plan of spec needs from the
+// cube c and releases them as ReleaseWorkload does (planning once, under
+// ctx).
 func ReleaseWorkloadCube(ctx context.Context, c *cube.Cube, spec WorkloadSpec, r *noise.Rand) (*Release, error) {
-	needs, err := spec.Needs(c.Schema)
+	p, err := planWorkloadCtx(ctx, c.Schema, spec)
 	if err != nil {
 		return nil, err
 	}
+	needs := p.needs()
 	exact := make(map[domain.Cuboid][]float64, len(needs))
 	for _, n := range needs {
 		exact[n] = c.Project(n)
 	}
-	return ReleaseWorkload(ctx, c.Schema, exact, spec, r)
+	return p.release(ctx, spec, exact, r)
 }
 
 // TableFileName returns the file name of a released table: its dimensions'
