@@ -27,6 +27,7 @@ type Parquet struct {
 	leaf []int // column index of each selected column
 
 	group    int   // current row group (0-based)
+	endGroup int   // the row group after the last one read (all of them if 0)
 	groupRow int64 // rows of the current group already returned
 	before   int64 // rows in the groups before the current one
 	pages    []parquet.Pages
@@ -100,7 +101,13 @@ func (p *Parquet) Select(_ context.Context, columns []string) error {
 		}
 		p.leaf[i] = leaf.ColumnIndex
 	}
-	k := len(columns)
+	p.alloc()
+	return nil
+}
+
+// alloc makes the buffers of the selected columns.
+func (p *Parquet) alloc() {
+	k := len(p.sel)
 	p.pages = make([]parquet.Pages, k)
 	p.readers = make([]parquet.ValueReader, k)
 	p.current = make([]parquet.Page, k)
@@ -109,7 +116,6 @@ func (p *Parquet) Select(_ context.Context, columns []string) error {
 	p.out = make([][]byte, k)
 	p.batch = make([]parquet.Value, parquetBatch)
 	p.group = -1
-	return nil
 }
 
 // NextRecord returns the selected values of the next row, with weight 1,
@@ -150,7 +156,7 @@ func (p *Parquet) fill() error {
 		p.group++
 		p.groupRow = 0
 		p.n, p.i = 0, 0
-		if p.group >= len(groups) {
+		if p.group >= len(groups) || p.endGroup > 0 && p.group >= p.endGroup {
 			return io.EOF
 		}
 		chunks := groups[p.group].ColumnChunks()
@@ -241,4 +247,59 @@ func (p *Parquet) Close() error {
 		p.closePages()
 	}
 	return p.f.Close()
+}
+
+// Split cuts the row groups into at most n runs of consecutive groups, of
+// at least minBytes bytes of the file each (in proportion to their rows),
+// for reading at once (cube.Splitter). It must be called after Select and
+// before the first row is read; the rows stay readable with NextRecord.
+// The parts return errors without their row numbers: on any error the
+// caller reads the file whole, with NextRecord, which numbers them.
+func (p *Parquet) Split(n int, minBytes int64) (parts []func() ([][]byte, int64, error), joined func() bool) {
+	groups := p.pf.RowGroups()
+	total := p.pf.NumRows()
+	if p.batch == nil || p.group != -1 || n < 2 || total == 0 {
+		return nil, nil
+	}
+	st, err := p.f.Stat()
+	if err != nil {
+		return nil, nil
+	}
+	k := int(min(int64(n), int64(len(groups)), st.Size()/max(minBytes, 1)))
+	if k < 2 {
+		return nil, nil
+	}
+	// Cut before the group where the rows so far first reach i/k of all.
+	var cuts []int
+	var rows int64
+	for g, rg := range groups {
+		if g > 0 && rows*int64(k) >= int64(len(cuts)+1)*total && len(cuts)+1 < k {
+			cuts = append(cuts, g)
+		}
+		rows += rg.NumRows()
+	}
+	if len(cuts) == 0 {
+		return nil, nil
+	}
+	cuts = append(append([]int{0}, cuts...), len(groups))
+	for i := range len(cuts) - 1 {
+		q := &Parquet{name: p.name, f: p.f, cr: p.cr, pf: p.pf, sel: p.sel, leaf: p.leaf, endGroup: cuts[i+1]}
+		q.alloc()
+		if q.group = cuts[i] - 1; q.group >= 0 {
+			// As if the group before were done: fill moves on.
+			q.groupRow = groups[q.group].NumRows()
+		}
+		parts = append(parts, q.partNext)
+	}
+	return parts, func() bool { return true }
+}
+
+// partNext returns the next row of a part of Split, and closes its pages
+// after the last.
+func (p *Parquet) partNext() ([][]byte, int64, error) {
+	rec, w, err := p.NextRecord()
+	if err != nil {
+		p.closePages()
+	}
+	return rec, w, err
 }
