@@ -4,7 +4,6 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
-	"sort"
 )
 
 // The discrete Laplace sampler.
@@ -30,8 +29,9 @@ import (
 // relative), and the sampler compares the bits of U it has drawn with
 // them. When those bits cannot decide (U's interval meets
 // [lo_j, hi_j+1) 2^-64: probability at most about n 2^-(hb-1), hb being
-// U's bits in the word: 2^-19 for scales just below 2^24, 2^-22 at 2^20,
-// 2^-32 at 1000), searchSlow draws one more word, and in the rare cases
+// U's bits in the word: 2^-19 for scales just below 2^24, 2^-22 at 2^20;
+// 2^-8 just below 4096 and 2^-10 at 1000, where U has 17 to 23 bits of
+// half a word), searchSlow draws one more word, and in the rare cases
 // where 64 bits of U do not decide either, compares with arbitrary
 // precision, so every comparison is exact.
 //
@@ -42,7 +42,8 @@ import (
 // thresholds' ratio 1/rho >= e^(1/64), so a bucket holds at most one
 // threshold where U's quantum is small against U, and the constructor
 // stores no threshold below that (buildGuide). Past the last stored
-// threshold (probability below 2^-24, 2^-30 for most scales),
+// threshold (probability below 2^-24, 2^-30 for most scales; 2^-11 to
+// 2^-20 for the half-word samples below 4096),
 // H = (n-1) + a fresh geometric variable with ratio rho: the geometric law
 // is memoryless. It is drawn by magnitude, the exact inversion by
 // logarithm.
@@ -53,21 +54,31 @@ import (
 // ceil(2^64/t): an integer multiply and an add whose carry says no. It
 // fails with probability about l/t, nearly always a true rejection, which
 // a quick table of upper bounds on exp(-k 2^s/t) confirms; the rest go to
-// float64 exp with an error bound, then to arbitrary precision. A rejected
-// l costs one more word (probability 1-exp(-l/t) < 1/32, 1/128 to 1/64 on
-// average).
+// float64 exp with an error bound (after completing u's first 64 bits
+// with one word), then to arbitrary precision. A rejected l costs one more
+// word (probability 1-exp(-l/t) < 1/32, 1/128 to 1/64 on average).
 //
-// One 64-bit word w usually suffices: its top 16 bits begin u, the next
-// 47-m bits begin U (U's word is w << 16), the next m bits are l and bit 0
-// is the sign, so that u's upper bound is w | uLow. When m >= 19
-// (t >= 2^24) U takes a second word and u the 63-m bits above l. For m = 0
-// (t < 64) there is no L, and u is not used.
+// Below t = 4096 (m <= 6) half a word usually suffices: a sample takes the
+// upper or the lower half of a word in turn (Rand.splitWord), placed in
+// the upper half of w, whose top 8 bits begin u, the next 23-m bits begin
+// U (U's word is w << 8), the next m bits are l and bit 32 is the sign.
+// With 17 to 23 bits of U the search leaves U undecided at about 2^-10 and
+// the guide stores thresholds down to 2^-15 to 2^-21; with 8 bits of u the
+// quick test fails one time in 256 more. From t = 4096 one 64-bit word w
+// usually suffices: its top 16 bits begin u, the next 47-m bits begin U
+// (U's word is w << 16), the next m bits are l and bit 0 is the sign. In
+// both, u's upper bound is w | uLow. When m >= 19 (t >= 2^24) U takes a
+// second word and u the 63-m bits above l. For m = 0 (t < 64) there is no
+// L, and u is not used.
 type dlSampler struct {
 	t        float64
 	m        uint    // L has m bits
 	jMin     int     // 1, or 0 when m = 0: j in [jMin, n) takes the common path
 	tHigh    float64 // t/2^m, exactly: H has ratio exp(-1/tHigh)
 	twoWords bool    // U comes from a second word
+	half     bool    // a sample's bits are half a word (Rand.splitWord), the upper half of w
+	lShift   uint    // l is (w >> lShift) & lMask
+	sShift   uint    // the sign is bit sShift of w
 	xLow     uint64  // bits of U's word that are not U's: 2^(64-hb)-1
 	lMask    uint64  // 2^m - 1
 	lo, hi   []uint64
@@ -79,6 +90,13 @@ type dlSampler struct {
 	accShift uint           // rejHi is indexed by l >> accShift
 	rejHi    [accLen]uint64 // rejHi[k] >= floor(exp(-k 2^accShift/t) 2^64)
 }
+
+// halfMaxM is the largest m (scales below 2^(m+6) = 4096) whose samples
+// take half a word: 8 bits of u, 23-m of U (at least 17), m of l and the
+// sign. Fewer bits of U leave more thresholds undecided by them (about
+// 44 hb 2^-hb: 0.6% at 17 bits), each costing one more word; more bits of
+// l leave too few for U.
+const halfMaxM = 6
 
 // guideSub is the number of significand bits in a guide bucket's index:
 // buckets span a factor of at most 1+2^-6 in U, less than the thresholds'
@@ -134,8 +152,12 @@ func newDLSampler(t float64) *dlSampler {
 	s.tHigh = math.Ldexp(t, -int(s.m))
 	s.lMask = 1<<s.m - 1
 	hb := 47 - s.m
-	s.ub = 16
-	if s.m >= 19 {
+	s.ub, s.lShift = 16, 1
+	switch {
+	case s.m <= halfMaxM:
+		s.half, s.ub, hb = true, 8, 23-s.m
+		s.sShift, s.lShift = 32, 33
+	case s.m >= 19:
 		s.twoWords, s.ub, hb = true, 63-s.m, 64
 	}
 	s.uLow = math.MaxUint64 >> s.ub
@@ -231,23 +253,32 @@ func toU64Floor(p float64) uint64 {
 func (s *dlSampler) buildGuide() bool {
 	n := len(s.hi)
 	cut := n
-	start := uint64(0) // the bucket's first word
-	for b := range s.guide {
+	// From the last bucket down, up does not increase, so the first
+	// threshold below it, g, does not decrease: one pass over the buckets
+	// and the thresholds together.
+	g := 0
+	end := bucketEnd(guideBuckets - 1)
+	for b := guideBuckets - 1; b >= 0; b-- {
 		// U 2^64 < (x|xLow) + 1 <= up for every word x in bucket b
 		// (x|xLow is non-decreasing in x).
-		up, end := uint64(math.MaxUint64), bucketEnd(b)
+		up := uint64(math.MaxUint64)
 		if end < 1<<53 {
 			if u, c := bits.Add64((end<<11-1)|s.xLow, 1, 0); c == 0 {
 				up = u
 			}
 		}
-		// The first threshold below up (lo is non-increasing).
-		g := sort.Search(n, func(i int) bool { return s.lo[i] < up })
+		for g < n && s.lo[g] >= up {
+			g++
+		}
+		start := uint64(0) // the bucket's first word
+		if b > 0 {
+			end = bucketEnd(b - 1)
+			start = end << 11
+		}
 		s.guide[b] = guideEntry{lo0: s.lo[g], lo1: s.lo[g+1], g: g}
 		if s.lo[g+1] > start {
 			cut = min(cut, g+1)
 		}
-		start = end << 11
 	}
 	if cut == n {
 		return true
@@ -260,8 +291,19 @@ func (s *dlSampler) buildGuide() bool {
 // guide lookup, a select without a branch, the quick test of L and the sign
 // applied without a branch; the rest is in functions called rarely.
 func (s *dlSampler) sample(r *Rand) int64 {
-	w := r.Uint64()
-	x := w << 16 // U's word
+	var w uint64
+	if s.half {
+		// 32 bits: half a word (splitWord), by hand, as Go does not
+		// inline it.
+		if r.hasSpare {
+			w, r.hasSpare = r.spare, false
+		} else {
+			w = r.splitWord()
+		}
+	} else {
+		w = r.Uint64()
+	}
+	x := w << (s.ub & 63) // U's word; the mask spares Go's oversized-shift code
 	if s.twoWords {
 		x = r.Uint64()
 	}
@@ -272,7 +314,7 @@ func (s *dlSampler) sample(r *Rand) int64 {
 	}
 	var mag uint64
 	if uint(j-s.jMin) < uint(n-s.jMin) {
-		l := (w >> 1) & s.lMask
+		l := (w >> (s.lShift & 63)) & s.lMask
 		uHi := w | s.uLow // u < (uHi+1) 2^-64
 		if !s.quickAccept(l, uHi) {
 			l = s.lowSlow(r, l, uHi&^s.uLow)
@@ -281,7 +323,7 @@ func (s *dlSampler) sample(r *Rand) int64 {
 	} else if j != 0 {
 		mag = s.magnitudeTail(r, w)
 	}
-	neg := w & 1
+	neg := (w >> (s.sShift & 63)) & 1
 	return int64((mag ^ -neg) + neg) // -mag if neg
 }
 
@@ -327,7 +369,7 @@ func (s *dlSampler) magnitudeTail(r *Rand, w uint64) uint64 {
 	h = min(h, 1<<(62-s.m)-1)
 	mag := 1 + h<<s.m
 	if s.m > 0 {
-		mag += s.lowSlow(r, (w>>1)&s.lMask, w&^s.uLow)
+		mag += s.lowSlow(r, (w>>s.lShift)&s.lMask, w&^s.uLow)
 	}
 	return mag
 }
@@ -379,6 +421,20 @@ func (s *dlSampler) acceptLow(r *Rand, l, u uint64, ub uint) bool {
 	}
 	if u > hi {
 		return false
+	}
+	if ub < 64 {
+		// Complete u's first 64 bits with one word, which decides unless
+		// u is within about 2^-43 relative of exp(-l/t): with the 8 bits
+		// of a half-word sample, the interval holds exp(-l/t) for small l
+		// one time in 256, too often for arbitrary precision.
+		u |= r.Uint64() & low
+		if u < lo {
+			return true
+		}
+		if u > hi {
+			return false
+		}
+		ub = 64
 	}
 	lu := newLazyU(u, ub)
 	return lu.less(r, func(prec uint) (*big.Float, *big.Float) { return expBig(float64(l), s.t, prec) })
