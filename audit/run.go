@@ -2,7 +2,6 @@ package audit
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"sync"
 
@@ -24,49 +23,55 @@ func RunAll(ctx context.Context, cases []Case, r *noise.Rand, cfg SampleConfig, 
 	}
 	rows := make([][]Row, len(cases))
 	errs := make([]error, len(cases))
-	parent := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// A failure cancels the cases after it in the catalogue, not those
+	// before: one of them may fail too, and a run in order reports the
+	// first.
+	ctxs := make([]context.Context, len(cases))
+	cancels := make([]context.CancelFunc, len(cases))
+	for i := range cases {
+		ctxs[i], cancels[i] = context.WithCancel(ctx)
+		defer cancels[i]()
+	}
+	first := len(cases) // the first failed case
 	next := make(chan int)
 	var (
-		mu sync.Mutex
+		mu sync.Mutex // guards first and done
 		wg sync.WaitGroup
 	)
 	for range min(runtime.GOMAXPROCS(0), len(cases)) {
 		wg.Go(func() {
 			for i := range next {
-				if ctx.Err() != nil {
+				mu.Lock()
+				skip := i > first
+				mu.Unlock()
+				if skip || ctx.Err() != nil {
 					continue
 				}
-				rows[i], errs[i] = cases[i].Run(ctx, rands[i], cfg)
-				if errs[i] != nil {
-					cancel()
-					continue
+				rows[i], errs[i] = cases[i].Run(ctxs[i], rands[i], cfg)
+				mu.Lock()
+				if errs[i] != nil && i < first {
+					first = i
+					for _, c := range cancels[i+1:] {
+						c()
+					}
 				}
-				if done != nil {
-					mu.Lock()
+				if errs[i] == nil && done != nil {
 					done()
-					mu.Unlock()
 				}
+				mu.Unlock()
 			}
 		})
 	}
-	// Longest first would finish sooner, but the order is the catalogue's:
-	// its slow cases (the cube release, MWEM) are spread through it.
 	for i := range cases {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
-	if err := parent.Err(); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// The first failure in catalogue order, as a run in order reports it;
-	// the cases it cancelled report only that.
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return nil, err
-		}
+	if first < len(cases) {
+		return nil, errs[first]
 	}
 	var out []Row
 	for _, rs := range rows {
