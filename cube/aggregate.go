@@ -188,7 +188,8 @@ func count(ctx context.Context, t Records, s *Schema, targets []target, opt Opti
 // Splitter is implemented by a table whose records can be read in parts
 // at once, such as a file cut into byte ranges at record boundaries.
 // Aggregate, Build and AggregateViews then count the parts on
-// GOMAXPROCS goroutines into arrays of their own and add the arrays up:
+// GOMAXPROCS goroutines into arrays of their own (looking values up in
+// batches, whose cache misses overlap) and add the arrays up:
 // the counts are whole numbers, added exactly, so the result does not
 // depend on how the records were cut or scheduled.
 type Splitter interface {
@@ -197,7 +198,7 @@ type Splitter interface {
 	// each, in order, and returns a function per part that returns the
 	// part's records as NextRecord does (io.EOF after its last), called
 	// from one goroutine per part. It returns no parts when the table
-	// cannot be cut (or not into two such parts). After every part has
+	// cannot be cut, or is smaller than minBytes. After every part has
 	// returned io.EOF, joined reports whether the parts hold exactly the
 	// table's records; a CSV file whose cut fell inside a quoted field
 	// reports false. An error from a part, or joined false, makes the
@@ -313,7 +314,8 @@ func newCounter(s *Schema, dims []int, targets []target) *counter {
 // tallyBatch is the number of records whose cells a tally collects before
 // it adds to them: the adds then run in a loop of their own, whose
 // scattered memory accesses overlap, instead of one at the end of each
-// record's parsing.
+// record's parsing. A deferred tally looks the values up in such a loop
+// too.
 const tallyBatch = 256
 
 // tally counts records into one set of arrays, on one goroutine.
@@ -322,21 +324,51 @@ type tally struct {
 	outs  [][]float64 // the counted targets' arrays, in the order of c.count
 	cells [][]int     // per counted target, the cells of the pending records
 	ws    []float64   // the pending records' weights
+	// With deferred lookups, keys[i] holds selected column i's values of
+	// the pending records: a value of up to 8 bytes as its word and
+	// length (lens[i]), a longer one looked up at once, as its position
+	// with length 255.
+	deferred bool
+	keys     [][]uint64
+	lens     [][]uint8
 }
 
-func (c *counter) newTally(outs [][]float64) *tally {
-	t := &tally{c: c, outs: outs, cells: make([][]int, len(outs)), ws: make([]float64, 0, tallyBatch)}
+func (c *counter) newTally(outs [][]float64, deferred bool) *tally {
+	t := &tally{c: c, outs: outs, cells: make([][]int, len(outs)), ws: make([]float64, 0, tallyBatch), deferred: deferred}
 	for k := range t.cells {
 		t.cells[k] = make([]int, 0, tallyBatch)
+	}
+	if deferred {
+		t.keys, t.lens = make([][]uint64, len(c.vi)), make([][]uint8, len(c.vi))
+		for i := range t.keys {
+			t.keys[i], t.lens[i] = make([]uint64, 0, tallyBatch), make([]uint8, 0, tallyBatch)
+		}
 	}
 	return t
 }
 
-// add counts one record. It returns the selected column whose value is
-// not in its domain, or -1.
+// add counts one record. It returns the selected column whose value is not
+// in its domain, or -1; a deferred tally reports that in flush instead,
+// and only for values longer than 8 bytes here.
 func (t *tally) add(rec [][]byte, w int64) int {
 	c := t.c
-	if len(t.outs) == 1 {
+	switch {
+	case t.deferred:
+		for i, v := range rec {
+			if len(v) <= 8 {
+				t.keys[i], t.lens[i] = append(t.keys[i], packBytes(v)), append(t.lens[i], uint8(len(v)))
+				continue
+			}
+			j, ok := c.vi[i].lookup(v)
+			if !ok {
+				for i2 := range i {
+					t.keys[i2], t.lens[i2] = t.keys[i2][:len(t.ws)], t.lens[i2][:len(t.ws)]
+				}
+				return i
+			}
+			t.keys[i], t.lens[i] = append(t.keys[i], uint64(j)), append(t.lens[i], 255)
+		}
+	case len(t.outs) == 1:
 		st := c.colStride[0]
 		cell := 0
 		for i, v := range rec {
@@ -347,7 +379,7 @@ func (t *tally) add(rec [][]byte, w int64) int {
 			cell += j * st[i]
 		}
 		t.cells[0] = append(t.cells[0], cell)
-	} else {
+	default:
 		for k := range t.cells {
 			t.cells[k] = append(t.cells[k], 0)
 		}
@@ -366,14 +398,39 @@ func (t *tally) add(rec [][]byte, w int64) int {
 		}
 	}
 	t.ws = append(t.ws, float64(w))
-	if len(t.ws) == tallyBatch {
-		t.flush()
+	if len(t.ws) == tallyBatch && !t.flush() {
+		return 0
 	}
 	return -1
 }
 
-// flush adds the pending records' weights to their cells.
-func (t *tally) flush() {
+// flush adds the pending records' weights to their cells. A deferred
+// tally looks their values up first, column by column, and reports false
+// if one is not in its domain (counting nothing of the batch).
+func (t *tally) flush() bool {
+	n := len(t.ws)
+	if t.deferred {
+		for k := range t.cells {
+			t.cells[k] = append(t.cells[k][:0], make([]int, n)...)
+		}
+		for i, keys := range t.keys {
+			vi, lens := &t.c.vi[i], t.lens[i]
+			for r, key := range keys {
+				j := int(key)
+				if lens[r] != 255 {
+					var ok bool
+					if j, ok = vi.lookupWord(key, int(lens[r])); !ok {
+						t.ws = t.ws[:0]
+						return false
+					}
+				}
+				for k, st := range t.c.colStride {
+					t.cells[k][r] += j * st[i]
+				}
+			}
+			t.keys[i], t.lens[i] = keys[:0], lens[:0]
+		}
+	}
 	for k, out := range t.outs {
 		cells := t.cells[k]
 		for i, w := range t.ws[:len(cells)] {
@@ -382,6 +439,7 @@ func (t *tally) flush() {
 		t.cells[k] = cells[:0]
 	}
 	t.ws = t.ws[:0]
+	return true
 }
 
 // outs returns the counted targets' arrays.
@@ -395,7 +453,7 @@ func (c *counter) outs(targets []target) [][]float64 {
 
 // countAll reads every record of t in order on this goroutine.
 func (c *counter) countAll(ctx context.Context, t Records, opt Options) (int64, error) {
-	tl := c.newTally(c.outs(c.targets))
+	tl := c.newTally(c.outs(c.targets), false)
 	defer tl.flush()
 	var rows int64
 	for n := 0; ; n++ {
@@ -438,11 +496,14 @@ var errNoSplit = errors.New("not split")
 // is not split or any part fails: the whole read then reports the failure
 // exactly as it would without parts.
 func countSplit(ctx context.Context, t Records, c *counter, opt Options) (int64, error) {
+	// One part is worth it too: its values are looked up in batches
+	// (tally.deferred), which a whole read cannot do, as it must name the
+	// row of a value outside its domain while the row is current.
 	sp, ok := t.(Splitter)
-	workers := runtime.GOMAXPROCS(0)
-	if !ok || workers < 2 {
+	if !ok {
 		return 0, errNoSplit
 	}
+	workers := runtime.GOMAXPROCS(0)
 	// Every part but the first has arrays of its own: make its input at
 	// least as large as they are.
 	cells := 0
@@ -450,7 +511,7 @@ func countSplit(ctx context.Context, t Records, c *counter, opt Options) (int64,
 		cells += len(c.targets[k].out)
 	}
 	parts, joined := sp.Split(workers, max(minPartBytes, 8*int64(cells)))
-	if len(parts) < 2 {
+	if len(parts) == 0 {
 		return 0, errNoSplit
 	}
 	type result struct {
@@ -473,8 +534,7 @@ func countSplit(ctx context.Context, t Records, c *counter, opt Options) (int64,
 		}
 		res[p].outs = outs
 		wg.Go(func() {
-			tl := c.newTally(outs)
-			defer tl.flush()
+			tl := c.newTally(outs, true)
 			var rows int64
 			for n := 0; ; n++ {
 				if n&0xffff == 0 {
@@ -490,6 +550,11 @@ func countSplit(ctx context.Context, t Records, c *counter, opt Options) (int64,
 				}
 				rec, w, err := next()
 				if errors.Is(err, io.EOF) {
+					if !tl.flush() {
+						res[p].failed = true
+						stop.Store(true)
+						return
+					}
 					break
 				}
 				if err != nil || tl.add(rec, w) >= 0 || w > math.MaxInt64-rows {
@@ -577,6 +642,24 @@ func newValueIndex(vals []string) valueIndex {
 		v.slots[h] = valueSlot{word: w, n: uint32(len(s) + 1), pos: uint32(j)}
 	}
 	return v
+}
+
+// lookupWord returns the position of the value of n <= 8 bytes whose
+// word (packBytes) is w.
+func (v *valueIndex) lookupWord(w uint64, n int) (int, bool) {
+	mask := uint64(len(v.slots) - 1)
+	n1 := uint32(n + 1)
+	h := mixValue(w, n) >> v.shift
+	for {
+		s := &v.slots[h]
+		if s.n == 0 {
+			return 0, false
+		}
+		if s.word == w && s.n == n1 {
+			return int(s.pos), true
+		}
+		h = (h + 1) & mask
+	}
 }
 
 // lookup returns the position of b in the domain.

@@ -198,7 +198,7 @@ func (c *CSV) Close() error {
 // on any error the caller reads the file whole, with NextRecord, which
 // numbers them.
 func (c *CSV) Split(n int, minBytes int64) (parts []func() ([][]byte, int64, error), joined func() bool) {
-	if c.f == nil || c.sel == nil || c.row != 1 || c.r.rerr != nil || n < 2 {
+	if c.f == nil || c.sel == nil || c.row != 1 || c.r.rerr != nil || n < 1 {
 		return nil, nil
 	}
 	st, err := c.f.Stat()
@@ -209,7 +209,7 @@ func (c *CSV) Split(n int, minBytes int64) (parts []func() ([][]byte, int64, err
 	// The header's end: the data after it is where the rows begin.
 	from := c.r.n - int64(c.r.end-c.r.pos)
 	k := int(min(int64(n), (size-from)/max(minBytes, 1)))
-	if k < 2 {
+	if k < 1 {
 		return nil, nil
 	}
 	cuts := []int64{from}
@@ -222,9 +222,6 @@ func (c *CSV) Split(n int, minBytes int64) (parts []func() ([][]byte, int64, err
 		if nl+1 > cuts[len(cuts)-1] {
 			cuts = append(cuts, nl+1)
 		}
-	}
-	if len(cuts) < 2 {
-		return nil, nil
 	}
 	cuts = append(cuts, size)
 	ps := make([]*csvPart, len(cuts)-1)

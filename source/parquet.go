@@ -258,7 +258,7 @@ func (p *Parquet) Close() error {
 func (p *Parquet) Split(n int, minBytes int64) (parts []func() ([][]byte, int64, error), joined func() bool) {
 	groups := p.pf.RowGroups()
 	total := p.pf.NumRows()
-	if p.batch == nil || p.group != -1 || n < 2 || total == 0 {
+	if p.batch == nil || p.group != -1 || n < 1 || total == 0 {
 		return nil, nil
 	}
 	st, err := p.f.Stat()
@@ -266,7 +266,7 @@ func (p *Parquet) Split(n int, minBytes int64) (parts []func() ([][]byte, int64,
 		return nil, nil
 	}
 	k := int(min(int64(n), int64(len(groups)), st.Size()/max(minBytes, 1)))
-	if k < 2 {
+	if k < 1 {
 		return nil, nil
 	}
 	// Cut before the group where the rows so far first reach i/k of all.
@@ -277,9 +277,6 @@ func (p *Parquet) Split(n int, minBytes int64) (parts []func() ([][]byte, int64,
 			cuts = append(cuts, g)
 		}
 		rows += rg.NumRows()
-	}
-	if len(cuts) == 0 {
-		return nil, nil
 	}
 	cuts = append(append([]int{0}, cuts...), len(groups))
 	for i := range len(cuts) - 1 {
