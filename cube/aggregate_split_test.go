@@ -220,11 +220,15 @@ func TestAggregateInPartsLongValues(t *testing.T) {
 	for procs := 1; procs <= 3; procs++ {
 		parts := 0
 		var tables map[Cuboid][]float64
-		withProcs(procs, func() { tables, _, err = Aggregate(ctx, openTiny(t, source.Spec{Path: good}, &parts), s, []Cuboid{3}, Options{}) })
+		withProcs(procs, func() {
+			tables, _, err = Aggregate(ctx, openTiny(t, source.Spec{Path: good}, &parts), s, []Cuboid{3}, Options{})
+		})
 		if err != nil || parts != procs || !slices.Equal(tables[3], want) {
 			t.Fatalf("%d parts of %d: %v, %v; want %v", parts, procs, err, tables[3], want)
 		}
-		withProcs(procs, func() { _, _, err = Aggregate(ctx, openTiny(t, source.Spec{Path: bad}, &parts), s, []Cuboid{3}, Options{}) })
+		withProcs(procs, func() {
+			_, _, err = Aggregate(ctx, openTiny(t, source.Spec{Path: bad}, &parts), s, []Cuboid{3}, Options{})
+		})
 		if err == nil || !strings.Contains(err.Error(), `row 3002, column "place": value "north-eastern districts" is not in the declared domain`) {
 			t.Fatalf("%d parts: %v", procs, err)
 		}
