@@ -280,9 +280,9 @@ func newCounter(s *Schema, dims []int, targets []target) *counter {
 			cbs[k] |= 1 << d
 		}
 	}
-	// The targets below no other are counted; each of the others is
-	// projected from the smallest of those above it. (Equal cuboids,
-	// which Aggregate never passes, are both counted.)
+	// The targets contained in no other are counted; each of the others
+	// is projected from the smallest of those containing it. (Equal
+	// cuboids, which Aggregate never passes, are both counted.)
 	top := func(k int) bool {
 		for j := range targets {
 			if cbs[k] != cbs[j] && cbs[k].AncestorOf(cbs[j]) {
