@@ -71,14 +71,15 @@ import (
 // second word and u the 63-m bits above l. For m = 0 (t < 64) there is no
 // L, and u is not used.
 type dlSampler struct {
+	draw     func(*dlSampler, *Rand) int64 // sample, or sampleHalf for half
 	t        float64
 	m        uint    // L has m bits
 	jMin     int     // 1, or 0 when m = 0: j in [jMin, n) takes the common path
 	tHigh    float64 // t/2^m, exactly: H has ratio exp(-1/tHigh)
 	twoWords bool    // U comes from a second word
 	half     bool    // a sample's bits are half a word (Rand.splitWord), the upper half of w
-	lShift   uint    // l is (w >> lShift) & lMask
-	sShift   uint    // the sign is bit sShift of w
+	lShift   uint    // l is (w >> lShift) & lMask: 1, or 33 for half
+	sShift   uint    // the sign is bit sShift of w: 0, or 32 for half
 	xLow     uint64  // bits of U's word that are not U's: 2^(64-hb)-1
 	lMask    uint64  // 2^m - 1
 	lo, hi   []uint64
@@ -159,6 +160,10 @@ func newDLSampler(t float64) *dlSampler {
 		s.sShift, s.lShift = 32, 33
 	case s.m >= 19:
 		s.twoWords, s.ub, hb = true, 63-s.m, 64
+	}
+	s.draw = (*dlSampler).sample
+	if s.half {
+		s.draw = (*dlSampler).sampleHalf
 	}
 	s.uLow = math.MaxUint64 >> s.ub
 	if hb < 64 {
@@ -287,23 +292,15 @@ func (s *dlSampler) buildGuide() bool {
 	return false
 }
 
-// sample draws Z. The common path is straight-line code: one word, a
-// guide lookup, a select without a branch, the quick test of L and the sign
-// applied without a branch; the rest is in functions called rarely.
+// sample draws Z. The common path is straight-line code: one word (half
+// a word below t = 4096, in sampleHalf), a guide lookup, a select without
+// a branch, the quick test of L and the sign applied without a branch;
+// the rest is in functions called rarely.
+//
+// It is for the whole-word layouts; callers call sampleHalf for s.half.
 func (s *dlSampler) sample(r *Rand) int64 {
-	var w uint64
-	if s.half {
-		// 32 bits: half a word (splitWord), by hand, as Go does not
-		// inline it.
-		if r.hasSpare {
-			w, r.hasSpare = r.spare, false
-		} else {
-			w = r.splitWord()
-		}
-	} else {
-		w = r.Uint64()
-	}
-	x := w << (s.ub & 63) // U's word; the mask spares Go's oversized-shift code
+	w := r.Uint64()
+	x := w << 16 // U's word
 	if s.twoWords {
 		x = r.Uint64()
 	}
@@ -314,7 +311,7 @@ func (s *dlSampler) sample(r *Rand) int64 {
 	}
 	var mag uint64
 	if uint(j-s.jMin) < uint(n-s.jMin) {
-		l := (w >> (s.lShift & 63)) & s.lMask
+		l := (w >> 1) & s.lMask
 		uHi := w | s.uLow // u < (uHi+1) 2^-64
 		if !s.quickAccept(l, uHi) {
 			l = s.lowSlow(r, l, uHi&^s.uLow)
@@ -323,8 +320,41 @@ func (s *dlSampler) sample(r *Rand) int64 {
 	} else if j != 0 {
 		mag = s.magnitudeTail(r, w)
 	}
-	neg := (w >> (s.sShift & 63)) & 1
+	neg := w & 1
 	return int64((mag ^ -neg) + neg) // -mag if neg
+}
+
+// sampleHalf is sample for the half-word layout (s.half): the same steps,
+// written out again with its constant shifts, as a shared function would
+// be too large for Go to inline and its call would cost a tenth of a
+// sample.
+func (s *dlSampler) sampleHalf(r *Rand) int64 {
+	// Half a word (splitWord), by hand, as Go does not inline it either.
+	var w uint64
+	if r.hasSpare {
+		w, r.hasSpare = r.spare, false
+	} else {
+		w = r.splitWord()
+	}
+	x := w << 8 // U's word
+	j, undecided := s.search(x)
+	n := len(s.hi)
+	if undecided {
+		j = s.searchSlow(r, x&^s.xLow, j)
+	}
+	var mag uint64
+	if uint(j-s.jMin) < uint(n-s.jMin) {
+		l := (w >> 33) & s.lMask
+		uHi := w | s.uLow
+		if !s.quickAccept(l, uHi) {
+			l = s.lowSlow(r, l, uHi&^s.uLow)
+		}
+		mag = 1 + uint64(j-1)<<(s.m&63) + l
+	} else if j != 0 {
+		mag = s.magnitudeTail(r, w)
+	}
+	neg := (w >> 32) & 1
+	return int64((mag ^ -neg) + neg)
 }
 
 // search returns the first j with U >= th_j for U's word x, unless it

@@ -57,7 +57,7 @@ func (d DiscreteLaplace) Sample(r *Rand) int64 {
 	if d.s == nil {
 		panic("noise: Sample of a zero DiscreteLaplace; use NewDiscreteLaplace")
 	}
-	return d.s.sample(r)
+	return d.s.draw(d.s, r)
 }
 
 // magnitude returns floor(-t ln U) for U uniform on (0, 1), so that
