@@ -510,7 +510,7 @@ func countSplit(ctx context.Context, t Records, c *counter, opt Options) (int64,
 	for _, k := range c.count {
 		cells += len(c.targets[k].out)
 	}
-	parts, joined := sp.Split(workers, max(minPartBytes, 8*int64(cells)))
+	parts, joined := sp.Split(workers, max(minPartBytes, 2*int64(cells)))
 	if len(parts) == 0 {
 		return 0, errNoSplit
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding"
 )
 
 // Parquet streams a Parquet file row group by row group, reading only the
@@ -34,10 +35,17 @@ type Parquet struct {
 	readers  []parquet.ValueReader
 	current  []parquet.Page
 
-	batch  []parquet.Value
-	arena  [][]byte // per column: the values of the batch, concatenated
-	offs   [][]int  // per column: arena offsets, one more than the batch
-	n, i   int      // rows in the batch, next row to return
+	batch []parquet.Value
+	arena [][]byte   // per column: the values of the batch read one by one, concatenated
+	offs  [][][2]int // per column: the rows read one by one, and their span of arena
+	vals  [][][]byte // per column: the batch's values
+	// The current page of a column, when it is dictionary-encoded and has
+	// no nulls, is read as its indices into the dictionary (idx), whose
+	// values are formatted once per dictionary (dicts): a row's value is
+	// then a slice of the dictionary's text, valid for the row group.
+	idx    [][]int32
+	dicts  []parquetDict
+	n, i   int // rows in the batch, next row to return
 	out    [][]byte
 	failed error
 }
@@ -112,7 +120,10 @@ func (p *Parquet) alloc() {
 	p.readers = make([]parquet.ValueReader, k)
 	p.current = make([]parquet.Page, k)
 	p.arena = make([][]byte, k)
-	p.offs = make([][]int, k)
+	p.offs = make([][][2]int, k)
+	p.vals = make([][][]byte, k)
+	p.idx = make([][]int32, k)
+	p.dicts = make([]parquetDict, k)
 	p.out = make([][]byte, k)
 	p.batch = make([]parquet.Value, parquetBatch)
 	p.group = -1
@@ -136,8 +147,7 @@ func (p *Parquet) NextRecord() ([][]byte, int64, error) {
 		}
 	}
 	for c := range p.out {
-		o := p.offs[c]
-		p.out[c] = p.arena[c][o[p.i]:o[p.i+1]:o[p.i+1]]
+		p.out[c] = p.vals[c][p.i]
 	}
 	p.i++
 	p.groupRow++
@@ -167,10 +177,9 @@ func (p *Parquet) fill() error {
 	left := groups[p.group].NumRows() - p.groupRow
 	n := int(min(left, parquetBatch))
 	for c := range p.leaf {
-		p.arena[c] = p.arena[c][:0]
-		p.offs[c] = append(p.offs[c][:0], 0)
+		p.arena[c], p.offs[c], p.vals[c] = p.arena[c][:0], p.offs[c][:0], p.vals[c][:0]
 		for got := 0; got < n; {
-			if p.readers[c] == nil {
+			if p.readers[c] == nil && p.idx[c] == nil {
 				pg, err := p.pages[c].ReadPage()
 				if err != nil {
 					if err == io.EOF {
@@ -178,7 +187,31 @@ func (p *Parquet) fill() error {
 					}
 					return p.errorf(c, p.groupRow+int64(got)+1, "%v", err)
 				}
-				p.current[c], p.readers[c] = pg, pg.Values()
+				p.current[c] = pg
+				if idx, ok := dictIndices(pg); ok {
+					if p.dicts[c].d != pg.Dictionary() {
+						p.dicts[c] = newParquetDict(pg.Dictionary())
+					}
+					p.idx[c] = idx
+				} else {
+					p.readers[c] = pg.Values()
+				}
+			}
+			if idx := p.idx[c]; idx != nil {
+				k := min(n-got, len(idx))
+				dv := p.dicts[c].vals
+				for _, i := range idx[:k] {
+					got++
+					if uint(i) >= uint(len(dv)) {
+						return p.errorf(c, p.groupRow+int64(got), "dictionary index %d, the dictionary has %d values", i, len(dv))
+					}
+					p.vals[c] = append(p.vals[c], dv[i])
+				}
+				if p.idx[c] = idx[k:]; len(p.idx[c]) == 0 {
+					parquet.Release(p.current[c])
+					p.current[c], p.idx[c] = nil, nil
+				}
+				continue
 			}
 			k, err := p.readers[c].ReadValues(p.batch[:n-got])
 			for _, v := range p.batch[:k] {
@@ -186,19 +219,11 @@ func (p *Parquet) fill() error {
 				if v.IsNull() {
 					return p.errorf(c, p.groupRow+int64(got), "null value; every row needs a value in the declared domain")
 				}
-				a := p.arena[c]
-				switch v.Kind() {
-				case parquet.ByteArray, parquet.FixedLenByteArray:
-					a = append(a, v.ByteArray()...)
-				case parquet.Int32:
-					a = strconv.AppendInt(a, int64(v.Int32()), 10)
-				case parquet.Int64:
-					a = strconv.AppendInt(a, v.Int64(), 10)
-				case parquet.Boolean:
-					a = strconv.AppendBool(a, v.Boolean())
-				}
-				p.arena[c] = a
-				p.offs[c] = append(p.offs[c], len(a))
+				a := len(p.arena[c])
+				p.arena[c] = appendText(p.arena[c], v)
+				// The arena may move: the slice is taken when the batch is done.
+				p.offs[c] = append(p.offs[c], [2]int{len(p.vals[c]), a})
+				p.vals[c] = append(p.vals[c], nil)
 			}
 			if err == io.EOF {
 				parquet.Release(p.current[c])
@@ -207,9 +232,73 @@ func (p *Parquet) fill() error {
 				return p.errorf(c, p.groupRow+int64(got)+1, "%v", err)
 			}
 		}
+		offs, arena := p.offs[c], p.arena[c]
+		for k, o := range offs {
+			end := len(arena)
+			if k+1 < len(offs) {
+				end = offs[k+1][1]
+			}
+			p.vals[c][o[0]] = arena[o[1]:end:end]
+		}
 	}
 	p.n, p.i = n, 0
 	return nil
+}
+
+// appendText appends a value's text: its bytes, or an integer's decimal
+// form, or "true" or "false".
+func appendText(a []byte, v parquet.Value) []byte {
+	switch v.Kind() {
+	case parquet.ByteArray, parquet.FixedLenByteArray:
+		return append(a, v.ByteArray()...)
+	case parquet.Int32:
+		return strconv.AppendInt(a, int64(v.Int32()), 10)
+	case parquet.Int64:
+		return strconv.AppendInt(a, v.Int64(), 10)
+	case parquet.Boolean:
+		return strconv.AppendBool(a, v.Boolean())
+	}
+	return a
+}
+
+// dictIndices returns the indices of a dictionary-encoded page without
+// nulls, one per row.
+func dictIndices(pg parquet.Page) ([]int32, bool) {
+	if pg.Dictionary() == nil || pg.NumNulls() != 0 {
+		return nil, false
+	}
+	data := pg.Data()
+	if data.Kind() != encoding.Int32 {
+		return nil, false
+	}
+	idx := data.Int32()
+	if int64(len(idx)) != pg.NumValues() || len(idx) == 0 {
+		return nil, false
+	}
+	return idx, true
+}
+
+// parquetDict is a column chunk's dictionary with the text of each value.
+type parquetDict struct {
+	d    parquet.Dictionary
+	vals [][]byte
+}
+
+func newParquetDict(d parquet.Dictionary) parquetDict {
+	n := d.Len()
+	var text []byte
+	ends := make([]int, n)
+	for i := range n {
+		text = appendText(text, d.Index(int32(i)))
+		ends[i] = len(text)
+	}
+	vals := make([][]byte, n)
+	start := 0
+	for i, e := range ends {
+		vals[i] = text[start:e:e]
+		start = e
+	}
+	return parquetDict{d: d, vals: vals}
 }
 
 func (p *Parquet) closePages() {
@@ -217,7 +306,7 @@ func (p *Parquet) closePages() {
 		if pg != nil {
 			pg.Close()
 		}
-		p.pages[c], p.readers[c] = nil, nil
+		p.pages[c], p.readers[c], p.idx[c] = nil, nil, nil
 		if p.current[c] != nil {
 			parquet.Release(p.current[c])
 			p.current[c] = nil
