@@ -207,6 +207,20 @@ type Splitter interface {
 	Split(n int, minBytes int64) (parts []func() ([][]byte, int64, error), joined func() bool)
 }
 
+// IndexSplitter is a Splitter whose parts give each value's position in
+// its domain themselves, as a Parquet file can once per dictionary instead
+// of once per row. Aggregate, Build and AggregateViews prefer it.
+type IndexSplitter interface {
+	Splitter
+	// SplitIndexed is Split for parts that return positions: domains[i]
+	// lists the values of selected column i. Each call of a part fills
+	// pos[i][r] with the position in domains[i] of the value of column i
+	// in the part's next records r, up to len(pos[0]) records of weight 1,
+	// and returns their number (at least 1), or io.EOF after the last. A
+	// value outside its domain is an error of the part.
+	SplitIndexed(n int, minBytes int64, domains [][]string) (parts []func(pos [][]int32) (int, error), joined func() bool)
+}
+
 // minPartBytes is the least input a part of a split table holds: below it,
 // starting a goroutine and an array of counts of its own costs more than
 // the part's reading.
@@ -404,6 +418,26 @@ func (t *tally) add(rec [][]byte, w int64) int {
 	return -1
 }
 
+// addPositions counts k records of weight 1 whose values have positions
+// pos[i][r] in their domains.
+func (t *tally) addPositions(pos [][]int32, k int) {
+	for m, out := range t.outs {
+		st := t.c.colStride[m]
+		cells := append(t.cells[m][:0], make([]int, k)...)
+		for i, p := range pos {
+			if s := st[i]; s != 0 {
+				for r, j := range p[:k] {
+					cells[r] += int(j) * s
+				}
+			}
+		}
+		for _, cell := range cells {
+			out[cell]++
+		}
+		t.cells[m] = cells[:0]
+	}
+}
+
 // flush adds the pending records' weights to their cells. A deferred
 // tally looks their values up first, column by column, and reports false
 // if one is not in its domain (counting nothing of the batch).
@@ -505,13 +539,71 @@ func countSplit(ctx context.Context, t Records, c *counter, opt Options) (int64,
 	}
 	workers := runtime.GOMAXPROCS(0)
 	// Every part but the first has arrays of its own: make its input at
-	// least as large as they are.
+	// least 2 bytes per cell of them (a byte takes a few ns to read, a
+	// cell a nanosecond or two to clear and add up).
 	cells := 0
 	for _, k := range c.count {
 		cells += len(c.targets[k].out)
 	}
-	parts, joined := sp.Split(workers, max(minPartBytes, 2*int64(cells)))
-	if len(parts) == 0 {
+	// A part is read by a function that counts its records with a tally
+	// and reports their weight, or false if the part failed; every 2^16
+	// records it calls check, which reports false when it must stop.
+	var runs []func(tl *tally, check func() bool) (int64, bool)
+	var joined func() bool
+	minBytes := max(minPartBytes, 2*int64(cells))
+	if is, ok := t.(IndexSplitter); ok {
+		domains := make([][]string, len(c.dims))
+		for i, d := range c.dims {
+			domains[i] = c.s.dims[d].Values
+		}
+		var parts []func([][]int32) (int, error)
+		parts, joined = is.SplitIndexed(workers, minBytes, domains)
+		for _, next := range parts {
+			runs = append(runs, func(tl *tally, check func() bool) (int64, bool) {
+				pos := make([][]int32, len(c.dims))
+				for i := range pos {
+					pos[i] = make([]int32, tallyBatch)
+				}
+				var rows int64
+				for n := 0; ; n++ {
+					if n&0xff == 0 && !check() {
+						return 0, false
+					}
+					k, err := next(pos)
+					if errors.Is(err, io.EOF) {
+						return rows, true
+					}
+					if err != nil || k < 1 {
+						return 0, false
+					}
+					tl.addPositions(pos, k)
+					rows += int64(k)
+				}
+			})
+		}
+	} else {
+		var parts []func() ([][]byte, int64, error)
+		parts, joined = sp.Split(workers, minBytes)
+		for _, next := range parts {
+			runs = append(runs, func(tl *tally, check func() bool) (int64, bool) {
+				var rows int64
+				for n := 0; ; n++ {
+					if n&0xffff == 0 && !check() {
+						return 0, false
+					}
+					rec, w, err := next()
+					if errors.Is(err, io.EOF) {
+						return rows, tl.flush()
+					}
+					if err != nil || tl.add(rec, w) >= 0 || w > math.MaxInt64-rows {
+						return 0, false
+					}
+					rows += w
+				}
+			})
+		}
+	}
+	if len(runs) == 0 {
 		return 0, errNoSplit
 	}
 	type result struct {
@@ -519,13 +611,24 @@ func countSplit(ctx context.Context, t Records, c *counter, opt Options) (int64,
 		failed bool
 		outs   [][]float64
 	}
-	res := make([]result, len(parts))
+	res := make([]result, len(runs))
 	var (
 		stop atomic.Bool
 		mu   sync.Mutex // opt.Progress is called by one goroutine at a time
 		wg   sync.WaitGroup
 	)
-	for p, next := range parts {
+	check := func() bool {
+		if stop.Load() || ctx.Err() != nil {
+			return false
+		}
+		if opt.Progress != nil {
+			mu.Lock()
+			opt.Progress(t.BytesRead())
+			mu.Unlock()
+		}
+		return true
+	}
+	for p, run := range runs {
 		outs := c.outs(c.targets)
 		if p > 0 {
 			for k := range outs {
@@ -534,37 +637,11 @@ func countSplit(ctx context.Context, t Records, c *counter, opt Options) (int64,
 		}
 		res[p].outs = outs
 		wg.Go(func() {
-			tl := c.newTally(outs, true)
-			var rows int64
-			for n := 0; ; n++ {
-				if n&0xffff == 0 {
-					if stop.Load() || ctx.Err() != nil {
-						res[p].failed = true
-						return
-					}
-					if opt.Progress != nil {
-						mu.Lock()
-						opt.Progress(t.BytesRead())
-						mu.Unlock()
-					}
-				}
-				rec, w, err := next()
-				if errors.Is(err, io.EOF) {
-					if !tl.flush() {
-						res[p].failed = true
-						stop.Store(true)
-						return
-					}
-					break
-				}
-				if err != nil || tl.add(rec, w) >= 0 || w > math.MaxInt64-rows {
-					res[p].failed = true
-					stop.Store(true)
-					return
-				}
-				rows += w
+			rows, ok := run(c.newTally(outs, true), check)
+			if !ok {
+				stop.Store(true)
 			}
-			res[p].rows = rows
+			res[p].rows, res[p].failed = rows, !ok
 		})
 	}
 	wg.Wait()

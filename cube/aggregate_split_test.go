@@ -32,6 +32,18 @@ func (t tinyParts) Split(n int, _ int64) ([]func() ([][]byte, int64, error), fun
 	return ps, joined
 }
 
+// tinyIndexed is tinyParts for a table whose parts give positions.
+type tinyIndexed struct {
+	tinyParts
+	is IndexSplitter
+}
+
+func (t tinyIndexed) SplitIndexed(n int, _ int64, domains [][]string) ([]func([][]int32) (int, error), func() bool) {
+	ps, joined := t.is.SplitIndexed(n, 1, domains)
+	*t.parts = len(ps)
+	return ps, joined
+}
+
 // withProcs runs f with GOMAXPROCS n: the number of parts Aggregate asks for.
 func withProcs(n int, f func()) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
@@ -50,6 +62,9 @@ func openTiny(t *testing.T, spec source.Spec, parts *int) Records {
 	st, ok := tab.(splitTable)
 	if !ok {
 		t.Fatalf("%T cannot be split", tab)
+	}
+	if is, ok := tab.(IndexSplitter); ok {
+		return tinyIndexed{tinyParts{st, parts}, is}
 	}
 	return tinyParts{st, parts}
 }

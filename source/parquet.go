@@ -43,11 +43,17 @@ type Parquet struct {
 	// no nulls, is read as its indices into the dictionary (idx), whose
 	// values are formatted once per dictionary (dicts): a row's value is
 	// then a slice of the dictionary's text, valid for the row group.
-	idx    [][]int32
-	dicts  []parquetDict
-	n, i   int // rows in the batch, next row to return
-	out    [][]byte
-	failed error
+	idx   [][]int32
+	dicts []parquetDict
+	// For the parts of SplitIndexed: each selected column's domain
+	// (value to position), the batch's positions (-1 outside the
+	// domain), and the positions of the current dictionary's values.
+	index   []map[string]int32
+	pos     [][]int32
+	dictPos [][]int32
+	n, i    int // rows in the batch, next row to return
+	out     [][]byte
+	failed  error
 }
 
 const parquetBatch = 1024
@@ -178,6 +184,9 @@ func (p *Parquet) fill() error {
 	n := int(min(left, parquetBatch))
 	for c := range p.leaf {
 		p.arena[c], p.offs[c], p.vals[c] = p.arena[c][:0], p.offs[c][:0], p.vals[c][:0]
+		if p.index != nil {
+			p.pos[c] = p.pos[c][:0]
+		}
 		for got := 0; got < n; {
 			if p.readers[c] == nil && p.idx[c] == nil {
 				pg, err := p.pages[c].ReadPage()
@@ -191,6 +200,12 @@ func (p *Parquet) fill() error {
 				if idx, ok := dictIndices(pg); ok {
 					if p.dicts[c].d != pg.Dictionary() {
 						p.dicts[c] = newParquetDict(pg.Dictionary())
+						if p.index != nil {
+							p.dictPos[c] = p.dictPos[c][:0]
+							for _, v := range p.dicts[c].vals {
+								p.dictPos[c] = append(p.dictPos[c], p.position(c, v))
+							}
+						}
 					}
 					p.idx[c] = idx
 				} else {
@@ -205,6 +220,10 @@ func (p *Parquet) fill() error {
 					if uint(i) >= uint(len(dv)) {
 						return p.errorf(c, p.groupRow+int64(got), "dictionary index %d, the dictionary has %d values", i, len(dv))
 					}
+					if p.index != nil {
+						p.pos[c] = append(p.pos[c], p.dictPos[c][i])
+						continue
+					}
 					p.vals[c] = append(p.vals[c], dv[i])
 				}
 				if p.idx[c] = idx[k:]; len(p.idx[c]) == 0 {
@@ -218,6 +237,12 @@ func (p *Parquet) fill() error {
 				got++
 				if v.IsNull() {
 					return p.errorf(c, p.groupRow+int64(got), "null value; every row needs a value in the declared domain")
+				}
+				if p.index != nil {
+					// The arena is reused for each value: only its position is kept.
+					p.arena[c] = appendText(p.arena[c][:0], v)
+					p.pos[c] = append(p.pos[c], p.position(c, p.arena[c]))
+					continue
 				}
 				a := len(p.arena[c])
 				p.arena[c] = appendText(p.arena[c], v)
@@ -243,6 +268,15 @@ func (p *Parquet) fill() error {
 	}
 	p.n, p.i = n, 0
 	return nil
+}
+
+// position returns the position of value v of selected column c in its
+// domain, or -1.
+func (p *Parquet) position(c int, v []byte) int32 {
+	if j, ok := p.index[c][string(v)]; ok {
+		return j
+	}
+	return -1
 }
 
 // appendText appends a value's text: its bytes, or an integer's decimal
@@ -345,18 +379,84 @@ func (p *Parquet) Close() error {
 // The parts return errors without their row numbers: on any error the
 // caller reads the file whole, with NextRecord, which numbers them.
 func (p *Parquet) Split(n int, minBytes int64) (parts []func() ([][]byte, int64, error), joined func() bool) {
+	for _, q := range p.splitParts(n, minBytes) {
+		parts = append(parts, q.partNext)
+	}
+	if parts == nil {
+		return nil, nil
+	}
+	return parts, func() bool { return true }
+}
+
+// SplitIndexed is Split for parts that give each value's position in
+// domains[i], the values of selected column i (cube.IndexSplitter): the
+// values of a dictionary-encoded page are looked up once per dictionary,
+// not once per row. A value outside its domain fails its part, and the
+// caller then reads the file whole, which names the row and column.
+func (p *Parquet) SplitIndexed(n int, minBytes int64, domains [][]string) (parts []func(pos [][]int32) (int, error), joined func() bool) {
+	if len(domains) != len(p.sel) {
+		return nil, nil
+	}
+	index := make([]map[string]int32, len(domains))
+	for i, d := range domains {
+		index[i] = make(map[string]int32, len(d))
+		for j, v := range d {
+			index[i][v] = int32(j)
+		}
+	}
+	for _, q := range p.splitParts(n, minBytes) {
+		q.index = index
+		q.pos = make([][]int32, len(p.sel))
+		q.dictPos = make([][]int32, len(p.sel))
+		parts = append(parts, q.nextPositions)
+	}
+	if parts == nil {
+		return nil, nil
+	}
+	return parts, func() bool { return true }
+}
+
+// errNotInDomain fails a part of SplitIndexed.
+var errNotInDomain = errors.New("a value outside its domain")
+
+// nextPositions fills pos[i][r] with the positions of the next rows'
+// values, for up to len(pos[0]) rows, and returns how many.
+func (p *Parquet) nextPositions(pos [][]int32) (int, error) {
+	for p.i == p.n {
+		if err := p.fill(); err != nil {
+			p.closePages()
+			return 0, err
+		}
+	}
+	k := min(len(pos[0]), p.n-p.i)
+	for c := range pos {
+		for r, j := range p.pos[c][p.i : p.i+k] {
+			if j < 0 {
+				p.closePages()
+				return 0, errNotInDomain
+			}
+			pos[c][r] = j
+		}
+	}
+	p.i += k
+	p.groupRow += int64(k)
+	return k, nil
+}
+
+// splitParts cuts the row groups for Split and SplitIndexed.
+func (p *Parquet) splitParts(n int, minBytes int64) []*Parquet {
 	groups := p.pf.RowGroups()
 	total := p.pf.NumRows()
 	if p.batch == nil || p.group != -1 || n < 1 || total == 0 {
-		return nil, nil
+		return nil
 	}
 	st, err := p.f.Stat()
 	if err != nil {
-		return nil, nil
+		return nil
 	}
 	k := int(min(int64(n), int64(len(groups)), st.Size()/max(minBytes, 1)))
 	if k < 1 {
-		return nil, nil
+		return nil
 	}
 	// Cut before the group where the rows so far first reach i/k of all.
 	var cuts []int
@@ -368,6 +468,7 @@ func (p *Parquet) Split(n int, minBytes int64) (parts []func() ([][]byte, int64,
 		rows += rg.NumRows()
 	}
 	cuts = append(append([]int{0}, cuts...), len(groups))
+	var parts []*Parquet
 	for i := range len(cuts) - 1 {
 		q := &Parquet{name: p.name, f: p.f, cr: p.cr, pf: p.pf, sel: p.sel, leaf: p.leaf, endGroup: cuts[i+1]}
 		q.alloc()
@@ -375,9 +476,9 @@ func (p *Parquet) Split(n int, minBytes int64) (parts []func() ([][]byte, int64,
 			// As if the group before were done: fill moves on.
 			q.groupRow = groups[q.group].NumRows()
 		}
-		parts = append(parts, q.partNext)
+		parts = append(parts, q)
 	}
-	return parts, func() bool { return true }
+	return parts
 }
 
 // partNext returns the next row of a part of Split, and closes its pages

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -270,5 +271,72 @@ func TestCountColumnSplit(t *testing.T) {
 	}
 	if len(ps) == 0 || !failed {
 		t.Fatalf("%d parts, a bad count failed none", len(ps))
+	}
+}
+
+// TestParquetSplitIndexedGivesPositions: the parts of SplitIndexed give
+// the positions of the file's values in the domains (dictionary-encoded
+// and plain columns), in order, and a value outside its domain fails its
+// part.
+func TestParquetSplitIndexedGivesPositions(t *testing.T) {
+	path := writeParquet(t, people(70), 10)
+	cols := []string{"sex", "age", "region"}
+	whole, err := OpenParquet(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close()
+	if err := whole.Select(context.Background(), cols); err != nil {
+		t.Fatal(err)
+	}
+	want := wholeRecords(t, whole)
+	domains := [][]string{{"M", "F"}, nil, {"r4", "r3", "r2", "r1", "r0"}}
+	for a := -1; a < 90; a++ {
+		domains[1] = append(domains[1], strconv.Itoa(a))
+	}
+	for n := 1; n <= 4; n++ {
+		p, err := OpenParquet(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Select(context.Background(), cols); err != nil {
+			t.Fatal(err)
+		}
+		ps, joined := p.SplitIndexed(n, 1, domains)
+		var got []string
+		pos := [][]int32{make([]int32, 7), make([]int32, 7), make([]int32, 7)}
+		for _, next := range ps {
+			for {
+				k, err := next(pos)
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil || k < 1 {
+					t.Fatalf("n=%d: %d rows, %v", n, k, err)
+				}
+				for r := range k {
+					got = append(got, domains[0][pos[0][r]]+"|"+domains[1][pos[1][r]]+"|"+domains[2][pos[2][r]])
+				}
+			}
+		}
+		if len(ps) != n || !joined() || !slices.Equal(got, want) {
+			t.Fatalf("n=%d: %d parts read %q, the file is %q", n, len(ps), got, want)
+		}
+		p.Close()
+	}
+	// Without "F", the dictionary-encoded column has a value outside it.
+	domains[0] = []string{"M"}
+	p, err := OpenParquet(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Select(context.Background(), cols); err != nil {
+		t.Fatal(err)
+	}
+	ps, _ := p.SplitIndexed(1, 1, domains)
+	pos := [][]int32{make([]int32, 100), make([]int32, 100), make([]int32, 100)}
+	if _, err := ps[0](pos); err == nil {
+		t.Fatal("a value outside its domain gave a position")
 	}
 }
