@@ -37,7 +37,8 @@ import (
 //
 // A guide table gives the answer up to one comparison. It is indexed by
 // the exponent and the first guideSub bits of the significand of
-// float64(x>>11|1), x U's word (a shift, an or, a conversion, a shift):
+// float64(max(x>>11, 2^22)), x U's word (a shift, a max, a conversion, a
+// shift; every U below about 2^-30 shares the first bucket):
 // its buckets span a factor of at most 1+2^-6 in U, less than the
 // thresholds' ratio 1/rho >= e^(1/64), so a bucket holds at most one
 // threshold where U's quantum is small against U, and the constructor
@@ -104,30 +105,32 @@ const halfMaxM = 6
 // ratio 1/rho >= e^(1/64).
 const guideSub = 6
 
-// guideBuckets is the guide's size: the exponents of x>>11|1 (0 to 52)
-// times the significand bits.
-const guideBuckets = 53 << guideSub
+// guideBuckets is the guide's size: the exponents of
+// max(x>>11, 2^guideMinExp) (guideMinExp to 52) times the significand
+// bits.
+const guideBuckets = (53 - guideMinExp) << guideSub
 
-// bucket returns the guide bucket of U's word x: the exponent and the first
-// guideSub significand bits of float64(x>>11|1), exact since x>>11 < 2^53.
-// It is non-decreasing in x.
+// guideMinExp is the exponent of the guide's first bucket: every word x
+// with x>>11 below 2^guideMinExp (U below about 2^-30) falls in it. No
+// threshold but th_0 is stored below 2^-30 (newDLSampler's floor), so
+// those words need no finer buckets, and the guide is 40% smaller.
+const guideMinExp = 22
+
+// bucket returns the guide bucket of U's word x: the exponent (from
+// guideMinExp) and the first guideSub significand bits of
+// float64(max(x>>11, 2^guideMinExp)), exact since x>>11 < 2^53. It is
+// non-decreasing in x.
 func bucket(x uint64) int {
-	return int(math.Float64bits(float64(int64(x>>11|1)))>>(52-guideSub)) - 1023<<guideSub
+	return int(math.Float64bits(float64(int64(max(x>>11, 1<<guideMinExp))))>>(52-guideSub)) - (1023+guideMinExp)<<guideSub
 }
 
 // bucketEnd returns the first v = x>>11 whose bucket is above b, or 2^53:
-// the smallest v with float64(v|1) >= F, F the smallest float64 of bucket
-// b+1.
+// F, the smallest float64 of bucket b+1, an integer.
 func bucketEnd(b int) uint64 {
 	if b+1 >= guideBuckets {
 		return 1 << 53
 	}
-	f := math.Float64frombits(uint64(b+1+1023<<guideSub) << (52 - guideSub))
-	c := uint64(math.Ceil(f))
-	if c&1 == 1 {
-		return c - 1 // (c-1)|1 = c
-	}
-	return c
+	return uint64(math.Float64frombits(uint64(b+1+(1023+guideMinExp)<<guideSub) << (52 - guideSub)))
 }
 
 // guideEntry holds, for one bucket of U, the number g of thresholds
@@ -174,9 +177,10 @@ func newDLSampler(t float64) *dlSampler {
 	// at most down to 2^-30: the far tail costs a logarithm, but keeping the
 	// tables small keeps them in cache.
 	floor := max(uint64(4)<<(64-min(hb, 62)), 1<<34)
+	den := 1 + math.Exp(-1/t)
 	for i := 0; ; i++ {
 		n := 1 + math.Ldexp(float64(i), int(s.m)) // th_i = 2 exp(-n/t) / (1 + exp(-1/t))
-		lo, hi := thresholdBounds(n, t)
+		lo, hi := thresholdBounds(n, t, den)
 		// th_0 is always stored, so that j = 0 means M = 0 even when
 		// th_0 is tiny (small t).
 		if i > 0 && (lo <= floor || i >= 1<<15) {
@@ -222,9 +226,12 @@ func newDLSampler(t float64) *dlSampler {
 // value at the exact argument x; the sum and the quotient add 2^-53 each.
 // The total is below (n/t + 1/t + 6) 2^-53 <= (x + 5) 2^-52 with x = n/t;
 // ulpGuard leaves a factor of 8.
-func thresholdBounds(n, t float64) (lo, hi uint64) {
+//
+// den is 1 + exp(-1/t), the same for every threshold: the caller computes
+// it once.
+func thresholdBounds(n, t, den float64) (lo, hi uint64) {
 	x := n / t
-	p := 2 * math.Exp(-x) / (1 + math.Exp(-1/t))
+	p := 2 * math.Exp(-x) / den
 	e := p * (x + 5) * ulpGuard
 	return toU64Floor(p - e), toU64Floor(p + e)
 }
