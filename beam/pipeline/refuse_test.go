@@ -177,8 +177,8 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"csv format for a parquet file", Spec{Job: Job{Cuboids: []string{"d0,d1"}, Epsilon: 1, Format: "csv"}, Out: "t.PARQUET"}, true, "--format csv does not match --out"},
 		{"format mismatch", Spec{Job: Job{Epsilon: 1, Format: "parquet"}, Out: "t.csv"}, true, "--format parquet does not match --out"},
-		{"existing dir", Spec{Job: Job{Cuboids: []string{"d0", "d1"}, Epsilon: 1}, Out: existing}, true, "exists; a release creates a new directory"},
-		{"existing dir one cuboid", Spec{Job: Job{Epsilon: 1, Integer: true}, Out: existing}, true, "exists; a release creates a new directory"},
+		{"existing dir", Spec{Job: Job{Cuboids: []string{"d0", "d1"}, Epsilon: 1}, Out: existing}, true, "the directory exists; nothing is overwritten: give --force to replace it"},
+		{"existing dir one cuboid", Spec{Job: Job{Epsilon: 1, Integer: true}, Out: existing}, true, "the directory exists; nothing is overwritten: give --force to replace it"},
 		{"measurements path one cuboid", Spec{Job: Job{Epsilon: 1}, Out: "m", Measurements: "m.json"}, true, "--measurements: the job does not keep its measurements"},
 		{"measurements views", Spec{Files: geo.shards, Schema: geo.schema, Job: Job{Cuboids: []string{"geo:state", "sex"}, Epsilon: 1, KeepMeasurements: true}, Out: "v", Measurements: "m.json"}, false, "saving the measurements of tables at coarser levels of a hierarchy is not supported yet"},
 		{"nonneg and integer", Spec{Job: Job{Cuboids: []string{"d0", "d1"}, Epsilon: 1, NonNeg: true, Integer: true}, Out: "x"}, true, "--nonneg and --integer exclude each other"},

@@ -142,7 +142,7 @@ func TestRunManifestRecordsTheCommand(t *testing.T) {
 		seed uint64
 	}{
 		{[]string{"repro", "zcdp", "--out", dir, "--quick"}, "repro zcdp --out '" + dir + "' --quick", 1},
-		{[]string{"repro", "--quick", "--seed", "7", "--out", dir, "zcdp"}, "repro --quick --seed 7 --out '" + dir + "' zcdp", 7},
+		{[]string{"repro", "--quick", "--seed", "7", "--out", dir, "--force", "zcdp"}, "repro --quick --seed 7 --out '" + dir + "' --force zcdp", 7},
 	} {
 		if code, stdout, stderr := runCLI(t, tc.args...); code != 0 {
 			t.Fatalf("%q: exit %d\n%s\n%s", tc.args, code, stdout, stderr)

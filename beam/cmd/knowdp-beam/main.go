@@ -24,7 +24,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -130,6 +129,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	out := fs.String("out", "", "output (required): a CSV `FILE` (FILE.parquet for Parquet) for one table, written with its privacy story in the same name with .json; otherwise a new directory of shards (part-NNNNN.csv or .parquet, one per block of 262,144 cells written by a worker; a table of one block is one file named as knowdp release names it) and release.json")
 	workerMemory := fs.Float64("worker-memory", 8, "on a cluster, the memory of one worker in `GB`: a release solved on one worker (--nonneg, --integer, levels of a hierarchy, --measurements) that needs more is refused before it starts")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON (the sidecar's fields, full precision)")
+	force := fs.Bool("force", false, "replace outputs that exist (atomically); without it an output that exists is refused before anything is read")
 	infer := fs.Bool("infer-domains", false, "refused: see knowdp release")
 	fs.String("dims", "", "with --infer-domains, which is refused: comma-separated dimension `COLUMNS`")
 	cellLimit := fs.Int("cell-limit", 0, "refused: see knowdp release")
@@ -215,7 +215,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		job.WorkloadName = *workload
 	}
 	spec := pipeline.Spec{Schema: s, Job: job, Seeded: seed.set, Seed: seed.n, Out: *out, Table: *table, CountColumn: *countColumn,
-		Measurements: *measurements, WorkerMemory: int64(*workerMemory * 1e9)}
+		Measurements: *measurements, WorkerMemory: int64(*workerMemory * 1e9), Force: *force}
 	if source.IsPostgresURL(*dataPath) {
 		spec.Files = []string{*dataPath}
 	} else if spec.Files, err = filepath.Glob(*dataPath); err != nil {
@@ -242,13 +242,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			inputs = append(inputs, fileio.Named{Flag: "--data", Path: f})
 		}
 	}
-	// A directory --out that exists is refused as knowdp release refuses
-	// it, before CheckOutputs would call it "is a directory" (the one
-	// table's CSV file form, whose outputs include the sidecar, keeps that).
-	if st, err := os.Stat(*out); err == nil && st.IsDir() && !slices.ContainsFunc(plan.Outputs(), func(n fileio.Named) bool { return n.Flag == "sidecar" }) {
-		return usageErr("--out: %s exists; a release creates a new directory (nothing is overwritten)", *out)
-	}
-	if err := fileio.CheckOutputs(inputs, plan.Outputs()); err != nil {
+	if err := fileio.CheckOutputs(inputs, plan.Outputs(), *force); err != nil {
 		return usageErr("%v", err)
 	}
 	if seed.set {
