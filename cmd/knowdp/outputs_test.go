@@ -181,4 +181,3 @@ func unwritableDir(t *testing.T) string {
 	}
 	return dir
 }
-

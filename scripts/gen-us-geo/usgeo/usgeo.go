@@ -202,6 +202,24 @@ func stateDivisions() map[string]int {
 	return m
 }
 
+// Lookup writes the hierarchy as a public lookup table
+// (data/us-geo-places.csv): the header region,division,state,place, then
+// one row per place in the hierarchy's order, from which
+// "knowdp schema --hierarchy geo=region,division,state,place --from
+// data/us-geo-places.csv" builds the geo dimension of the schema.
+func Lookup(places []Place) []byte {
+	division := stateDivisions()
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	w.Write(Levels)
+	for _, p := range places {
+		d := CensusDivisions[division[p.State]]
+		w.Write([]string{d.Region, d.Name, p.State, p.Leaf})
+	}
+	w.Flush()
+	return b.Bytes()
+}
+
 // Generate returns the schema (data/us-geo.schema.json) and the synthetic
 // persons (data/us-persons.csv) for the places of data/us-places.csv.
 func Generate(placesCSV []byte) (schema, persons []byte, err error) {
