@@ -493,12 +493,12 @@ func (pl *Plan) writeSingle(stage string, sidecar []byte) error {
 	if pl.jb.format == tablefile.Parquet {
 		// Parquet files do not concatenate: the counts and margins are
 		// read back and written by the single machine's writer.
-		counts, moe, err := readParquetParts(stage, blocks)
+		counts, moe, integer, err := readParquetParts(stage, blocks)
 		if err != nil {
 			return err
 		}
 		join = func(w io.Writer) error {
-			return tablefile.WriteRows(w, tablefile.Parquet, s, v, 0, counts, func(cell int) float64 { return moe[cell] })
+			return tablefile.WriteRows(w, tablefile.Parquet, s, v, 0, counts, func(cell int) float64 { return moe[cell] }, integer)
 		}
 	}
 	return fileio.WritePair(
@@ -510,30 +510,40 @@ func (pl *Plan) writeSingle(stage string, sidecar []byte) error {
 
 // readParquetParts reads the count and moe90 columns (the last two) of the
 // only table's Parquet shards, in order.
-func readParquetParts(stage string, blocks int) (counts, moe []float64, err error) {
+func readParquetParts(stage string, blocks int) (counts, moe []float64, integer bool, err error) {
 	for b := range blocks {
 		path := filepath.Join(stage, partFile("", 0, b, tablefile.Parquet))
 		f, err := os.Open(path)
 		if err != nil {
-			return nil, nil, fmt.Errorf("block %d of the release is missing: %w", b, err)
+			return nil, nil, false, fmt.Errorf("block %d of the release is missing: %w", b, err)
 		}
 		st, err := f.Stat()
 		if err == nil {
 			var pf *parquet.File
 			if pf, err = parquet.OpenFile(f, st.Size()); err == nil {
 				counts, moe, err = appendParquetColumns(pf, counts, moe)
+				// An integer table's counts are INT64 (tablefile.WriteRows),
+				// and stay so in the joined file.
+				fields := pf.Schema().Fields()
+				integer = len(fields) >= 2 && fields[len(fields)-2].Type().Kind() == parquet.Int64
 			}
 		}
 		f.Close()
 		if err != nil {
-			return nil, nil, fmt.Errorf("block %d of the release: %w", b, err)
+			return nil, nil, false, fmt.Errorf("block %d of the release: %w", b, err)
 		}
 	}
-	return counts, moe, nil
+	return counts, moe, integer, nil
 }
 
 func appendParquetColumns(pf *parquet.File, counts, moe []float64) ([]float64, []float64, error) {
 	n := len(pf.Schema().Fields())
+	number := func(v parquet.Value) float64 {
+		if v.Kind() == parquet.Int64 {
+			return float64(v.Int64())
+		}
+		return v.Double()
+	}
 	r := parquet.NewReader(pf)
 	defer r.Close()
 	rows := make([]parquet.Row, 1024)
@@ -543,7 +553,7 @@ func appendParquetColumns(pf *parquet.File, counts, moe []float64) ([]float64, [
 			if len(row) != n {
 				return nil, nil, fmt.Errorf("a row of %d columns, want %d", len(row), n)
 			}
-			counts, moe = append(counts, row[n-2].Double()), append(moe, row[n-1].Double())
+			counts, moe = append(counts, number(row[n-2])), append(moe, row[n-1].Double())
 		}
 		if errors.Is(err, io.EOF) {
 			return counts, moe, nil

@@ -226,7 +226,11 @@ func readReleased(t *testing.T, path string) ([]string, [][]string, []float64) {
 				for j := range k {
 					l = append(l, row[j].String())
 				}
-				labels, counts = append(labels, l), append(counts, row[k].Double())
+				c := row[k].Double()
+				if row[k].Kind() == parquet.Int64 { // an integer table
+					c = float64(row[k].Int64())
+				}
+				labels, counts = append(labels, l), append(counts, c)
 			}
 			if err != nil {
 				break

@@ -336,7 +336,7 @@ func writeRelease(e *env, f *releaseFlags, w *release.Release, format tablefile.
 	}
 	writeTable := func(t release.Table) func(io.Writer) error {
 		return func(out io.Writer) error {
-			return tablefile.WriteRows(out, format, s, t.TableView(), 0, t.Counts, t.CellMOE)
+			return tablefile.WriteRows(out, format, s, t.TableView(), 0, t.Counts, t.CellMOE, t.Integer)
 		}
 	}
 	var files []string

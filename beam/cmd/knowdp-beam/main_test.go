@@ -194,7 +194,7 @@ func checkSpec(t *testing.T, dir, schema, table, out string, privFlags []string,
 	}
 	var want bytes.Buffer
 	tab := rel.Tables[0]
-	if err := tablefile.WriteRows(&want, tablefile.CSV, s, tab.TableView(), 0, tab.Counts, tab.CellMOE); err != nil {
+	if err := tablefile.WriteRows(&want, tablefile.CSV, s, tab.TableView(), 0, tab.Counts, tab.CellMOE, tab.Integer); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(out)
