@@ -61,6 +61,9 @@ func (f *gatherFn) process(ctx context.Context, parts func(*[]byte) bool) error 
 	}
 	var p []byte
 	for parts(&p) {
+		if len(p) == 0 {
+			continue // the element that makes this worker run without rows
+		}
 		k, n := binary.Uvarint(p)
 		if n <= 0 {
 			return errors.New("corrupt partial counts")
