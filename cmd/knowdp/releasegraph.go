@@ -100,11 +100,11 @@ func runReleaseGraph(ctx context.Context, e *env, args []string) error {
 			Privacy graph.GraphMetadata `json:"privacy"`
 		}{f.out, sidecar, len(g.Values), meta})
 	}
-	kind := "undirected"
+	kind := "an undirected"
 	if g.Directed {
-		kind = "directed"
+		kind = "a directed"
 	}
-	fmt.Fprintf(e.stdout, "released a %s graph on %d vertices: %d vertex pairs\n", kind, g.Vertices, len(g.Values))
+	fmt.Fprintf(e.stdout, "released %s graph on %d vertices: %d vertex pairs\n", kind, g.Vertices, len(g.Values))
 	fmt.Fprintf(e.stdout, "known degrees (published as they are): %d\n", len(g.KnownOut)+len(g.KnownIn))
 	fmt.Fprintf(e.stdout, "epsilon %g w.r.t. %s\n", g.Epsilon, meta.Neighbours)
 	if g.Sensitivity == 0 {
