@@ -46,7 +46,11 @@ func parquetRows(t *testing.T, path string) (names []string, labels [][]string, 
 				l = append(l, row[j].String())
 			}
 			labels = append(labels, l)
-			counts, moes = append(counts, row[k].Double()), append(moes, row[k+1].Double())
+			c := row[k].Double()
+			if row[k].Kind() == parquet.Int64 { // an integer table
+				c = float64(row[k].Int64())
+			}
+			counts, moes = append(counts, c), append(moes, row[k+1].Double())
 		}
 		if err != nil {
 			break
