@@ -151,3 +151,38 @@ func TestPortableRunnerCommand(t *testing.T) {
 		t.Errorf("remote endpoint without --environment_type: exit %d: %s", code, stderr)
 	}
 }
+
+// TestForce checks knowdp release's output rule in knowdp-beam: an output
+// that exists (the table, its sidecar, a directory) is refused before
+// anything runs, and replaced with --force.
+func TestForce(t *testing.T) {
+	dir, schema, table := writeInputs(t, facts)
+	base := []string{"release", "--data", table, "--schema", schema, "--epsilon", "1", "--seed", "1"}
+	for _, tc := range []struct {
+		name, out, existing string
+		args                []string
+	}{
+		{"table", "t.csv", "t.csv", []string{"--cuboid", "sex"}},
+		{"sidecar", "s.csv", "s.json", []string{"--cuboid", "sex"}},
+		{"directory", "d", "d/mine.txt", []string{"--cuboid", "sex", "--cuboid", "age"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mine := filepath.Join(dir, tc.existing)
+			os.MkdirAll(filepath.Dir(mine), 0o755)
+			if err := os.WriteFile(mine, []byte("mine"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args := append(append(base, tc.args...), "--out", filepath.Join(dir, tc.out))
+			code, _, stderr := knowdpBeam(t, args...)
+			if b, _ := os.ReadFile(mine); code != 2 || !strings.Contains(stderr, "exists; nothing is overwritten: give --force") || string(b) != "mine" {
+				t.Fatalf("existing output: exit %d (want 2), file %q: %s", code, b, stderr)
+			}
+			if code, _, stderr := knowdpBeam(t, append(args, "--force")...); code != 0 {
+				t.Fatalf("--force: exit %d: %s", code, stderr)
+			}
+			if b, err := os.ReadFile(mine); err == nil && string(b) == "mine" {
+				t.Fatalf("--force kept %s", mine)
+			}
+		})
+	}
+}
