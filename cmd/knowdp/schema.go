@@ -130,7 +130,9 @@ func runSchema(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("--schema: %w", err)
 		}
-		all = s.Dims
+		for i := range s.NumDims() {
+			all = append(all, s.Dim(i))
+		}
 	}
 	if len(hs) > 0 {
 		if err := checkInput("--from", *from); err != nil {

@@ -1,7 +1,9 @@
 // Command gen-us-geo regenerates data/us-geo.schema.json (the real hierarchy
-// of US places: region, division, state, place), data/us-geo-places.csv (the
-// same hierarchy as a lookup table) and data/us-persons.csv (its synthetic
-// persons) from data/us-places.csv; see package usgeo and data/README.md. It is deterministic and needs no network:
+// of US places: region, division, state, place), data/us-geo-age.schema.json
+// (the same with the age groups in broad bands), data/us-geo-places.csv (the
+// hierarchy as a lookup table) and data/us-persons.csv (its synthetic
+// persons) from data/us-places.csv; see package usgeo and data/README.md. It
+// is deterministic and needs no network:
 //
 //	go run ./scripts/gen-us-geo
 //
@@ -30,7 +32,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("%w (run from the repository root)", err)
 	}
-	schema, persons, err := usgeo.Generate(places)
+	schema, schemaAge, persons, err := usgeo.Generate(places)
 	if err != nil {
 		return err
 	}
@@ -41,7 +43,7 @@ func run() error {
 	for _, f := range []struct {
 		name string
 		b    []byte
-	}{{"us-geo.schema.json", schema}, {"us-geo-places.csv", usgeo.Lookup(ps)}, {"us-persons.csv", persons}} {
+	}{{"us-geo.schema.json", schema}, {"us-geo-age.schema.json", schemaAge}, {"us-geo-places.csv", usgeo.Lookup(ps)}, {"us-persons.csv", persons}} {
 		path := filepath.Join("data", f.name)
 		if err := os.WriteFile(path+".tmp", f.b, 0o644); err != nil {
 			return err
