@@ -61,6 +61,9 @@ func (f *gatherFn) process(ctx context.Context, parts func(*[]byte) bool) error 
 	}
 	var p []byte
 	for parts(&p) {
+		if len(p) == 0 {
+			continue // the element that makes this worker run without rows
+		}
 		k, n := binary.Uvarint(p)
 		if n <= 0 {
 			return errors.New("corrupt partial counts")
@@ -117,7 +120,7 @@ func (f *gatherFn) write(ctx context.Context, s *domain.Schema, jb *job, out *re
 			for p := range next {
 				tab := out.tables[p.t]
 				x := tab.counts[p.b*BlockSize : min((p.b+1)*BlockSize, len(tab.counts))]
-				if err := writePart(ctx, s, tab.view, f.Cfg.Stage, stems[p.t], p.b, x, tab.moe90, tablefile.Format(f.Cfg.Job.Format)); err != nil {
+				if err := writePart(ctx, s, tab.view, f.Cfg.Stage, stems[p.t], p.b, x, tab.moe90, tablefile.Format(f.Cfg.Job.Format), tab.integer); err != nil {
 					mu.Lock()
 					first = cmp.Or(first, err)
 					mu.Unlock()
@@ -148,9 +151,10 @@ type released struct {
 }
 
 type releasedTable struct {
-	view   domain.View
-	counts []float64
-	moe90  func(cell int) float64
+	view    domain.View
+	counts  []float64
+	moe90   func(cell int) float64
+	integer bool
 }
 
 // releaseOnOne releases jb from the exact counts of its counted cuboids as
@@ -177,7 +181,7 @@ func releaseOnOne(ctx context.Context, s *domain.Schema, jb *job, exact map[doma
 	m := w.Metadata()
 	stems := jb.tableStems(s)
 	for i, t := range w.Tables {
-		out.tables = append(out.tables, releasedTable{view: t.TableView(), counts: t.Counts, moe90: t.CellMOE})
+		out.tables = append(out.tables, releasedTable{view: t.TableView(), counts: t.Counts, moe90: t.CellMOE, integer: t.Integer})
 		switch {
 		case stems[i] != "":
 			m.Tables[i].File = tableFile(stems[i], len(t.Counts), jb.format)

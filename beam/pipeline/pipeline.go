@@ -220,7 +220,10 @@ func Build(s beam.Scope, cfg Config, files []string) {
 	partials := beam.ParDo(s, &countFn{Cfg: cfg}, paths)
 	switch cfg.Mode {
 	case ModeGather:
-		all := beam.GroupByKey(s, beam.ParDo(s, &gatherKeyFn{}, partials))
+		// With an empty element beside the partial counts, so that the one
+		// worker runs even when no file has a row (a header-only CSV).
+		keyed := beam.ParDo(s, &gatherKeyFn{}, partials)
+		all := beam.GroupByKey(s, beam.Flatten(s, keyed, beam.ParDo(s, &emptyFn{}, beam.Impulse(s))))
 		finish(s, beam.ParDo(s, &gatherFn{Cfg: cfg}, all))
 	case ModeWorkload:
 		buildWorkload(s, cfg, partials)
