@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -207,6 +208,126 @@ func BenchmarkNationalHierarchy(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(peakRSSMiB(), "peak-MiB")
+}
+
+// nationalSpec is the release of BenchmarkNationalHierarchy: three tables
+// per level (the level alone, by sex, by sex and age) and the grand total,
+// state totals exact, under the given split.
+func nationalSpec(tb testing.TB, s *domain.Schema, split Split) ViewSpec {
+	var views []domain.View
+	for _, level := range []string{"region", "state", "county", "tract"} {
+		for _, x := range []string{"geo:" + level, "geo:" + level + ",sex", "geo:" + level + ",sex,age"} {
+			v, err := s.ParseView(x)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			views = append(views, v)
+		}
+	}
+	views = append(views, domain.View{})
+	exact, err := s.ParseView("geo:state")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	eps, _ := privacy.NewEpsilon(1)
+	return ViewSpec{Epsilon: eps, Split: split, Views: views, Exact: []domain.View{exact}}
+}
+
+// nationalCounts counts persons drawn as writeNationalPersons draws them
+// straight into the leaf-level table and rolls it up to the views needs.
+func nationalCounts(tb testing.TB, s *domain.Schema, weights []float64, persons int, needs []domain.View) map[domain.View][]float64 {
+	rng := rand.New(rand.NewPCG(2020, 2))
+	cum := make([]float64, len(weights))
+	var c float64
+	for i, x := range weights {
+		c += x
+		cum[i] = c
+	}
+	base := make([]float64, s.Cells())
+	for range persons {
+		u := rng.Float64()
+		lo, _ := slices.BinarySearch(cum, u)
+		lo = min(lo, len(cum)-1)
+		base[(lo*2+rng.IntN(2))*18+rng.IntN(18)]++
+	}
+	counts := make(map[domain.View][]float64, len(needs))
+	for _, v := range needs {
+		x, err := s.RollUp(domain.View{Dims: domain.Base(s.NumDims())}, base, v)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		counts[v] = x
+	}
+	return counts
+}
+
+// BenchmarkNationalEstimate is the estimate phase of
+// BenchmarkNationalHierarchy alone (noise, the least-squares estimate and
+// every margin of error), from counts made in memory
+// (KNOWDP_BENCH_PERSONS persons, default 10^7):
+//
+//	go test ./release -run '^$' -bench 'BenchmarkNational(Estimate|Integer)' -benchtime 5x
+func BenchmarkNationalEstimate(b *testing.B) {
+	s, weights := nationalSchema(b, 100_000)
+	spec := nationalSpec(b, s, SplitSpine)
+	plan, err := PlanViews(s, spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	counts := nationalCounts(b, s, weights, benchPersons(b, 10_000_000), plan.Needs())
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := plan.ReleaseFrom(ctx, counts, noise.NewSeeded(1)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNationalInteger is the integer phase of
+// BenchmarkNationalHierarchy alone: the top-down integer tables of the
+// release BenchmarkNationalEstimate makes.
+func BenchmarkNationalInteger(b *testing.B) {
+	s, weights := nationalSchema(b, 100_000)
+	spec := nationalSpec(b, s, SplitSpine)
+	plan, err := PlanViews(s, spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	counts := nationalCounts(b, s, weights, benchPersons(b, 10_000_000), plan.Needs())
+	ctx := context.Background()
+	rel, err := plan.ReleaseFrom(ctx, counts, noise.NewSeeded(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	estimates := make([][]float64, len(rel.Tables))
+	for i, t := range rel.Tables {
+		estimates[i] = slices.Clone(t.Counts)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		for i := range rel.Tables {
+			rel.Tables[i].Counts = slices.Clone(estimates[i])
+		}
+		b.StartTimer()
+		if err := rel.RoundIntegers(ctx, noise.NewSeeded(2)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchPersons returns KNOWDP_BENCH_PERSONS, or def when it is not set.
+func benchPersons(tb testing.TB, def int) int {
+	v := os.Getenv("KNOWDP_BENCH_PERSONS")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		tb.Fatalf("KNOWDP_BENCH_PERSONS=%q: want a positive integer", v)
+	}
+	return n
 }
 
 type discard struct{}

@@ -177,59 +177,12 @@ func (p *viewPlan) estimate(ctx context.Context, tables []Table, inv []estimate.
 		if t.View.Dims.Has(p.h) {
 			nodes = p.s.LevelSize(p.h, int(t.View.Up[p.h]))
 		}
-		moe := make([]float64, nodes)
-		abs := make([]float64, nodes)
-		vars := make([]float64, nodes)
-		// The laws are independent node by node (and data-independent);
-		// nodes of the same shape in the hierarchy have the same law.
-		var cache sync.Map
-		var (
-			wg    sync.WaitGroup
-			next  atomic.Int64
-			first atomic.Pointer[error]
-		)
-		for range min(runtime.GOMAXPROCS(0), nodes) {
-			wg.Go(func() {
-				for {
-					g := int(next.Add(1) - 1)
-					if g >= nodes || ctx.Err() != nil || first.Load() != nil {
-						return
-					}
-					if p.mech == MechanismGaussian {
-						// Normal: the variance is all it takes.
-						v, err := sol.Variance(q, g)
-						if err != nil {
-							err = fmt.Errorf("release: %w", err)
-							first.CompareAndSwap(nil, &err)
-							return
-						}
-						sd := math.Sqrt(v)
-						moe[g], abs[g], vars[g] = z95*sd, sd*math.Sqrt(2/math.Pi), v
-						continue
-					}
-					law, err := sol.Law(q, g, hier.LawOptions{MaxTerms: lawMaxTerms})
-					if err != nil {
-						err = fmt.Errorf("release: %w", err)
-						first.CompareAndSwap(nil, &err)
-						return
-					}
-					key := lawKey(law)
-					if r, ok := cache.Load(key); ok {
-						x := r.([3]float64)
-						moe[g], abs[g], vars[g] = x[0], x[1], x[2]
-						continue
-					}
-					moe[g], abs[g], vars[g] = p.lawMOE(law)
-					cache.Store(key, [3]float64{moe[g], abs[g], vars[g]})
-				}
-			})
-		}
-		wg.Wait()
-		if err := ctx.Err(); err != nil {
+		moe, abs, vars, err := p.nodeErrors(ctx, sol, q)
+		if err != nil {
 			return err
 		}
-		if e := first.Load(); e != nil {
-			return *e
+		if len(moe) != nodes {
+			return fmt.Errorf("release: %d margins of error for the %d nodes of %s", len(moe), nodes, p.s.FormatView(t.View))
 		}
 		node := l.nodeOf(t.View)
 		t.MOE90s = make([]float64, len(t.Counts))
@@ -242,6 +195,78 @@ func (p *viewPlan) estimate(ctx context.Context, tables []Table, inv []estimate.
 		t.Variance = slices.Max(vars)
 	}
 	return nil
+}
+
+// nodeErrors returns the margin of error, the expected absolute error and
+// the variance of the cells of every node of the q-th query's table. The
+// nodes of one class of the hierarchy (Hierarchy.Classes) share one law,
+// computed once; classes whose laws agree to 1e-12 share its quantile. The
+// work is split over GOMAXPROCS goroutines, and each result depends only on
+// its class's lowest-numbered node, so the margins do not depend on the
+// number of cores.
+func (p *viewPlan) nodeErrors(ctx context.Context, sol *hier.Solution, q int) (moe, abs, vars []float64, err error) {
+	var class []int32
+	var cm, ca, cv []float64 // per class
+	if p.mech == MechanismGaussian {
+		// Normal: the variance is all it takes.
+		if cv, class, err = sol.TableVariances(ctx, q); err != nil {
+			return nil, nil, nil, fmt.Errorf("release: %w", err)
+		}
+		cm, ca = make([]float64, len(cv)), make([]float64, len(cv))
+		for c, v := range cv {
+			sd := math.Sqrt(v)
+			cm[c], ca[c] = z95*sd, sd*math.Sqrt(2/math.Pi)
+		}
+	} else {
+		laws, cl, err := sol.TableLaws(ctx, q, hier.LawOptions{MaxTerms: lawMaxTerms})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("release: %w", err)
+		}
+		class = cl
+		// Distinct laws, in the order of their first class.
+		index := map[string]int{}
+		uniq := make([]int, len(laws)) // class -> distinct law
+		var first []int                // distinct law -> its first class
+		for c, law := range laws {
+			key := lawKey(law)
+			u, ok := index[key]
+			if !ok {
+				u = len(first)
+				index[key] = u
+				first = append(first, c)
+			}
+			uniq[c] = u
+		}
+		um, ua, uv := make([]float64, len(first)), make([]float64, len(first)), make([]float64, len(first))
+		var (
+			wg   sync.WaitGroup
+			next atomic.Int64
+		)
+		for range min(runtime.GOMAXPROCS(0), len(first)) {
+			wg.Go(func() {
+				for {
+					u := int(next.Add(1) - 1)
+					if u >= len(first) || ctx.Err() != nil {
+						return
+					}
+					um[u], ua[u], uv[u] = p.lawMOE(laws[first[u]])
+				}
+			})
+		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return nil, nil, nil, err
+		}
+		cm, ca, cv = make([]float64, len(laws)), make([]float64, len(laws)), make([]float64, len(laws))
+		for c, u := range uniq {
+			cm[c], ca[c], cv[c] = um[u], ua[u], uv[u]
+		}
+	}
+	moe, abs, vars = make([]float64, len(class)), make([]float64, len(class)), make([]float64, len(class))
+	for g, c := range class {
+		moe[g], abs[g], vars[g] = cm[c], ca[c], cv[c]
+	}
+	return moe, abs, vars, nil
 }
 
 // lawKey identifies a law to 1e-12 relative, for sharing the work of its

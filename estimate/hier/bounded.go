@@ -20,13 +20,15 @@ import (
 
 // lawItem is a node of the hierarchy with the adjoint reaching it for every
 // residual of the view; a block (recurse) stands for its whole subtree, a
-// chain node for its own observation only.
+// chain node for its own observation only. A block stands for mult
+// siblings of the same shape, whose terms are alike.
 type lawItem struct {
 	node    int       // internal global index
 	level   int       // its level
 	zb      []float64 // per residual of the view
 	recurse bool
 	bound   float64
+	mult    int64 // the number of nodes of the same shape and adjoint it stands for
 }
 
 type itemHeap []*lawItem
@@ -140,29 +142,30 @@ func (vl *viewLaw) items(gi int) []*lawItem {
 		chain = append(chain, h.off[k+1]+int(h.pos[k+1][par]))
 		levels = append(levels, k+1)
 	}
-	children := func(t int) (int, int) {
-		k := levels[t]
-		if k == 0 {
-			return 0, 0
-		}
-		pp := chain[t] - h.off[k]
-		return h.off[k-1] + int(h.cstart[k][pp]), h.off[k-1] + int(h.cstart[k][pp+1])
-	}
 	var out []*lawItem
 	chainItem := make([]*lawItem, len(chain))
 	for t := range chain {
-		chainItem[t] = &lawItem{node: chain[t], level: levels[t], zb: make([]float64, nt)}
+		chainItem[t] = &lawItem{node: chain[t], level: levels[t], zb: make([]float64, nt), mult: 1}
 		out = append(out, chainItem[t])
 	}
-	// Blocks: the children of chain nodes that are not on the chain.
+	// Blocks: the children of chain nodes that are not on the chain, one
+	// item per shape (all children of a node get the same adjoint, and
+	// those of one shape the same terms).
+	cls := h.shapes()
 	blocks := make([][]*lawItem, len(chain))
 	for t := range chain {
-		c0, c1 := children(t)
-		for c := c0; c < c1; c++ {
-			if t > 0 && c == chain[t-1] {
+		if levels[t] == 0 {
+			continue
+		}
+		for x := cls.gstart[chain[t]]; x < cls.gstart[chain[t]+1]; x++ {
+			rep, m := int(cls.grep[x]), int64(cls.gmult[x])
+			if t > 0 && cls.shape[rep] == cls.shape[chain[t-1]] {
+				m--
+			}
+			if m == 0 {
 				continue
 			}
-			it := &lawItem{node: c, level: levels[t] - 1, zb: make([]float64, nt), recurse: true}
+			it := &lawItem{node: rep, level: levels[t] - 1, zb: make([]float64, nt), recurse: true, mult: m}
 			blocks[t] = append(blocks[t], it)
 			out = append(out, it)
 		}
@@ -227,7 +230,7 @@ func (vl *viewLaw) variance(it *lawItem) float64 {
 		sc := vl.scale[ti] * it.zb[ti]
 		v += sc * sc * vl.pi[ti] * vz
 	}
-	return v
+	return v * float64(it.mult)
 }
 
 // expand appends the terms of an item's own node to terms and returns the
@@ -252,7 +255,7 @@ func (vl *viewLaw) expand(it *lawItem, terms []Term, g []float64) ([]Term, []*la
 		butterfly(g, lm.common, vl.s.p.FlatSizes)
 		for pat, k := range g {
 			if k != 0 && lm.count[pat] != 0 {
-				terms = append(terms, Term{Measurement: lm.j, Coef: k, Count: lm.count[pat]})
+				terms = append(terms, Term{Measurement: lm.j, Coef: k, Count: lm.count[pat] * it.mult})
 			}
 		}
 	}
@@ -260,7 +263,6 @@ func (vl *viewLaw) expand(it *lawItem, terms []Term, g []float64) ([]Term, []*la
 		return terms, nil, g
 	}
 	k := it.level
-	pp := it.node - h.off[k]
 	var kids []*lawItem
 	reaches := false
 	for ti, r := range vl.res {
@@ -269,15 +271,16 @@ func (vl *viewLaw) expand(it *lawItem, terms []Term, g []float64) ([]Term, []*la
 	if !reaches {
 		return terms, nil, g
 	}
-	c0, c1 := h.off[k-1]+int(h.cstart[k][pp]), h.off[k-1]+int(h.cstart[k][pp+1])
+	cls := h.shapes()
+	g0, g1 := int(cls.gstart[it.node]), int(cls.gstart[it.node+1])
 	nt := len(vl.res)
 	// One allocation for the children and one for their adjoints.
-	slab := make([]lawItem, c1-c0)
-	zbs := make([]float64, (c1-c0)*nt)
-	kids = make([]*lawItem, c1-c0)
+	slab := make([]lawItem, g1-g0)
+	zbs := make([]float64, (g1-g0)*nt)
+	kids = make([]*lawItem, g1-g0)
 	for i := range slab {
 		kid := &slab[i]
-		*kid = lawItem{node: c0 + i, level: k - 1, zb: zbs[i*nt : (i+1)*nt], recurse: true}
+		*kid = lawItem{node: int(cls.grep[g0+i]), level: k - 1, zb: zbs[i*nt : (i+1)*nt], recurse: true, mult: it.mult * int64(cls.gmult[g0+i])}
 		for ti, r := range vl.res {
 			kid.zb[ti] = r.b[it.node] * it.zb[ti]
 		}
@@ -311,13 +314,16 @@ func (s *Solution) Variance(q, node int) (float64, error) {
 	if err := s.checkCell(q, node); err != nil {
 		return 0, err
 	}
-	vl := s.viewLaw(q)
-	v := s.queries[q]
+	return s.viewLaw(q).nodeVariance(node), nil
+}
+
+// nodeVariance is Variance for a node of the view's level.
+func (vl *viewLaw) nodeVariance(node int) float64 {
 	var total float64
-	for _, it := range vl.items(s.p.Hierarchy.global(v.Level, node)) {
+	for _, it := range vl.items(vl.s.p.Hierarchy.global(vl.v.Level, node)) {
 		total += vl.variance(it)
 	}
-	return total, nil
+	return total
 }
 
 // blockLaw computes a law by expanding the blocks: all of them when
@@ -327,10 +333,14 @@ func (s *Solution) blockLaw(q, node, maxTerms int) (Law, error) {
 	if err := s.checkCell(q, node); err != nil {
 		return Law{}, err
 	}
-	vl := s.viewLaw(q)
-	v := s.queries[q]
+	return s.viewLaw(q).law(node, maxTerms), nil
+}
+
+// law is blockLaw for a node of the view's level.
+func (vl *viewLaw) law(node, maxTerms int) Law {
+	s := vl.s
 	var law Law
-	items := vl.items(s.p.Hierarchy.global(v.Level, node))
+	items := vl.items(s.p.Hierarchy.global(vl.v.Level, node))
 	for _, it := range items {
 		law.Variance += vl.variance(it)
 	}
@@ -345,7 +355,7 @@ func (s *Solution) blockLaw(q, node, maxTerms int) (Law, error) {
 			items = append(items, kids...)
 		}
 		law.Terms, _ = mergeTerms(terms, s.p)
-		return law, nil
+		return law
 	}
 	hp := &itemHeap{}
 	for _, it := range items {
@@ -407,7 +417,7 @@ func (s *Solution) blockLaw(q, node, maxTerms int) (Law, error) {
 	}
 	law.Dropped = max(0, law.Variance-kept)
 	law.Terms = merged
-	return law, nil
+	return law
 }
 
 type floatHeap []float64

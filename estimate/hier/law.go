@@ -2,6 +2,7 @@ package hier
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -113,4 +114,46 @@ func mergeTerms(terms []Term, p *Problem) ([]Term, float64) {
 		return cmp.Compare(math.Abs(b.Coef), math.Abs(a.Coef))
 	})
 	return slices.Clip(merged), noise
+}
+
+// TableLaws returns the error laws of every cell of the q-th query's table,
+// one law per class of nodes of its level (see Hierarchy.Classes): the law
+// of the cells of node i is laws[class[i]]. Each class's law is computed
+// once, from its lowest-numbered node, on up to Problem.Workers goroutines;
+// the result does not depend on their number.
+func (s *Solution) TableLaws(ctx context.Context, q int, opt LawOptions) (laws []Law, class []int32, err error) {
+	if q < 0 || q >= len(s.queries) {
+		return nil, nil, fmt.Errorf("hier: query %d out of range (%d queries)", q, len(s.queries))
+	}
+	vl := s.viewLaw(q)
+	class, reps := s.p.Hierarchy.Classes(vl.v.Level)
+	laws = make([]Law, len(reps))
+	err = parallel(ctx, len(reps), s.p.Workers, func(c int) error {
+		laws[c] = vl.law(reps[c], opt.MaxTerms)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return laws, class, nil
+}
+
+// TableVariances is TableLaws for the variances alone (Variance): the
+// variance of the error of every cell of node i of the q-th query's table
+// is variances[class[i]].
+func (s *Solution) TableVariances(ctx context.Context, q int) (variances []float64, class []int32, err error) {
+	if q < 0 || q >= len(s.queries) {
+		return nil, nil, fmt.Errorf("hier: query %d out of range (%d queries)", q, len(s.queries))
+	}
+	vl := s.viewLaw(q)
+	class, reps := s.p.Hierarchy.Classes(vl.v.Level)
+	variances = make([]float64, len(reps))
+	err = parallel(ctx, len(reps), s.p.Workers, func(c int) error {
+		variances[c] = vl.nodeVariance(reps[c])
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return variances, class, nil
 }
