@@ -316,14 +316,21 @@ func mustRho(t testing.TB, x float64) privacy.Rho {
 func TestMeanAbs(t *testing.T) {
 	for _, tc := range []struct {
 		terms []lawTerm
+		vd    float64
 		want  float64
 	}{
-		{[]lawTerm{{c: 2, n: 1}}, 2},
-		{[]lawTerm{{c: 1, n: 2}}, 1.5},
-		{[]lawTerm{{c: math.Sqrt(1.0 / 200000), n: 100000}}, math.Sqrt(2 / math.Pi)},
+		{[]lawTerm{{c: 2, n: 1}}, 0, 2},
+		{[]lawTerm{{c: 1, n: 2}}, 0, 1.5},
+		{[]lawTerm{{c: math.Sqrt(1.0 / 200000), n: 100000}}, 0, math.Sqrt(2 / math.Pi)},
+		// A normal part alone: E|N(0, 4)| = 2 sqrt(2/π).
+		{nil, 4, 2 * math.Sqrt(2/math.Pi)},
+		// Laplace(1) + N(0, 1): E_l[σ sqrt(2/π) exp(-l²/2σ²) + l (1 - 2Φ(-l/σ))]
+		// over the Laplace density, integrated independently (numpy,
+		// trapezoids of 5e-5 on [-60, 60]).
+		{[]lawTerm{{c: 1, n: 1}}, 1, 1.3210411447431925},
 	} {
-		if got := meanAbs(tc.terms); math.Abs(got-tc.want) > 1e-5*tc.want {
-			t.Errorf("%+v: %v, want %v", tc.terms, got, tc.want)
+		if got := meanAbs(tc.terms, tc.vd); math.Abs(got-tc.want) > 1e-5*tc.want {
+			t.Errorf("%+v + N(0, %v): %v, want %v", tc.terms, tc.vd, got, tc.want)
 		}
 	}
 }

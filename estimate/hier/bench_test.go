@@ -109,3 +109,35 @@ func BenchmarkLawNational(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTableLawsNational computes the bounded error laws (6 terms, as
+// release keeps) of every class of nodes of every query table of
+// nationalProblem, and their variances alone.
+func BenchmarkTableLawsNational(b *testing.B) {
+	p, queries := nationalProblem(b)
+	sol, err := Solve(context.Background(), p, queries)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.Run("laws", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for q := range queries {
+				if _, _, err := sol.TableLaws(ctx, q, LawOptions{MaxTerms: 6}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("variances", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for q := range queries {
+				if _, _, err := sol.TableVariances(ctx, q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}

@@ -54,6 +54,7 @@ type viewLaw struct {
 	pi    []float64 // Π_{d∈T} (1 - 1/n_d): the variance of a centred column cell
 	rho   []float64 // Π_{d∈T} max(1/n_d, 1 - 1/n_d): the largest centring coefficient
 	amax  []float64 // the largest weight of a noisy measurement in a combined observation
+	sdmax float64   // the largest standard deviation of a noisy measurement's cell
 	meas  [][]lawMeas
 }
 
@@ -96,6 +97,7 @@ func (s *Solution) viewLaw(q int) *viewLaw {
 		if m.Variance == 0 {
 			continue
 		}
+		vl.sdmax = max(vl.sdmax, math.Sqrt(m.Variance))
 		lm := lawMeas{j: j, common: (sv & m.Flat).dims()}
 		used := false
 		for ti, t := range vl.ts {
@@ -354,41 +356,39 @@ func (vl *viewLaw) law(node, maxTerms int) Law {
 			terms, kids, g = vl.expand(it, terms, g)
 			items = append(items, kids...)
 		}
-		law.Terms, _ = mergeTerms(terms, s.p)
+		law.Terms, _, _ = mergeTerms(terms, s.p)
 		return law
 	}
-	hp := &itemHeap{}
-	for _, it := range items {
-		heap.Push(hp, it)
-	}
+	hp := itemHeap(items)
+	heap.Init(&hp)
 	// top holds the maxTerms largest distinct |K| found so far (a
-	// min-heap); seen the distinct (measurement, K) found, K rounded to 10
-	// significant digits. Expansion stops when maxTerms distinct terms are
-	// strictly larger than every unexpanded block's bound, so that each
-	// kept term has its full count.
+	// min-heap); seen the distinct (measurement, K) found, K rounded to
+	// about 9 significant digits. Expansion stops when maxTerms distinct
+	// terms are strictly larger than every unexpanded block's bound, so
+	// that each kept term has its full count.
 	top := &floatHeap{}
 	type key struct {
 		j int
-		k float64
+		k uint64
 	}
-	seen := map[key]bool{}
+	var seen []key   // few: a linear search beats a map
 	var stop float64 // the largest bound of an unexpanded block
 	for hp.Len() > 0 {
-		it := (*hp)[0]
+		it := hp[0]
 		if top.Len() >= maxTerms && (*top)[0] > it.bound*(1+1e-9) {
 			stop = it.bound
 			break
 		}
-		heap.Pop(hp)
+		heap.Pop(&hp)
 		n0 := len(terms)
 		var kids []*lawItem
 		terms, kids, g = vl.expand(it, terms, g)
 		for _, t := range terms[n0:] {
-			k := key{t.Measurement, roundSig(t.Coef)}
-			if seen[k] {
+			k := key{t.Measurement, roundBits(t.Coef)}
+			if slices.Contains(seen, k) {
 				continue
 			}
-			seen[k] = true
+			seen = append(seen, k)
 			a := math.Abs(t.Coef)
 			if top.Len() < maxTerms {
 				heap.Push(top, a)
@@ -398,17 +398,27 @@ func (vl *viewLaw) law(node, maxTerms int) Law {
 			}
 		}
 		for _, k := range kids {
-			heap.Push(hp, k)
+			heap.Push(&hp, k)
 		}
 	}
-	merged, _ := mergeTerms(terms, s.p)
+	merged, _, noiseMax := mergeTerms(terms, s.p)
+	// Every noise variable left out: those of the unexpanded blocks (each
+	// |K| at most stop), rounding noise, and the terms cut below.
+	law.DroppedMax = max(stop*vl.sdmax, noiseMax)
+	cut := func(t Term) {
+		law.DroppedMax = max(law.DroppedMax, math.Abs(t.Coef)*math.Sqrt(s.p.Measurements[t.Measurement].Variance))
+	}
 	if len(merged) > maxTerms {
+		for _, t := range merged[maxTerms:] {
+			cut(t)
+		}
 		merged = merged[:maxTerms]
 	}
 	// A term no larger than an unexpanded block's bound may miss part of
 	// its count (rare: only when coefficients within 1e-12 of each other
 	// were counted as distinct above); leave it out.
 	for len(merged) > 0 && math.Abs(merged[len(merged)-1].Coef) <= stop*(1+1e-9) {
+		cut(merged[len(merged)-1])
 		merged = merged[:len(merged)-1]
 	}
 	var kept float64
@@ -416,6 +426,9 @@ func (vl *viewLaw) law(node, maxTerms int) Law {
 		kept += t.Coef * t.Coef * float64(t.Count) * s.p.Measurements[t.Measurement].Variance
 	}
 	law.Dropped = max(0, law.Variance-kept)
+	if law.Dropped == 0 {
+		law.DroppedMax = 0
+	}
 	law.Terms = merged
 	return law
 }
@@ -433,11 +446,11 @@ func (h *floatHeap) Pop() any {
 	return x
 }
 
-// roundSig rounds x to 10 significant digits.
-func roundSig(x float64) float64 {
+// roundBits rounds x to 30 bits of mantissa (about 9 significant digits),
+// as an identity for coefficients equal up to rounding.
+func roundBits(x float64) uint64 {
 	if x == 0 {
-		return 0
+		return 0 // and -0
 	}
-	e := math.Pow(10, 9-math.Floor(math.Log10(math.Abs(x))))
-	return math.Round(x*e) / e
+	return (math.Float64bits(x) + 1<<21) >> 22
 }

@@ -495,6 +495,16 @@ func checkBounded(t *testing.T, p *Problem, sol *Solution, q, node int, full Law
 		if math.Abs(kept+b.Dropped-full.Variance) > 1e-9*max(full.Variance, 1e-12) {
 			t.Fatalf("view %v level %d node %d MaxTerms %d: kept %v + dropped %v != %v", v.Flat, v.Level, node, maxTerms, kept, b.Dropped, full.Variance)
 		}
+		// DroppedMax bounds every left-out noise variable's standard
+		// deviation.
+		for _, tm := range full.Terms[len(b.Terms):] {
+			if sd := math.Abs(tm.Coef) * math.Sqrt(p.Measurements[tm.Measurement].Variance); sd > b.DroppedMax*(1+1e-9) {
+				t.Fatalf("view %v level %d node %d MaxTerms %d: dropped term %v has sd %v > DroppedMax %v", v.Flat, v.Level, node, maxTerms, tm, sd, b.DroppedMax)
+			}
+		}
+		if b.Dropped > 1e-9*full.Variance && b.DroppedMax == 0 {
+			t.Fatalf("view %v level %d node %d MaxTerms %d: Dropped %v with DroppedMax %v", v.Flat, v.Level, node, maxTerms, b.Dropped, b.DroppedMax)
+		}
 	}
 }
 

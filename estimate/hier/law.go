@@ -31,6 +31,11 @@ type Law struct {
 	// Dropped is the part of Variance carried by the terms left out by
 	// MaxTerms (0 when none were).
 	Dropped float64
+	// DroppedMax bounds the standard deviation of every noise variable
+	// left out: |Coef| times the noise's standard deviation, for every term
+	// the law does not keep (0 when Dropped is). With Dropped, it bounds how
+	// far the left-out part can be from normal.
+	DroppedMax float64
 }
 
 // LawOptions bounds the size of a law.
@@ -80,9 +85,10 @@ func (s *Solution) Law(q, node int, opt LawOptions) (Law, error) {
 // mergeTerms drops rounding noise (coefficients below 1e-12 of the
 // largest), merges terms of one measurement whose coefficients agree within
 // 1e-12 relative, and sorts the result by decreasing |Coef|. It returns the
-// variance of the dropped noise.
-func mergeTerms(terms []Term, p *Problem) ([]Term, float64) {
-	var kmax, noise float64
+// variance of the dropped noise and the largest standard deviation of one
+// of its variables.
+func mergeTerms(terms []Term, p *Problem) ([]Term, float64, float64) {
+	var kmax, noise, noiseMax float64
 	for _, t := range terms {
 		kmax = max(kmax, math.Abs(t.Coef))
 	}
@@ -91,7 +97,9 @@ func mergeTerms(terms []Term, p *Problem) ([]Term, float64) {
 		// Coefficients that are zero in exact arithmetic come out as
 		// rounding noise; they are left out of the terms.
 		if math.Abs(t.Coef) <= coefTol*kmax {
-			noise += t.Coef * t.Coef * float64(t.Count) * p.Measurements[t.Measurement].Variance
+			v := p.Measurements[t.Measurement].Variance
+			noise += t.Coef * t.Coef * float64(t.Count) * v
+			noiseMax = max(noiseMax, math.Abs(t.Coef)*math.Sqrt(v))
 			continue
 		}
 		kept = append(kept, t)
@@ -113,7 +121,7 @@ func mergeTerms(terms []Term, p *Problem) ([]Term, float64) {
 	slices.SortStableFunc(merged, func(a, b Term) int {
 		return cmp.Compare(math.Abs(b.Coef), math.Abs(a.Coef))
 	})
-	return slices.Clip(merged), noise
+	return slices.Clip(merged), noise, noiseMax
 }
 
 // TableLaws returns the error laws of every cell of the q-th query's table,
