@@ -30,6 +30,7 @@ package release
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"gonum.org/v1/gonum/integrate/quad"
 
@@ -162,6 +163,13 @@ const (
 	glMaxPanel  = 1 << 20
 )
 
+// glUnit is the glNodes-point Gauss-Legendre rule on [0, 1].
+var glUnit = sync.OnceValue(func() (r struct{ nodes, weights []float64 }) {
+	r.nodes, r.weights = make([]float64, glNodes), make([]float64, glNodes)
+	quad.Legendre{}.FixedLocations(r.nodes, r.weights, 0, 1)
+	return r
+})
+
 // quantile90 returns m with P(|E| <= m) = 0.9 for E = Σ_g c_g Σ_{n_g iid}
 // Laplace(1), by the Gil-Pelaez formula on the characteristic function of
 // the continuous Laplace distribution (file comment).
@@ -233,9 +241,12 @@ func lawQuantile90(terms []lawTerm, vd, amax, panel float64) (m, covErr float64)
 		au := bigA * u * u
 		return math.Exp(logPhiK(u)-bigM*math.Log1p(au)) / (2 * (rK(u) + bigM*au/(1+au)))
 	}
+	unit := glUnit()
 	nodes := make([]float64, glNodes)
 	weights := make([]float64, glNodes)
-	quad.Legendre{}.FixedLocations(nodes, weights, 0, panel)
+	for i := range nodes {
+		nodes[i], weights[i] = panel*unit.nodes[i], panel*unit.weights[i]
+	}
 	var fs []float64 // per node: weight × φ(u)/u
 	panels := 0
 	for k := 0; k < glMaxPanel; k++ {
@@ -249,10 +260,12 @@ func lawQuantile90(terms []lawTerm, vd, amax, panel float64) (m, covErr float64)
 		panels++
 		for i, v := range nodes {
 			u := lo + v
-			lk, g := logPhiK(u), y*u*u/2
-			fs = append(fs, weights[i]*math.Exp(lk-g)/u)
+			f := weights[i] * math.Exp(logPhiK(u)-y*u*u/2) / u
+			fs = append(fs, f)
 			if bounded {
-				covErr += weights[i] * (math.Exp(lk-bigM*math.Log1p(bigA*u*u)) - math.Exp(lk-g)) / u
+				// U - φ_N = φ_N (exp(M g(A u²)) - 1), g(s) = s - log(1+s).
+				au := bigA * u * u
+				covErr += f * math.Expm1(bigM*(au-math.Log1p(au)))
 			}
 		}
 	}

@@ -137,25 +137,43 @@ func (vl *viewLaw) items(gi int) []*lawItem {
 	L := h.RootLevel()
 	nt := len(vl.ts)
 	// The chain, from the node up to the root, and the level of each.
-	chain := []int{gi}
-	levels := []int{vl.v.Level}
+	chain := make([]int, 1, L+1-vl.v.Level)
+	levels := make([]int, 1, L+1-vl.v.Level)
+	chain[0], levels[0] = gi, vl.v.Level
 	for k := vl.v.Level; k < L; k++ {
 		par := h.parent[k][h.ext[k][chain[len(chain)-1]-h.off[k]]]
 		chain = append(chain, h.off[k+1]+int(h.pos[k+1][par]))
 		levels = append(levels, k+1)
 	}
-	var out []*lawItem
-	chainItem := make([]*lawItem, len(chain))
-	for t := range chain {
-		chainItem[t] = &lawItem{node: chain[t], level: levels[t], zb: make([]float64, nt), mult: 1}
-		out = append(out, chainItem[t])
-	}
 	// Blocks: the children of chain nodes that are not on the chain, one
 	// item per shape (all children of a node get the same adjoint, and
-	// those of one shape the same terms).
+	// those of one shape the same terms). One allocation for the items and
+	// one for their adjoints.
 	cls := h.shapes()
-	blocks := make([][]*lawItem, len(chain))
+	n := len(chain)
 	for t := range chain {
+		if levels[t] > 0 {
+			n += int(cls.gstart[chain[t]+1] - cls.gstart[chain[t]])
+		}
+	}
+	slab := make([]lawItem, 0, n)
+	zbs := make([]float64, n*nt)
+	item := func(it lawItem) *lawItem {
+		i := len(slab)
+		it.zb = zbs[i*nt : (i+1)*nt : (i+1)*nt]
+		slab = append(slab, it)
+		return &slab[i]
+	}
+	out := make([]*lawItem, 0, n)
+	chainItem := make([]*lawItem, len(chain))
+	for t := range chain {
+		chainItem[t] = item(lawItem{node: chain[t], level: levels[t], mult: 1})
+		out = append(out, chainItem[t])
+	}
+	// blocks[t] are the items out[bstart[t]:bstart[t+1]].
+	bstart := make([]int, len(chain)+1)
+	for t := range chain {
+		bstart[t] = len(out)
 		if levels[t] == 0 {
 			continue
 		}
@@ -167,11 +185,11 @@ func (vl *viewLaw) items(gi int) []*lawItem {
 			if m == 0 {
 				continue
 			}
-			it := &lawItem{node: rep, level: levels[t] - 1, zb: make([]float64, nt), recurse: true, mult: m}
-			blocks[t] = append(blocks[t], it)
-			out = append(out, it)
+			out = append(out, item(lawItem{node: rep, level: levels[t] - 1, recurse: true, mult: m}))
 		}
 	}
+	bstart[len(chain)] = len(out)
+	blocks := func(t int) []*lawItem { return out[bstart[t]:bstart[t+1]] }
 	fb := make([]float64, len(chain))
 	zd := make([]float64, len(chain)) // the downward adjoint of chain nodes' z
 	for ti, r := range vl.res {
@@ -182,7 +200,7 @@ func (vl *viewLaw) items(gi int) []*lawItem {
 			sg := r.g[chain[t-1]] * fb[t-1]
 			fb[t] = sg
 			zd[t-1] += fb[t-1] - sg
-			for _, it := range blocks[t] {
+			for _, it := range blocks(t) {
 				it.zb[ti] = -sg
 			}
 		}
@@ -194,7 +212,7 @@ func (vl *viewLaw) items(gi int) []*lawItem {
 			zb := zd[t] + above
 			chainItem[t].zb[ti] = zb
 			bz := r.b[chain[t]] * zb
-			for _, it := range blocks[t] {
+			for _, it := range blocks(t) {
 				it.zb[ti] += bz
 			}
 			above = bz
@@ -361,21 +379,19 @@ func (vl *viewLaw) law(node, maxTerms int) Law {
 	}
 	hp := itemHeap(items)
 	heap.Init(&hp)
-	// top holds the maxTerms largest distinct |K| found so far (a
-	// min-heap); seen the distinct (measurement, K) found, K rounded to
+	// top holds the maxTerms largest distinct terms found so far, by |K|
+	// (a min-heap), each identified by its measurement and K rounded to
 	// about 9 significant digits. Expansion stops when maxTerms distinct
 	// terms are strictly larger than every unexpanded block's bound, so
-	// that each kept term has its full count.
-	top := &floatHeap{}
-	type key struct {
-		j int
-		k uint64
-	}
-	var seen []key   // few: a linear search beats a map
-	var stop float64 // the largest bound of an unexpanded block
+	// that each kept term has its full count. A term is compared with top
+	// alone: one no larger than top's smallest never enters it later
+	// (top's smallest only grows), and neither does its copy.
+	top := &termHeap{}
+	var stop float64   // the largest bound of an unexpanded block
+	var pruned float64 // the largest standard deviation of a term left out on the way
 	for hp.Len() > 0 {
 		it := hp[0]
-		if top.Len() >= maxTerms && (*top)[0] > it.bound*(1+1e-9) {
+		if top.Len() >= maxTerms && (*top)[0].a > it.bound*(1+1e-9) {
 			stop = it.bound
 			break
 		}
@@ -383,20 +399,30 @@ func (vl *viewLaw) law(node, maxTerms int) Law {
 		n0 := len(terms)
 		var kids []*lawItem
 		terms, kids, g = vl.expand(it, terms, g)
+		kept := terms[:n0]
 		for _, t := range terms[n0:] {
-			k := key{t.Measurement, roundBits(t.Coef)}
-			if slices.Contains(seen, k) {
+			e := topTerm{j: t.Measurement, k: roundBits(t.Coef), a: math.Abs(t.Coef)}
+			if top.Len() >= maxTerms && e.a*(1+1e-9) < (*top)[0].a {
+				// Smaller than every term that can be kept, and than
+				// their copies: left out now.
+				pruned = max(pruned, e.a*math.Sqrt(s.p.Measurements[t.Measurement].Variance))
 				continue
 			}
-			seen = append(seen, k)
-			a := math.Abs(t.Coef)
+			kept = append(kept, t)
+			if top.Len() >= maxTerms && e.a <= (*top)[0].a {
+				continue
+			}
+			if slices.ContainsFunc(*top, func(x topTerm) bool { return x.j == e.j && x.k == e.k }) {
+				continue
+			}
 			if top.Len() < maxTerms {
-				heap.Push(top, a)
-			} else if a > (*top)[0] {
-				(*top)[0] = a
+				heap.Push(top, e)
+			} else {
+				(*top)[0] = e
 				heap.Fix(top, 0)
 			}
 		}
+		terms = kept
 		for _, k := range kids {
 			heap.Push(&hp, k)
 		}
@@ -404,7 +430,7 @@ func (vl *viewLaw) law(node, maxTerms int) Law {
 	merged, _, noiseMax := mergeTerms(terms, s.p)
 	// Every noise variable left out: those of the unexpanded blocks (each
 	// |K| at most stop), rounding noise, and the terms cut below.
-	law.DroppedMax = max(stop*vl.sdmax, noiseMax)
+	law.DroppedMax = max(stop*vl.sdmax, noiseMax, pruned)
 	cut := func(t Term) {
 		law.DroppedMax = max(law.DroppedMax, math.Abs(t.Coef)*math.Sqrt(s.p.Measurements[t.Measurement].Variance))
 	}
@@ -433,13 +459,21 @@ func (vl *viewLaw) law(node, maxTerms int) Law {
 	return law
 }
 
-type floatHeap []float64
+// topTerm is a distinct term of a bounded law: its measurement, its rounded
+// coefficient and |K|.
+type topTerm struct {
+	j int
+	k uint64
+	a float64
+}
 
-func (h floatHeap) Len() int           { return len(h) }
-func (h floatHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h floatHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *floatHeap) Push(x any)        { *h = append(*h, x.(float64)) }
-func (h *floatHeap) Pop() any {
+type termHeap []topTerm
+
+func (h termHeap) Len() int           { return len(h) }
+func (h termHeap) Less(i, j int) bool { return h[i].a < h[j].a }
+func (h termHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *termHeap) Push(x any)        { *h = append(*h, x.(topTerm)) }
+func (h *termHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
