@@ -183,3 +183,116 @@ func sameLaw(t *testing.T, what string, a, b Law) {
 		}
 	}
 }
+
+// TestShapeTree checks the shape tree against the hierarchy node by node:
+// every node's children have the shapes its shape's Kids list, every node
+// of a class has the class's shape and parent class, the classes count the
+// nodes, and a bottom-up quantity (leaves under a node) computed per shape
+// and a top-down one (the product of the fan-outs above a node) computed
+// per class agree with the same computed over every node.
+func TestShapeTree(t *testing.T) {
+	for seed := range uint64(4) {
+		rng := rand.New(rand.NewPCG(seed, 77))
+		h := symmetricHierarchy(t, rng, 5)
+		st := h.ShapeTree()
+		L := h.RootLevel()
+		// Per node: its shape, found through its class.
+		shapeOf := func(k, i int) int {
+			class, _ := h.Classes(k)
+			return st.Classes[k][class[i]].Shape
+		}
+		leaves := make([][]int, L+1) // per level, per node: leaves under it
+		fan := make([][]float64, L+1) // per level, per node: Π over its ancestors of their fan-outs
+		for k := range L + 1 {
+			leaves[k] = make([]int, h.Nodes(k))
+			fan[k] = make([]float64, h.Nodes(k))
+		}
+		for i := range h.Nodes(0) {
+			leaves[0][i] = 1
+		}
+		for k := 1; k <= L; k++ {
+			kids := make([]map[int]int, h.Nodes(k))
+			for i := range kids {
+				kids[i] = map[int]int{}
+			}
+			for c := range h.Nodes(k - 1) {
+				p := h.Parent(k-1, c)
+				leaves[k][p] += leaves[k-1][c]
+				kids[p][shapeOf(k-1, c)]++
+			}
+			for i := range h.Nodes(k) {
+				want := map[int]int{}
+				for _, sc := range st.Kids[k][shapeOf(k, i)] {
+					want[sc.Shape] += sc.Count
+				}
+				if fmt.Sprint(want) != fmt.Sprint(kids[i]) {
+					t.Fatalf("seed %d level %d node %d: children's shapes %v, Kids %v", seed, k, i, kids[i], want)
+				}
+			}
+		}
+		fan[L][0] = 1
+		for k := L - 1; k >= 0; k-- {
+			count := make([]int, h.Nodes(k+1))
+			for i := range h.Nodes(k) {
+				count[h.Parent(k, i)]++
+			}
+			for i := range h.Nodes(k) {
+				fan[k][i] = fan[k+1][h.Parent(k, i)] * float64(count[h.Parent(k, i)])
+			}
+		}
+		// The same per shape (bottom-up) and per class (top-down).
+		for k := range L + 1 {
+			class, _ := h.Classes(k)
+			nodes := 0
+			for _, ci := range st.Classes[k] {
+				nodes += ci.Nodes
+			}
+			if nodes != h.Nodes(k) {
+				t.Fatalf("seed %d level %d: classes hold %d nodes, the level %d", seed, k, nodes, h.Nodes(k))
+			}
+			for i := range h.Nodes(k) {
+				ci := st.Classes[k][class[i]]
+				if k < L {
+					pc, _ := h.Classes(k + 1)
+					if ci.Parent != int(pc[h.Parent(k, i)]) {
+						t.Fatalf("seed %d level %d node %d: parent class %d, ShapeTree says %d", seed, k, i, pc[h.Parent(k, i)], ci.Parent)
+					}
+				} else if ci.Parent != -1 {
+					t.Fatalf("the root's parent class is %d", ci.Parent)
+				}
+			}
+		}
+		shapeLeaves := make([][]int, L+1)
+		shapeLeaves[0] = []int{1}
+		for k := 1; k <= L; k++ {
+			shapeLeaves[k] = make([]int, len(st.Kids[k]))
+			for s, kids := range st.Kids[k] {
+				for _, sc := range kids {
+					shapeLeaves[k][s] += sc.Count * shapeLeaves[k-1][sc.Shape]
+				}
+			}
+		}
+		classFan := make([][]float64, L+1)
+		classFan[L] = []float64{1}
+		for k := L - 1; k >= 0; k-- {
+			classFan[k] = make([]float64, len(st.Classes[k]))
+			for c, ci := range st.Classes[k] {
+				ps := st.Classes[k+1][ci.Parent].Shape
+				n := 0
+				for _, sc := range st.Kids[k+1][ps] {
+					n += sc.Count
+				}
+				classFan[k][c] = classFan[k+1][ci.Parent] * float64(n)
+			}
+		}
+		for k := range L + 1 {
+			class, _ := h.Classes(k)
+			for i := range h.Nodes(k) {
+				ci := st.Classes[k][class[i]]
+				if shapeLeaves[k][ci.Shape] != leaves[k][i] || classFan[k][class[i]] != fan[k][i] {
+					t.Fatalf("seed %d level %d node %d: leaves %d / %d, fan-out product %v / %v", seed, k, i, shapeLeaves[k][ci.Shape], leaves[k][i], classFan[k][class[i]], fan[k][i])
+				}
+			}
+		}
+	}
+}
