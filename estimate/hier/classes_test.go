@@ -201,7 +201,7 @@ func TestShapeTree(t *testing.T) {
 			class, _ := h.Classes(k)
 			return st.Classes[k][class[i]].Shape
 		}
-		leaves := make([][]int, L+1) // per level, per node: leaves under it
+		leaves := make([][]int, L+1)  // per level, per node: leaves under it
 		fan := make([][]float64, L+1) // per level, per node: Π over its ancestors of their fan-outs
 		for k := range L + 1 {
 			leaves[k] = make([]int, h.Nodes(k))
