@@ -490,16 +490,12 @@ func (p *viewPlan) levelSummary(tables []Table) []LevelError {
 		e.Tables = append(e.Tables, p.s.FormatView(t.View))
 		e.Cells += len(t.Counts)
 		e.MOE90CoverageError = max(e.MOE90CoverageError, t.moeCoverage)
-		for c := range t.Counts {
-			m := 0.0
-			if t.MOE90s != nil {
-				m = t.MOE90s[c]
-			}
+		for _, m := range t.MOE90s {
 			e.MeanMOE90 += m
 			e.MaxMOE90 = max(e.MaxMOE90, m)
-			if t.absErr != nil {
-				e.MeanAbsError += t.absErr[c]
-			}
+		}
+		for _, a := range t.absErr {
+			e.MeanAbsError += a
 		}
 	}
 	slices.SortFunc(order, func(a, b int) int { return b - a })
