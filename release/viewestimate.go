@@ -193,12 +193,12 @@ func (p *viewPlan) estimate(ctx context.Context, tables []Table, inv []estimate.
 			return fmt.Errorf("release: %d margins of error for the %d nodes of %s", len(class), nodes, p.s.FormatView(t.View))
 		}
 		t.MOE90s = make([]float64, len(t.Counts))
-		t.absErr = make([]float64, len(t.Counts))
+		t.absErrSum = 0
 		for o := range outer {
 			for g, c := range class {
 				at := (o*nodes + g) * inner
 				fill(t.MOE90s[at:at+inner], errs[c].moe)
-				fill(t.absErr[at:at+inner], errs[c].abs)
+				t.absErrSum += float64(inner) * errs[c].abs
 			}
 		}
 		t.MOE90, t.Variance, t.moeCoverage = 0, 0, 0
@@ -435,17 +435,37 @@ func meanAbs(terms []lawTerm, vd float64) float64 {
 		x2[i] = t.c * t.c / sigma2
 	}
 	y := vd / sigma2
+	// As in lawQuantile90, the factors of terms of few variables are
+	// multiplied and their logarithm taken once.
+	small := make([]int, len(terms))
+	for i, t := range terms {
+		if t.n <= 8 && t.n == math.Trunc(t.n) {
+			small[i] = int(t.n)
+		}
+	}
 	f := func(theta float64) float64 {
 		s := math.Sin(theta)
 		if s < 1e-4 {
 			return 0.5
 		}
 		u := math.Tan(theta)
-		l := -y * u * u / 2
+		u2 := u * u
+		l, prod := -y*u2/2, 1.0
 		for i, t := range terms {
-			l -= t.n * math.Log1p(x2[i]*u*u)
+			if k := small[i]; k > 0 {
+				f := 1 + x2[i]*u2
+				for range k {
+					prod *= f
+				}
+				if prod > 1e200 {
+					l -= math.Log(prod)
+					prod = 1
+				}
+				continue
+			}
+			l -= t.n * math.Log1p(x2[i]*u2)
 		}
-		return -math.Expm1(l) / (s * s)
+		return -math.Expm1(l-math.Log(prod)) / (s * s)
 	}
 	const panels = 12
 	var sum float64
@@ -494,9 +514,7 @@ func (p *viewPlan) levelSummary(tables []Table) []LevelError {
 			e.MeanMOE90 += m
 			e.MaxMOE90 = max(e.MaxMOE90, m)
 		}
-		for _, a := range t.absErr {
-			e.MeanAbsError += a
-		}
+		e.MeanAbsError += t.absErrSum
 	}
 	slices.SortFunc(order, func(a, b int) int { return b - a })
 	out := make([]LevelError, 0, len(order))
