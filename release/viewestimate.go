@@ -193,12 +193,13 @@ func (p *viewPlan) estimate(ctx context.Context, tables []Table, inv []estimate.
 			return fmt.Errorf("release: %d margins of error for the %d nodes of %s", len(class), nodes, p.s.FormatView(t.View))
 		}
 		t.MOE90s = make([]float64, len(t.Counts))
-		t.absErrSum = 0
+		t.absErrSum, t.moeSum = 0, 0
 		for o := range outer {
 			for g, c := range class {
 				at := (o*nodes + g) * inner
 				fill(t.MOE90s[at:at+inner], errs[c].moe)
 				t.absErrSum += float64(inner) * errs[c].abs
+				t.moeSum += float64(inner) * errs[c].moe
 			}
 		}
 		t.MOE90, t.Variance, t.moeCoverage = 0, 0, 0
@@ -510,10 +511,8 @@ func (p *viewPlan) levelSummary(tables []Table) []LevelError {
 		e.Tables = append(e.Tables, p.s.FormatView(t.View))
 		e.Cells += len(t.Counts)
 		e.MOE90CoverageError = max(e.MOE90CoverageError, t.moeCoverage)
-		for _, m := range t.MOE90s {
-			e.MeanMOE90 += m
-			e.MaxMOE90 = max(e.MaxMOE90, m)
-		}
+		e.MeanMOE90 += t.moeSum
+		e.MaxMOE90 = max(e.MaxMOE90, t.MOE90)
 		e.MeanAbsError += t.absErrSum
 	}
 	slices.SortFunc(order, func(a, b int) int { return b - a })

@@ -148,10 +148,10 @@ type Table struct {
 	// of Counts: across a hierarchy the law of the error differs from node
 	// to node. MOE90 is then the largest of them.
 	MOE90s []float64
-	// absErrSum is the sum of the cells' expected absolute errors, and
-	// moeCoverage how far the coverage of MOE90s may be from 90%, for the
-	// level summary.
-	absErrSum, moeCoverage float64
+	// absErrSum and moeSum are the sums of the cells' expected absolute
+	// errors and MOE90s, and moeCoverage how far the coverage of MOE90s may
+	// be from 90%, for the level summary.
+	absErrSum, moeSum, moeCoverage float64
 	// Counts are the released counts, row-major over Cuboid's dimensions.
 	Counts []float64
 	// MOE90 is the margin of error of every cell: the true count lies
