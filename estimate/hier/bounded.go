@@ -21,7 +21,11 @@ import (
 // lawItem is a node of the hierarchy with the adjoint reaching it for every
 // residual of the view; a block (recurse) stands for its whole subtree, a
 // chain node for its own observation only. A block stands for mult
-// siblings of the same shape, whose terms are alike.
+// siblings of the same shape, whose terms are alike. The children of a
+// chain node off the chain share one adjoint: they start as one group,
+// whose variance and bound come from sums and maxima over the node's
+// children made by the solve, and become blocks only if the group is
+// expanded.
 type lawItem struct {
 	node    int       // internal global index
 	level   int       // its level
@@ -29,6 +33,11 @@ type lawItem struct {
 	recurse bool
 	bound   float64
 	mult    int64 // the number of nodes of the same shape and adjoint it stands for
+	// A group stands for the children of node off the chain (skip, the
+	// chain's child, or -1): it has no terms of its own, and expands into
+	// one block per shape of them.
+	group bool
+	skip  int
 }
 
 type itemHeap []*lawItem
@@ -145,17 +154,11 @@ func (vl *viewLaw) items(gi int) []*lawItem {
 		chain = append(chain, h.off[k+1]+int(h.pos[k+1][par]))
 		levels = append(levels, k+1)
 	}
-	// Blocks: the children of chain nodes that are not on the chain, one
-	// item per shape (all children of a node get the same adjoint, and
-	// those of one shape the same terms). One allocation for the items and
-	// one for their adjoints.
-	cls := h.shapes()
-	n := len(chain)
-	for t := range chain {
-		if levels[t] > 0 {
-			n += int(cls.gstart[chain[t]+1] - cls.gstart[chain[t]])
-		}
-	}
+	// The chain's nodes, and for each chain node above the leaves the
+	// group of its children off the chain (all children of a node get the
+	// same adjoint): one allocation for the items and one for their
+	// adjoints.
+	n := 2 * len(chain)
 	slab := make([]lawItem, 0, n)
 	zbs := make([]float64, n*nt)
 	item := func(it lawItem) *lawItem {
@@ -166,30 +169,22 @@ func (vl *viewLaw) items(gi int) []*lawItem {
 	}
 	out := make([]*lawItem, 0, n)
 	chainItem := make([]*lawItem, len(chain))
+	group := make([]*lawItem, len(chain))
 	for t := range chain {
 		chainItem[t] = item(lawItem{node: chain[t], level: levels[t], mult: 1})
 		out = append(out, chainItem[t])
 	}
-	// blocks[t] are the items out[bstart[t]:bstart[t+1]].
-	bstart := make([]int, len(chain)+1)
 	for t := range chain {
-		bstart[t] = len(out)
 		if levels[t] == 0 {
 			continue
 		}
-		for x := cls.gstart[chain[t]]; x < cls.gstart[chain[t]+1]; x++ {
-			rep, m := int(cls.grep[x]), int64(cls.gmult[x])
-			if t > 0 && cls.shape[rep] == cls.shape[chain[t-1]] {
-				m--
-			}
-			if m == 0 {
-				continue
-			}
-			out = append(out, item(lawItem{node: rep, level: levels[t] - 1, recurse: true, mult: m}))
+		skip := -1
+		if t > 0 {
+			skip = chain[t-1]
 		}
+		group[t] = item(lawItem{node: chain[t], level: levels[t], group: true, skip: skip, mult: 1})
+		out = append(out, group[t])
 	}
-	bstart[len(chain)] = len(out)
-	blocks := func(t int) []*lawItem { return out[bstart[t]:bstart[t+1]] }
 	fb := make([]float64, len(chain))
 	zd := make([]float64, len(chain)) // the downward adjoint of chain nodes' z
 	for ti, r := range vl.res {
@@ -200,9 +195,7 @@ func (vl *viewLaw) items(gi int) []*lawItem {
 			sg := r.g[chain[t-1]] * fb[t-1]
 			fb[t] = sg
 			zd[t-1] += fb[t-1] - sg
-			for _, it := range blocks(t) {
-				it.zb[ti] = -sg
-			}
+			group[t].zb[ti] = -sg
 		}
 		top := len(chain) - 1
 		zd[top] += fb[top]
@@ -212,8 +205,8 @@ func (vl *viewLaw) items(gi int) []*lawItem {
 			zb := zd[t] + above
 			chainItem[t].zb[ti] = zb
 			bz := r.b[chain[t]] * zb
-			for _, it := range blocks(t) {
-				it.zb[ti] += bz
+			if group[t] != nil {
+				group[t].zb[ti] += bz
 			}
 			above = bz
 		}
@@ -224,12 +217,17 @@ func (vl *viewLaw) items(gi int) []*lawItem {
 	return out
 }
 
-// bound bounds |K| over the terms of an item.
+// bound bounds |K| over the terms of an item: for a group, over the
+// terms of every child of its node (the one on the chain included, which
+// only makes the bound larger).
 func (vl *viewLaw) bound(it *lawItem) float64 {
 	var b float64
 	for ti, r := range vl.res {
 		u := math.Abs(r.a[it.node])
-		if it.recurse {
+		switch {
+		case it.group:
+			u = r.cumax[it.node]
+		case it.recurse:
 			u = r.umax[it.node]
 		}
 		b += math.Abs(it.zb[ti]) * u * vl.amax[ti] * vl.scale[ti] * vl.rho[ti]
@@ -242,10 +240,20 @@ func (vl *viewLaw) variance(it *lawItem) float64 {
 	var v float64
 	for ti, r := range vl.res {
 		var vz float64
-		if it.recurse {
+		switch {
+		case it.group:
+			// Every child's subtree but the chain's: the children's sum
+			// less that one.
+			vz = r.cvz[it.node]
+			if it.skip >= 0 {
+				vz = max(0, vz-r.vz[it.skip])
+			}
+		case it.recurse:
 			vz = r.vz[it.node]
-		} else if s2 := r.plan.sigma2[it.level]; r.a[it.node] != 0 && s2 > 0 && !math.IsInf(s2, 1) {
-			vz = r.a[it.node] * r.a[it.node] * s2
+		default:
+			if s2 := r.plan.sigma2[it.level]; r.a[it.node] != 0 && s2 > 0 && !math.IsInf(s2, 1) {
+				vz = r.a[it.node] * r.a[it.node] * s2
+			}
 		}
 		sc := vl.scale[ti] * it.zb[ti]
 		v += sc * sc * vl.pi[ti] * vz
@@ -257,6 +265,9 @@ func (vl *viewLaw) variance(it *lawItem) float64 {
 // blocks of its children when the item is a block.
 func (vl *viewLaw) expand(it *lawItem, terms []Term, g []float64) ([]Term, []*lawItem, []float64) {
 	h := vl.s.p.Hierarchy
+	if it.group {
+		return terms, vl.groupBlocks(it), g
+	}
 	for _, lm := range vl.meas[it.level] {
 		P := 1 << len(lm.common)
 		g = slices.Grow(g[:0], P)[:P]
@@ -308,6 +319,30 @@ func (vl *viewLaw) expand(it *lawItem, terms []Term, g []float64) ([]Term, []*la
 		kids[i] = kid
 	}
 	return terms, kids, g
+}
+
+// groupBlocks returns the blocks of a group: the children of its node off
+// the chain, one block per shape (those of one shape have the same terms),
+// each with the group's adjoint.
+func (vl *viewLaw) groupBlocks(it *lawItem) []*lawItem {
+	cls := vl.s.p.Hierarchy.shapes()
+	g0, g1 := int(cls.gstart[it.node]), int(cls.gstart[it.node+1])
+	slab := make([]lawItem, 0, g1-g0)
+	kids := make([]*lawItem, 0, g1-g0)
+	for x := g0; x < g1; x++ {
+		rep, m := int(cls.grep[x]), int64(cls.gmult[x])
+		if it.skip >= 0 && cls.shape[rep] == cls.shape[it.skip] {
+			m--
+		}
+		if m == 0 {
+			continue
+		}
+		slab = append(slab, lawItem{node: rep, level: it.level - 1, zb: it.zb, recurse: true, mult: it.mult * m})
+		kid := &slab[len(slab)-1]
+		kid.bound = vl.bound(kid)
+		kids = append(kids, kid)
+	}
+	return kids
 }
 
 // butterfly turns g[T] (T a pattern over common) into

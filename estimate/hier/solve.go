@@ -97,8 +97,9 @@ type resid struct {
 	// Per internal node, for the error laws: vz is the variance of the
 	// upward estimate z_i (Σ_k (∂z_i/∂y_k)² σ²_k, per unit of the column
 	// covariance), and umax bounds |∂z_i/∂y_k| over the noisy observations
-	// y_k of its subtree.
-	vz, umax []float64
+	// y_k of its subtree; cvz and cumax are the sum of vz and the largest
+	// umax over the node's children.
+	vz, umax, cvz, cumax []float64
 }
 
 // tplan is how the measurements observe the residual T.
@@ -753,6 +754,7 @@ func (p *Problem) solveResidual(ctx context.Context, tp *tplan, rowAbs [][]float
 
 	// Variances of the upward estimates and bounds of their sensitivities.
 	r.vz, r.umax = w, make([]float64, N) // w is no longer needed
+	r.cvz, r.cumax = make([]float64, N), make([]float64, N)
 	for k := 0; k <= L; k++ {
 		s2 := tp.sigma2[k]
 		noisy := s2 > 0 && !math.IsInf(s2, 1)
@@ -762,14 +764,17 @@ func (p *Problem) solveResidual(ctx context.Context, tp *tplan, rowAbs [][]float
 			if ap := r.a[gp]; ap != 0 && noisy {
 				v, u = ap*ap*s2, math.Abs(ap)
 			}
-			if bp := r.b[gp]; bp != 0 {
+			if k > 0 {
 				var cv, cu float64
 				for c := h.off[k-1] + int(h.cstart[k][pp]); c < h.off[k-1]+int(h.cstart[k][pp+1]); c++ {
 					cv += r.vz[c]
 					cu = max(cu, r.umax[c])
 				}
-				v += bp * bp * cv
-				u = max(u, math.Abs(bp)*cu)
+				r.cvz[gp], r.cumax[gp] = cv, cu
+				if bp := r.b[gp]; bp != 0 {
+					v += bp * bp * cv
+					u = max(u, math.Abs(bp)*cu)
+				}
 			}
 			r.vz[gp], r.umax[gp] = v, u
 		}
