@@ -409,7 +409,7 @@ func (p *viewPlan) lawMOE(law hier.Law) nodeError {
 		terms = append(terms, lawTerm{c: math.Abs(t.Coef) * m.lap.Scale(), n: float64(t.Count)})
 	}
 	// A Laplace variable of standard deviation sd has scale sd/√2.
-	moe, cov := lawQuantile90(terms, law.Dropped, law.DroppedMax/math.Sqrt2, glPanelWide)
+	moe, cov := lawQuantile90(terms, law.Dropped, law.DroppedMax/math.Sqrt2, glWide())
 	return nodeError{moe: moe, abs: meanAbs(terms, law.Dropped), variance: variance, cov: cov}
 }
 
