@@ -1239,6 +1239,9 @@ func (w *Release) Metadata() Metadata {
 		m.MOE += "; for non-negative and integer tables it is the margin of the least-squares estimate (plus 1 for integer rounding): non-negativity moves cells near zero by data-dependent amounts it does not cover"
 	}
 	m.Hierarchy, m.Levels = w.Hierarchy, w.Levels
+	if w.Hierarchy != "" && w.Mechanism != MechanismGaussian {
+		m.MOE += "; across the hierarchy the smallest terms of a cell's error (many small Laplace variables, those of its law beyond the largest it keeps exactly) are taken as normal, which moves the coverage by at most each level's moe90_coverage_error (a proven bound)"
+	}
 	if w.Seeded {
 		m.Warnings = append(m.Warnings, "seeded noise: the release is reproducible and NOT differentially private")
 	}
