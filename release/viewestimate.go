@@ -15,10 +15,11 @@ import (
 	"github.com/knowdp/knowdp/estimate/hier"
 )
 
-// lawMaxTerms bounds the terms of a cell's error law kept exactly; the
-// variance of the others (each smaller than the ones kept) joins the law as
-// a sum of many small Laplace variables, which is normal to well within
-// the coverage the margins are tested for (TestReleaseViewsCoverage).
+// lawMaxTerms is the number of terms of a cell's error law first kept
+// exactly; the others (each smaller than the ones kept) are taken as normal
+// with their exact variance, and the margin bounds what that costs its
+// coverage (lawQuantile90). Where the bound exceeds covTarget, more terms
+// are kept (nodeErrors).
 const lawMaxTerms = 6
 
 // hierLayout maps the schema onto package hier's problem: the hierarchy
