@@ -423,7 +423,9 @@ func (p *viewPlan) nInv() int { return len(p.exact) }
 // (1 - φ(t))/t² dt. In u = σt = tan θ the integrand (1 - φ)/sin²θ is
 // smooth and bounded on [0, π/2] (it tends to 1/2 at 0 and to 1 at π/2,
 // and φ is a decreasing product), so a few Gauss-Legendre panels give it
-// to about 1e-9.
+// to about 1e-7 relative (1.1e-7 at worst on the national benchmark's
+// 8,900 laws, against 96 panels): ample for the level summary's expected
+// error, its only use.
 func meanAbs(terms []lawTerm, vd float64) float64 {
 	sigma2 := vd
 	for _, t := range terms {
