@@ -53,7 +53,8 @@ func coverageOf(terms []lawTerm, m float64) float64 {
 // and large when it is a few big ones.
 func TestLawQuantileCoverageBound(t *testing.T) {
 	// Two iid Laplace(1), one left out: P(|S| > m) = exp(-m)(1 + m/2).
-	m, cov := lawQuantile90([]lawTerm{{c: 1, n: 1}}, 2, 1, glWide())
+	e := lawQuantile90([]lawTerm{{c: 1, n: 1}}, 2, 1, glWide())
+	m, cov := e.moe, e.covErr
 	if got := 1 - math.Exp(-m)*(1+m/2); math.Abs(got-0.9) > cov+1e-6 {
 		t.Errorf("Laplace + Laplace as normal: coverage %v, stated 0.9 ± %v", got, cov)
 	}
@@ -73,7 +74,8 @@ func TestLawQuantileCoverageBound(t *testing.T) {
 	} {
 		d := tc.dropped
 		vd := 2 * d.n * d.c * d.c
-		m, cov := lawQuantile90(tc.kept, vd, d.c, glWide())
+		e := lawQuantile90(tc.kept, vd, d.c, glWide())
+		m, cov := e.moe, e.covErr
 		got := coverageOf(append(append([]lawTerm(nil), tc.kept...), d), m)
 		name := fmt.Sprintf("%v + %v iid Laplace(%v) as normal", tc.kept, d.n, d.c)
 		if math.Abs(got-0.9) > cov+1e-6 {
@@ -86,7 +88,7 @@ func TestLawQuantileCoverageBound(t *testing.T) {
 	}
 	// No left-out part: no bound, and the margin is quantile90's.
 	terms := []lawTerm{{c: 1, n: 1}, {c: 0.4, n: 4}}
-	if m, cov := lawQuantile90(terms, 0, 0, glNarrow()); cov != 0 || m != quantile90(terms) {
-		t.Errorf("nothing left out: margin %v bound %v, quantile90 %v", m, cov, quantile90(terms))
+	if e := lawQuantile90(terms, 0, 0, glNarrow()); e.covErr != 0 || e.moe != quantile90(terms) {
+		t.Errorf("nothing left out: margin %v bound %v, quantile90 %v", e.moe, e.covErr, quantile90(terms))
 	}
 }

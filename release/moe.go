@@ -188,8 +188,14 @@ var (
 // Laplace(1), by the Gil-Pelaez formula on the characteristic function of
 // the continuous Laplace distribution (file comment).
 func quantile90(terms []lawTerm) float64 {
-	m, _ := lawQuantile90(terms, 0, 0, glNarrow())
-	return m
+	return lawQuantile90(terms, 0, 0, glNarrow()).moe
+}
+
+// lawError is what lawQuantile90 finds of an error: its margin of error
+// (90% quantile of |E|), how far the coverage of that margin can be from
+// 90% because of the normal part, and the expected absolute error E|E|.
+type lawError struct {
+	moe, covErr, abs float64
 }
 
 // lawQuantile90 is quantile90 for E = K + D: K = Σ terms as in quantile90,
@@ -197,7 +203,11 @@ func quantile90(terms []lawTerm) float64 {
 // terms are not known one by one, only their total variance vd and a bound
 // amax on the scale of each. D is taken as normal, N(0, vd), and covErr
 // bounds how far the true P(|E| <= m) can then be from 0.9 (beyond the
-// quadrature's 1e-7); it is 0 when vd is.
+// quadrature's 1e-7); it is 0 when vd is. It also returns E|E| (of K plus
+// the normal part): for a symmetric error, E|E| = (2/π) ∫_0^∞
+// (1 - φ(t))/t² dt, on the same nodes up to the cut U, and past it
+// ∫_U^∞ (1 - φ)/u² du = 1/U - ∫_U^∞ φ/u² du, the last between 0 and the
+// tail bound over U (taken at half: to 1e-7 relative).
 //
 // The bound: in u = σt, the characteristic function of a Laplace variable
 // of scale a is 1/(1 + α u²), α = a²/σ², and log(1 + αu²) lies between
@@ -209,13 +219,13 @@ func quantile90(terms []lawTerm) float64 {
 // probabilities differ by (2/π) |∫ sin(mt)/t φ_K (φ_D - φ_N) dt| <=
 // (2/π) ∫ φ_K (U - φ_N)/u du, computed on the same panels (the integrand
 // is smooth and positive) with the tail bound of φ_K U past the last one.
-func lawQuantile90(terms []lawTerm, vd, amax float64, rule glRule) (m, covErr float64) {
+func lawQuantile90(terms []lawTerm, vd, amax float64, rule glRule) lawError {
 	sigma2 := vd
 	for _, t := range terms {
 		sigma2 += 2 * t.n * t.c * t.c
 	}
 	if sigma2 == 0 {
-		return 0, 0
+		return lawError{}
 	}
 	sigma := math.Sqrt(sigma2)
 	// In u = σ t, each factor is (1 + x u²)^(-n) with x = c²/σ² <= 1/2.
@@ -287,19 +297,23 @@ func lawQuantile90(terms []lawTerm, vd, amax float64, rule glRule) (m, covErr fl
 	nn := len(nodes)
 	fs := make([]float64, 0, 16*nn) // per node: weight × φ(u)/u
 	panels := 0
+	var covErr, abs float64
 	for k := 0; k < glMaxPanel; k++ {
 		lo := float64(k) * panel
 		if k > 0 && tail(lo) < glTail && (!bounded || tailU(lo) < glTail) {
 			if bounded {
 				covErr += tailU(lo)
 			}
+			abs += 1/lo - tail(lo)/(2*lo)
 			break
 		}
 		panels++
 		for i, v := range nodes {
 			u := lo + v
-			f := weights[i] * phi(u) / u
+			ph := phi(u)
+			f := weights[i] * ph / u
 			fs = append(fs, f)
+			abs += weights[i] * (1 - ph) / (u * u)
 			if bounded {
 				// U - φ_N = φ_N (exp(M g(A u²)) - 1), g(s) = s - log(1+s).
 				au := bigA * u * u
@@ -308,6 +322,7 @@ func lawQuantile90(terms []lawTerm, vd, amax float64, rule glRule) (m, covErr fl
 		}
 	}
 	covErr *= 2 / math.Pi
+	abs *= 2 / math.Pi * sigma
 	// P(|E| <= μσ) and its derivative in μ, together: sin and cos of μu at
 	// every node by rotating the panel's start (exact every 64 panels, so
 	// the rounding of the rotations stays far below the quadrature's
@@ -355,7 +370,7 @@ func lawQuantile90(terms []lawTerm, vd, amax float64, rule glRule) (m, covErr fl
 		}
 		mu = next
 	}
-	return mu * sigma, covErr
+	return lawError{moe: mu * sigma, covErr: covErr, abs: abs}
 }
 
 // MOE90 returns the margin of error of the release's least-squares
