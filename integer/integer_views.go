@@ -133,7 +133,7 @@ func topDown(ctx context.Context, s *domain.Schema, tables map[domain.View][]flo
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	p.nonneg = nonneg
-	if err := ivCheckAgreement(s, in); err != nil {
+	if err := ivCheckAgreement(ctx, s, in); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := p.prepare(s, in); err != nil {
@@ -144,7 +144,7 @@ func topDown(ctx context.Context, s *domain.Schema, tables map[domain.View][]flo
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 	}
-	return p.results(s, in)
+	return p.results(ctx, s, in)
 }
 
 // ivInputs are RoundViews's arguments, validated, with normalised views.
@@ -226,23 +226,74 @@ func ivMeet(v, w domain.View) domain.View {
 	return m
 }
 
-// ivAgreement compares the roll-ups of a and b (views va and vb) to their
-// meet: it returns the meet, the largest absolute difference, the cell where
-// it is and the two values there. With rel, the difference is relative:
-// the largest |a-b| / max(1, |a|, |b|).
-func ivAgreement(s *domain.Schema, va domain.View, a []float64, vb domain.View, b []float64, rel bool) (domain.View, float64, int, float64, float64, error) {
-	m := ivMeet(va, vb)
-	pa, pb := a, b
-	var err error
-	if m != va {
-		if pa, err = s.RollUp(va, a, m); err != nil {
-			return m, 0, 0, 0, 0, err
+// ivRollups are the roll-ups of one table (view from, counts x) to the
+// views that it is compared on, each computed from the smallest roll-up
+// already made that it is a roll-up of: a national table is read once or
+// twice, not once per comparison.
+type ivRollups struct {
+	s    *domain.Schema
+	from domain.View
+	x    []float64
+	have []ivRolled
+}
+
+type ivRolled struct {
+	v domain.View
+	x []float64
+}
+
+func newRollups(s *domain.Schema, from domain.View, x []float64) *ivRollups {
+	return &ivRollups{s: s, from: from, x: x}
+}
+
+// prepare computes the roll-ups to every view of to, the largest first, so
+// that the smaller ones come from them.
+func (r *ivRollups) prepare(to []domain.View) error {
+	to = slices.Clone(to)
+	slices.SortStableFunc(to, func(a, b domain.View) int { return r.s.ViewSize(b) - r.s.ViewSize(a) })
+	for _, m := range to {
+		if _, err := r.to(m); err != nil {
+			return err
 		}
 	}
-	if m != vb {
-		if pb, err = s.RollUp(vb, b, m); err != nil {
-			return m, 0, 0, 0, 0, err
+	return nil
+}
+
+// to returns the roll-up to m.
+func (r *ivRollups) to(m domain.View) ([]float64, error) {
+	if m == r.from {
+		return r.x, nil
+	}
+	src, sv := r.x, r.from
+	for _, h := range r.have {
+		if h.v == m {
+			return h.x, nil
 		}
+		if m.RollUpOf(h.v) && r.s.ViewSize(h.v) < r.s.ViewSize(sv) {
+			src, sv = h.x, h.v
+		}
+	}
+	y, err := r.s.RollUp(sv, src, m)
+	if err != nil {
+		return nil, err
+	}
+	r.have = append(r.have, ivRolled{m, y})
+	return y, nil
+}
+
+// ivAgreement compares the roll-ups of a and b to their meet: it returns
+// the meet, the largest absolute difference, the cell where it is and the
+// two values there. With rel, the difference is relative: the largest
+// |a-b| / max(1, |a|, |b|).
+func ivAgreement(a, b *ivRollups, rel bool) (domain.View, float64, int, float64, float64, error) {
+	m := ivMeet(a.from, b.from)
+	pa, err := a.to(m)
+	if err != nil {
+		return m, 0, 0, 0, 0, err
+	}
+	pb, err := b.to(m)
+	if err != nil {
+		return m, 0, 0, 0, 0, err
 	}
 	worst, at := 0.0, 0
 	for k := range pa {
@@ -257,16 +308,50 @@ func ivAgreement(s *domain.Schema, va domain.View, a []float64, vb domain.View, 
 	return m, worst, at, pa[at], pb[at], nil
 }
 
+// ivRollupsOf makes the roll-ups of every table of vs (counts in x) and
+// prepares each for its meets with vs and with others.
+func ivRollupsOf(ctx context.Context, s *domain.Schema, vs []domain.View, x map[domain.View][]float64, others []domain.View) (map[domain.View]*ivRollups, error) {
+	rs := make([]*ivRollups, len(vs))
+	err := ivParallel(ctx, len(vs), func(_ context.Context, i int) error {
+		a := vs[i]
+		r := newRollups(s, a, x[a])
+		var meets []domain.View
+		for _, b := range append(slices.Clone(vs), others...) {
+			if b != a {
+				meets = append(meets, ivMeet(a, b))
+			}
+		}
+		rs[i] = r
+		return r.prepare(meets)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[domain.View]*ivRollups, len(vs))
+	for i, a := range vs {
+		out[a] = rs[i]
+	}
+	return out, nil
+}
+
 // ivTol is how far (relative) the estimates may disagree with each
 // other and with the invariants on a common roll-up.
 const ivTol = 1e-6
 
 // ivCheckAgreement refuses invariants that disagree and estimates that
 // disagree with each other or with the invariants.
-func ivCheckAgreement(s *domain.Schema, in *ivInputs) error {
+func ivCheckAgreement(ctx context.Context, s *domain.Schema, in *ivInputs) error {
+	ex, err := ivRollupsOf(ctx, s, in.exact, in.e, in.pub)
+	if err != nil {
+		return err
+	}
+	pub, err := ivRollupsOf(ctx, s, in.pub, in.x, in.exact)
+	if err != nil {
+		return err
+	}
 	for i, a := range in.exact {
 		for _, b := range in.exact[i+1:] {
-			m, d, k, va, vb, err := ivAgreement(s, a, in.e[a], b, in.e[b], false)
+			m, d, k, va, vb, err := ivAgreement(ex[a], ex[b], false)
 			if err != nil {
 				return err
 			}
@@ -278,7 +363,7 @@ func ivCheckAgreement(s *domain.Schema, in *ivInputs) error {
 	}
 	for i, a := range in.pub {
 		for _, b := range in.pub[i+1:] {
-			m, d, k, va, vb, err := ivAgreement(s, a, in.x[a], b, in.x[b], true)
+			m, d, k, va, vb, err := ivAgreement(pub[a], pub[b], true)
 			if err != nil {
 				return err
 			}
@@ -288,7 +373,7 @@ func ivCheckAgreement(s *domain.Schema, in *ivInputs) error {
 			}
 		}
 		for _, b := range in.exact {
-			m, d, k, va, vb, err := ivAgreement(s, a, in.x[a], b, in.e[b], true)
+			m, d, k, va, vb, err := ivAgreement(pub[a], ex[b], true)
 			if err != nil {
 				return err
 			}
@@ -325,6 +410,9 @@ type ivLevel struct {
 
 	est, nn, y []float64 // d's estimate, non-negative estimate, integer table
 	marg       []ivMargin
+	// columns: every problem of the level is one problem per column
+	// (solveColumns).
+	columns bool
 
 	// What happened, over the level's problems.
 	problems, fallbacks, repaired, crossing, inexact, dropped int
@@ -645,6 +733,7 @@ func (p *ivPlan) roundLevel(ctx context.Context, s *domain.Schema, i int, r *noi
 	}
 	lv.nn = make([]float64, len(lv.est))
 	lv.y = make([]float64, len(lv.est))
+	lv.columns = p.separable(lv, par)
 	stats := make([]ivStats, len(groups))
 	err := ivParallel(ctx, len(groups), func(ctx context.Context, q int) error {
 		var err error
@@ -685,6 +774,9 @@ func ivB2i(b bool) int {
 // solve rounds the children ch of parent q of level lv (par is the level
 // above, nil for the coarsest).
 func (p *ivPlan) solve(ctx context.Context, s *domain.Schema, lv, par *ivLevel, q int, ch []int32, r *noise.Rand) (ivStats, error) {
+	if lv.columns {
+		return p.solveColumns(s, lv, par, q, ch, r), nil
+	}
 	var st ivStats
 	// The problem's schema: d's dimensions in schema order, h restricted
 	// to the children.
@@ -877,7 +969,7 @@ func ivParallel(ctx context.Context, n int, f func(ctx context.Context, i int) e
 
 // results rolls every published view up from its level's integer table,
 // checks every relation on the final tables, and describes the method.
-func (p *ivPlan) results(s *domain.Schema, in *ivInputs) (map[domain.View]IntegerResult, error) {
+func (p *ivPlan) results(ctx context.Context, s *domain.Schema, in *ivInputs) (map[domain.View]IntegerResult, error) {
 	counts := map[domain.View][]float64{}
 	levelOf := map[domain.View]*ivLevel{}
 	for _, lv := range p.levels {
@@ -894,17 +986,25 @@ func (p *ivPlan) results(s *domain.Schema, in *ivInputs) (map[domain.View]Intege
 			counts[v] = c
 		}
 	}
+	ex, err := ivRollupsOf(ctx, s, in.exact, in.e, in.pub)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := ivRollupsOf(ctx, s, in.pub, counts, in.exact)
+	if err != nil {
+		return nil, err
+	}
 	dev := map[domain.View]float64{}
 	for i, a := range in.pub {
 		for _, b := range in.pub[i+1:] {
-			_, d, _, _, _, err := ivAgreement(s, a, counts[a], b, counts[b], false)
+			_, d, _, _, _, err := ivAgreement(pub[a], pub[b], false)
 			if err != nil {
 				return nil, err
 			}
 			dev[a], dev[b] = max(dev[a], d), max(dev[b], d)
 		}
 		for _, b := range in.exact {
-			_, d, _, _, _, err := ivAgreement(s, a, counts[a], b, in.e[b], false)
+			_, d, _, _, _, err := ivAgreement(pub[a], ex[b], false)
 			if err != nil {
 				return nil, err
 			}
@@ -947,6 +1047,10 @@ func (p *ivPlan) method(s *domain.Schema, lv *ivLevel, v domain.View) string {
 		fmt.Fprintf(&b, "top-down %s%s, as one table: ", step, along)
 	} else {
 		fmt.Fprintf(&b, "top-down %s%s, the children of each %s separately (%d problems, in parallel): ", step, along, p.levelName(s, p.parentKey(lv)), lv.problems)
+	}
+	if lv.columns {
+		p.columnsMethod(&b, lv)
+		return b.String()
 	}
 	b.WriteString("least-squares non-negative estimate")
 	if p.nonneg {

@@ -204,6 +204,8 @@ var ivCases = []ivCase{
 		pub: []string{"geo:state", "geo:state,sex", "geo,sex,age"}, exact: []string{"geo:state"}},
 	{name: "one level, no hierarchy",
 		pub: []string{"sex,age", "age"}, exact: []string{"sex"}},
+	{name: "every level by sex and age; states exact",
+		pub: []string{"geo:region,sex,age", "geo:state,sex,age", "geo,sex,age", ""}, exact: []string{"geo:state"}},
 	{name: "three crossing margins",
 		pub: []string{"geo:state,sex,age", "geo,sex,age"}, exact: []string{"geo,sex", "geo,age"}, crossing: true},
 }

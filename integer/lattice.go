@@ -171,16 +171,23 @@ func lattice(ctx context.Context, s *domain.Schema, detail domain.View, x []floa
 		counts[v], point[v] = c, p
 	}
 	dev := map[domain.View]float64{}
+	rolls := map[domain.View]*ivRollups{}
+	for _, v := range published {
+		rolls[v] = newRollups(s, v, counts[v])
+	}
+	for _, v := range exactViews {
+		rolls[v] = newRollups(s, v, exact[v])
+	}
 	for i, a := range published {
 		for _, b := range published[i+1:] {
-			_, d, _, _, _, err := ivAgreement(s, a, counts[a], b, counts[b], false)
+			_, d, _, _, _, err := ivAgreement(rolls[a], rolls[b], false)
 			if err != nil {
 				return nil, err
 			}
 			dev[a], dev[b] = max(dev[a], d), max(dev[b], d)
 		}
 		for _, b := range exactViews {
-			_, d, _, _, _, err := ivAgreement(s, a, counts[a], b, exact[b], false)
+			_, d, _, _, _, err := ivAgreement(rolls[a], rolls[b], false)
 			if err != nil {
 				return nil, err
 			}

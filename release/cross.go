@@ -447,13 +447,15 @@ func (p *crossPlan) estimate(ctx context.Context, rel *Release, noisy, inv [][]f
 		if err != nil {
 			return nil, fmt.Errorf("release: %w", err)
 		}
-		t.MOE90s, t.absErr = make([]float64, len(t.Counts)), make([]float64, len(t.Counts))
+		t.MOE90s, t.absErrSum, t.moeSum = make([]float64, len(t.Counts)), 0, 0
 		for c, v := range vars.Values {
 			sd := math.Sqrt(max(v, 0))
 			// Gaussian noise: the error is normal. Laplace noise: the
 			// normal quantile of the exact variance (see the metadata's
 			// moe90 note and TestCrossCoverage).
-			t.MOE90s[c], t.absErr[c] = z95*sd, sd*math.Sqrt(2/math.Pi)
+			t.MOE90s[c] = z95 * sd
+			t.moeSum += t.MOE90s[c]
+			t.absErrSum += sd * math.Sqrt(2/math.Pi)
 			t.Variance = max(t.Variance, v)
 		}
 		t.MOE90 = slices.Max(t.MOE90s)
@@ -472,7 +474,7 @@ func (p *crossPlan) estimate(ctx context.Context, rel *Release, noisy, inv [][]f
 				break
 			}
 		}
-		t.MOE90s, t.absErr = make([]float64, len(t.Counts)), make([]float64, len(t.Counts))
+		t.MOE90s, t.absErrSum, t.moeSum = make([]float64, len(t.Counts)), 0, 0
 	}
 	return est, nil
 }
@@ -543,11 +545,9 @@ func (p *crossPlan) levelSummary(tables []Table) []LevelError {
 		}
 		e.Tables = append(e.Tables, p.s.FormatView(t.View))
 		e.Cells += len(t.Counts)
-		for c := range t.Counts {
-			e.MeanMOE90 += t.MOE90s[c]
-			e.MaxMOE90 = max(e.MaxMOE90, t.MOE90s[c])
-			e.MeanAbsError += t.absErr[c]
-		}
+		e.MeanMOE90 += t.moeSum
+		e.MeanAbsError += t.absErrSum
+		e.MaxMOE90 = max(e.MaxMOE90, t.MOE90)
 	}
 	out := make([]LevelError, 0, len(order))
 	for _, k := range order {

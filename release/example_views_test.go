@@ -66,7 +66,7 @@ func ExampleReleaseViews() {
 	// Output:
 	// region.csv {geo:region} public=true exact=false [300]
 	// state-sex.csv {geo:state,sex} public=false exact=true [33 27 114 126]
-	// county-sex.csv {geo,sex} public=false exact=true [6 10 27 17 31 35 51 46 32 45]
+	// county-sex.csv {geo,sex} public=false exact=true [7 9 26 18 31 35 51 46 32 45]
 	// region: 1 cells, mean moe90 0.00
 	// state: 4 cells, mean moe90 5.50
 	// county: 10 cells, mean moe90 7.45

@@ -19,4 +19,11 @@ type LevelError struct {
 	MeanAbsError float64 `json:"expected_mean_abs_error"`
 	MeanMOE90    float64 `json:"mean_moe90"`
 	MaxMOE90     float64 `json:"max_moe90"`
+	// MOE90CoverageError bounds how far the probability that a margin of
+	// error covers the true count may be from 90% because the smallest
+	// terms of a cell's error (many tiny Laplace variables) were taken as
+	// normal: a proven bound, the largest over the level's cells, beside
+	// the 1e-6 of the numerical inversion; 0 when every margin is computed
+	// from its whole law.
+	MOE90CoverageError float64 `json:"moe90_coverage_error"`
 }

@@ -15,10 +15,11 @@ import (
 	"github.com/knowdp/knowdp/estimate/hier"
 )
 
-// lawMaxTerms bounds the terms of a cell's error law kept exactly; the
-// variance of the others (each smaller than the ones kept) joins the law as
-// a sum of many small Laplace variables, which is normal to well within
-// the coverage the margins are tested for (TestReleaseViewsCoverage).
+// lawMaxTerms is the number of terms of a cell's error law first kept
+// exactly; the others (each smaller than the ones kept) are taken as normal
+// with their exact variance, and the margin bounds what that costs its
+// coverage (lawQuantile90). Where the bound exceeds covTarget, more terms
+// are kept (nodeErrors).
 const lawMaxTerms = 6
 
 // hierLayout maps the schema onto package hier's problem: the hierarchy
@@ -173,75 +174,199 @@ func (p *viewPlan) estimate(ctx context.Context, tables []Table, inv []estimate.
 	for q, i := range qt {
 		t := &tables[i]
 		t.Counts = l.reorder(t.View, sol.Tables[q], true)
-		nodes := 1
-		if t.View.Dims.Has(p.h) {
-			nodes = p.s.LevelSize(p.h, int(t.View.Up[p.h]))
-		}
-		moe := make([]float64, nodes)
-		abs := make([]float64, nodes)
-		vars := make([]float64, nodes)
-		// The laws are independent node by node (and data-independent);
-		// nodes of the same shape in the hierarchy have the same law.
-		var cache sync.Map
-		var (
-			wg    sync.WaitGroup
-			next  atomic.Int64
-			first atomic.Pointer[error]
-		)
-		for range min(runtime.GOMAXPROCS(0), nodes) {
-			wg.Go(func() {
-				for {
-					g := int(next.Add(1) - 1)
-					if g >= nodes || ctx.Err() != nil || first.Load() != nil {
-						return
-					}
-					if p.mech == MechanismGaussian {
-						// Normal: the variance is all it takes.
-						v, err := sol.Variance(q, g)
-						if err != nil {
-							err = fmt.Errorf("release: %w", err)
-							first.CompareAndSwap(nil, &err)
-							return
-						}
-						sd := math.Sqrt(v)
-						moe[g], abs[g], vars[g] = z95*sd, sd*math.Sqrt(2/math.Pi), v
-						continue
-					}
-					law, err := sol.Law(q, g, hier.LawOptions{MaxTerms: lawMaxTerms})
-					if err != nil {
-						err = fmt.Errorf("release: %w", err)
-						first.CompareAndSwap(nil, &err)
-						return
-					}
-					key := lawKey(law)
-					if r, ok := cache.Load(key); ok {
-						x := r.([3]float64)
-						moe[g], abs[g], vars[g] = x[0], x[1], x[2]
-						continue
-					}
-					moe[g], abs[g], vars[g] = p.lawMOE(law)
-					cache.Store(key, [3]float64{moe[g], abs[g], vars[g]})
-				}
-			})
-		}
-		wg.Wait()
-		if err := ctx.Err(); err != nil {
+		errs, class, err := p.nodeErrors(ctx, sol, q)
+		if err != nil {
 			return err
 		}
-		if e := first.Load(); e != nil {
-			return *e
+		// Schema order: outer (dimensions before h) × h's nodes × inner.
+		outer, nodes, inner := 1, 1, 1
+		for _, d := range t.View.Dims.Dims() {
+			switch {
+			case d < p.h:
+				outer *= p.s.Size(d)
+			case d == p.h:
+				nodes = p.s.LevelSize(p.h, int(t.View.Up[p.h]))
+			default:
+				inner *= p.s.Size(d)
+			}
 		}
-		node := l.nodeOf(t.View)
+		if len(class) != nodes || outer*nodes*inner != len(t.Counts) {
+			return fmt.Errorf("release: %d margins of error for the %d nodes of %s", len(class), nodes, p.s.FormatView(t.View))
+		}
 		t.MOE90s = make([]float64, len(t.Counts))
-		t.absErr = make([]float64, len(t.Counts))
-		for c := range t.Counts {
-			g := node(c)
-			t.MOE90s[c], t.absErr[c] = moe[g], abs[g]
+		t.absErrSum, t.moeSum = 0, 0
+		for o := range outer {
+			for g, c := range class {
+				at := (o*nodes + g) * inner
+				fill(t.MOE90s[at:at+inner], errs[c].moe)
+				t.absErrSum += float64(inner) * errs[c].abs
+				t.moeSum += float64(inner) * errs[c].moe
+			}
 		}
-		t.MOE90 = slices.Max(moe)
-		t.Variance = slices.Max(vars)
+		t.MOE90, t.Variance, t.moeCoverage = 0, 0, 0
+		for _, e := range errs {
+			t.MOE90, t.Variance, t.moeCoverage = max(t.MOE90, e.moe), max(t.Variance, e.variance), max(t.moeCoverage, e.cov)
+		}
 	}
 	return nil
+}
+
+// fill sets every element of x to v.
+func fill(x []float64, v float64) {
+	for i := range x {
+		x[i] = v
+	}
+}
+
+// nodeError is the error of the cells of one class of nodes: the margin of
+// error, the expected absolute error, the variance, and how far the
+// margin's coverage can be from 90% because part of its law was
+// approximated (lawQuantile90).
+type nodeError struct {
+	moe, abs, variance, cov float64
+}
+
+// Margins whose coverage may be further than covTarget from 90% (a
+// proven bound, lawQuantile90) are recomputed with lawGrowth times more
+// exact terms, up to lawMaxTermsCap.
+const (
+	covTarget      = 0.002
+	lawGrowth      = 4
+	lawMaxTermsCap = 6 * lawGrowth * lawGrowth * lawGrowth
+)
+
+// nodeErrors returns the errors of the cells of every class of nodes of
+// the q-th query's table (Hierarchy.Classes), and the class of each node:
+// the nodes of a class share one law, computed once, and classes whose
+// laws agree to 1e-12 share its quantile. The work is split over
+// GOMAXPROCS goroutines, and each result depends only on its class's
+// lowest-numbered node, so the margins do not depend on the number of
+// cores.
+func (p *viewPlan) nodeErrors(ctx context.Context, sol *hier.Solution, q int) ([]nodeError, []int32, error) {
+	if p.mech == MechanismGaussian {
+		// Normal: the variance is all it takes.
+		cv, class, err := sol.TableVariances(ctx, q)
+		if err != nil {
+			return nil, nil, fmt.Errorf("release: %w", err)
+		}
+		errs := make([]nodeError, len(cv))
+		for c, v := range cv {
+			sd := math.Sqrt(v)
+			errs[c] = nodeError{moe: z95 * sd, abs: sd * math.Sqrt(2/math.Pi), variance: v}
+		}
+		return errs, class, nil
+	}
+	maxTerms := lawMaxTerms
+	laws, class, err := sol.TableLaws(ctx, q, hier.LawOptions{MaxTerms: maxTerms})
+	if err != nil {
+		return nil, nil, fmt.Errorf("release: %w", err)
+	}
+	reps := make([]int, len(laws)) // the lowest-numbered node of each class
+	for c := range reps {
+		reps[c] = -1
+	}
+	for g, c := range class {
+		if reps[c] < 0 {
+			reps[c] = g
+		}
+	}
+	errs := make([]nodeError, len(laws))
+	todo := make([]int, len(laws)) // the classes whose margins to compute
+	for c := range todo {
+		todo[c] = c
+	}
+	for {
+		if err := p.lawErrors(ctx, laws, todo, errs); err != nil {
+			return nil, nil, err
+		}
+		// Too rough an approximation: more exact terms.
+		var again []int
+		for _, c := range todo {
+			if errs[c].cov > covTarget {
+				again = append(again, c)
+			}
+		}
+		if len(again) == 0 || maxTerms >= lawMaxTermsCap {
+			break
+		}
+		maxTerms *= lawGrowth
+		err := parallelFor(ctx, len(again), func(i int) error {
+			var err error
+			laws[again[i]], err = sol.Law(q, reps[again[i]], hier.LawOptions{MaxTerms: maxTerms})
+			return err
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("release: %w", err)
+		}
+		todo = again
+	}
+	return errs, class, nil
+}
+
+// lawErrors computes errs[c] from laws[c] for every class c of todo; the
+// classes whose laws agree to 1e-12 share one computation, that of the
+// first of them.
+func (p *viewPlan) lawErrors(ctx context.Context, laws []hier.Law, todo []int, errs []nodeError) error {
+	index := map[string]int{}
+	uniq := make([]int, len(todo)) // todo index -> distinct law
+	var first []int                // distinct law -> its first class
+	for i, c := range todo {
+		key := lawKey(laws[c])
+		u, ok := index[key]
+		if !ok {
+			u = len(first)
+			index[key] = u
+			first = append(first, c)
+		}
+		uniq[i] = u
+	}
+	ue := make([]nodeError, len(first))
+	err := parallelFor(ctx, len(first), func(u int) error {
+		ue[u] = p.lawMOE(laws[first[u]])
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, c := range todo {
+		errs[c] = ue[uniq[i]]
+	}
+	return nil
+}
+
+// parallelFor runs fn(0..n-1) on GOMAXPROCS goroutines and returns the
+// error of the lowest index that failed, or the context's.
+func parallelFor(ctx context.Context, n int, fn func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		mu    sync.Mutex
+		errAt = n
+		first error
+	)
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if i < errAt {
+						errAt, first = i, err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
 }
 
 // lawKey identifies a law to 1e-12 relative, for sharing the work of its
@@ -257,6 +382,7 @@ func lawKey(law hier.Law) string {
 	}
 	b = binary.LittleEndian.AppendUint64(b, q(law.Variance))
 	b = binary.LittleEndian.AppendUint64(b, q(law.Dropped))
+	b = binary.LittleEndian.AppendUint64(b, q(law.DroppedMax))
 	for _, t := range law.Terms {
 		b = binary.LittleEndian.AppendUint32(b, uint32(t.Measurement))
 		b = binary.LittleEndian.AppendUint64(b, q(t.Coef))
@@ -265,87 +391,32 @@ func lawKey(law hier.Law) string {
 	return string(b)
 }
 
-// lawMOE returns the margin of error, the expected absolute error and the
-// variance of a cell whose error has the given law.
-func (p *viewPlan) lawMOE(law hier.Law) (moe, abs, variance float64) {
-	variance = law.Variance
+// lawMOE returns the error of a cell whose error has the given law. The
+// left-out part of the law, many small Laplace terms, is taken as normal
+// with its exact variance, and the margin states how far that can move its
+// coverage (lawQuantile90).
+func (p *viewPlan) lawMOE(law hier.Law) nodeError {
+	variance := law.Variance
 	if variance == 0 {
-		return 0, 0, 0
-	}
-	if p.mech == MechanismGaussian {
-		sd := math.Sqrt(variance)
-		return z95 * sd, sd * math.Sqrt(2/math.Pi), variance
+		return nodeError{}
 	}
 	if len(law.Terms) == 1 && law.Dropped == 0 && law.Terms[0].Count == 1 && math.Abs(law.Terms[0].Coef-1) < 1e-12 {
 		lap := p.meas[law.Terms[0].Measurement-p.nInv()].lap
-		return laplaceMOE90(lap), lap.Scale(), variance
+		return nodeError{moe: laplaceMOE90(lap), abs: lap.Scale(), variance: variance}
 	}
-	terms := make([]lawTerm, 0, len(law.Terms)+1)
+	terms := make([]lawTerm, 0, len(law.Terms))
 	for _, t := range law.Terms {
 		m := p.meas[t.Measurement-p.nInv()]
 		terms = append(terms, lawTerm{c: math.Abs(t.Coef) * m.lap.Scale(), n: float64(t.Count)})
 	}
-	if law.Dropped > 0 {
-		// 1024 iid Laplace(c) with total variance Dropped: 2·1024·c² = Dropped.
-		terms = append(terms, lawTerm{c: math.Sqrt(law.Dropped / 2048), n: 1024})
-	}
-	return quantile90(terms), meanAbs(terms), variance
+	// A Laplace variable of standard deviation sd has scale sd/√2.
+	e := lawQuantile90(terms, law.Dropped, law.DroppedMax/math.Sqrt2, glWide())
+	return nodeError{moe: e.moe, abs: e.abs, variance: variance, cov: e.covErr}
 }
 
 // nInv is the number of invariants, which come first among the problem's
 // measurements.
 func (p *viewPlan) nInv() int { return len(p.exact) }
-
-// meanAbs returns E|E| for E = Σ_g c_g Σ_{n_g iid} Laplace(1): for a
-// symmetric error with characteristic function φ, E|E| = (2/π) ∫_0^∞
-// (1 - φ(t))/t² dt. In u = σt = tan θ the integrand (1 - φ)/sin²θ is
-// smooth and bounded on [0, π/2] (it tends to 1/2 at 0 and to 1 at π/2,
-// and φ is a decreasing product), so a few Gauss-Legendre panels give it
-// to about 1e-9.
-func meanAbs(terms []lawTerm) float64 {
-	var sigma2 float64
-	for _, t := range terms {
-		sigma2 += 2 * t.n * t.c * t.c
-	}
-	if sigma2 == 0 {
-		return 0
-	}
-	x2 := make([]float64, len(terms))
-	for i, t := range terms {
-		x2[i] = t.c * t.c / sigma2
-	}
-	f := func(theta float64) float64 {
-		s := math.Sin(theta)
-		if s < 1e-4 {
-			return 0.5
-		}
-		u := math.Tan(theta)
-		var l float64
-		for i, t := range terms {
-			l -= t.n * math.Log1p(x2[i]*u*u)
-		}
-		return -math.Expm1(l) / (s * s)
-	}
-	const panels = 12
-	var sum float64
-	for k := range panels {
-		a := float64(k) * math.Pi / 2 / panels
-		sum += gaussLegendre(f, a, a+math.Pi/2/panels)
-	}
-	return 2 / math.Pi * sum * math.Sqrt(sigma2)
-}
-
-// gaussLegendre integrates f over [a, b] with the 5-point rule.
-func gaussLegendre(f func(float64) float64, a, b float64) float64 {
-	x := [5]float64{0, 0.5384693101056831, -0.5384693101056831, 0.9061798459386640, -0.9061798459386640}
-	w := [5]float64{0.5688888888888889, 0.4786286704993665, 0.4786286704993665, 0.2369268850561891, 0.2369268850561891}
-	h, m := (b-a)/2, (a+b)/2
-	var s float64
-	for i := range x {
-		s += w[i] * f(m+h*x[i])
-	}
-	return s * h
-}
 
 // levelSummary returns the error of the tables level by level: coarsest
 // first, the tables that sum the hierarchy out as "total".
@@ -368,17 +439,10 @@ func (p *viewPlan) levelSummary(tables []Table) []LevelError {
 		}
 		e.Tables = append(e.Tables, p.s.FormatView(t.View))
 		e.Cells += len(t.Counts)
-		for c := range t.Counts {
-			m := 0.0
-			if t.MOE90s != nil {
-				m = t.MOE90s[c]
-			}
-			e.MeanMOE90 += m
-			e.MaxMOE90 = max(e.MaxMOE90, m)
-			if t.absErr != nil {
-				e.MeanAbsError += t.absErr[c]
-			}
-		}
+		e.MOE90CoverageError = max(e.MOE90CoverageError, t.moeCoverage)
+		e.MeanMOE90 += t.moeSum
+		e.MaxMOE90 = max(e.MaxMOE90, t.MOE90)
+		e.MeanAbsError += t.absErrSum
 	}
 	slices.SortFunc(order, func(a, b int) int { return b - a })
 	out := make([]LevelError, 0, len(order))

@@ -310,20 +310,75 @@ func mustRho(t testing.TB, x float64) privacy.Rho {
 	return r
 }
 
-// TestMeanAbs pins the expected absolute error against closed forms: one
-// Laplace(b) has E|X| = b; a normal of variance s² (the limit of many small
-// Laplace terms) has s·sqrt(2/π); two equal Laplace(b) have E|X| = 3b/2.
+// TestMeanAbs pins the expected absolute error lawQuantile90 returns
+// against closed forms (one Laplace(b) has E|X| = b; a normal of variance
+// s² has s·sqrt(2/π); two equal Laplace(b) have E|X| = 3b/2) and, where
+// there is none, against the same integral on a much finer quadrature.
 func TestMeanAbs(t *testing.T) {
 	for _, tc := range []struct {
 		terms []lawTerm
+		vd    float64
 		want  float64
 	}{
-		{[]lawTerm{{c: 2, n: 1}}, 2},
-		{[]lawTerm{{c: 1, n: 2}}, 1.5},
-		{[]lawTerm{{c: math.Sqrt(1.0 / 200000), n: 100000}}, math.Sqrt(2 / math.Pi)},
+		{[]lawTerm{{c: 2, n: 1}}, 0, 2},
+		{[]lawTerm{{c: 1, n: 2}}, 0, 1.5},
+		// 10^5 small Laplace terms of total variance 1: nearly normal
+		// (the fourth cumulant moves E|E| by about 1e-6), against the
+		// finer quadrature.
+		{[]lawTerm{{c: math.Sqrt(1.0 / 200000), n: 100000}}, 0, 0},
+		// A normal part alone: E|N(0, 4)| = 2 sqrt(2/π).
+		{nil, 4, 2 * math.Sqrt(2/math.Pi)},
+		// Laplace(1) + N(0, 1): E_l[σ sqrt(2/π) exp(-l²/2σ²) + l (1 - 2Φ(-l/σ))]
+		// over the Laplace density, integrated independently (numpy,
+		// trapezoids of 5e-5 on [-60, 60]).
+		{[]lawTerm{{c: 1, n: 1}}, 1, 1.3210411447431925},
+		{[]lawTerm{{c: 0.5, n: 3}, {c: 2, n: 1}}, 0.3, 0},
 	} {
-		if got := meanAbs(tc.terms); math.Abs(got-tc.want) > 1e-5*tc.want {
-			t.Errorf("%+v: %v, want %v", tc.terms, got, tc.want)
+		want := tc.want
+		if want == 0 {
+			// No closed form: the same integral on a much finer
+			// quadrature (meanAbsRef).
+			want = meanAbsRef(tc.terms, tc.vd)
+		} else if ref := meanAbsRef(tc.terms, tc.vd); math.Abs(ref-want) > 1e-9*want {
+			t.Fatalf("%+v + N(0, %v): the reference quadrature gives %v, the closed form %v", tc.terms, tc.vd, ref, want)
+		}
+		for _, rule := range []glRule{glWide(), glNarrow()} {
+			if got := lawQuantile90(tc.terms, tc.vd, 0, rule).abs; math.Abs(got-want) > 2e-7*want {
+				t.Errorf("%+v + N(0, %v), panels of %v: %v, want %v", tc.terms, tc.vd, rule.width, got, want)
+			}
 		}
 	}
+}
+
+// meanAbsRef is E|E| = (2/π) ∫_0^∞ (1 - φ(t))/t² dt in t = tan θ on
+// 400 panels of the 5-point Gauss-Legendre rule over [0, π/2].
+func meanAbsRef(terms []lawTerm, vd float64) float64 {
+	f := func(theta float64) float64 {
+		s := math.Sin(theta)
+		if s < 1e-6 {
+			var v float64
+			for _, t := range terms {
+				v += 2 * t.n * t.c * t.c
+			}
+			return (v + vd) / 2
+		}
+		u := math.Tan(theta)
+		l := -vd * u * u / 2
+		for _, t := range terms {
+			l -= t.n * math.Log1p(t.c*t.c*u*u)
+		}
+		return -math.Expm1(l) / (s * s)
+	}
+	x := [5]float64{0, 0.5384693101056831, -0.5384693101056831, 0.9061798459386640, -0.9061798459386640}
+	w := [5]float64{0.5688888888888889, 0.4786286704993665, 0.4786286704993665, 0.2369268850561891, 0.2369268850561891}
+	const panels = 400
+	var sum float64
+	for k := range panels {
+		a := float64(k) * math.Pi / 2 / panels
+		h, m := math.Pi/4/panels, a+math.Pi/4/panels
+		for i := range x {
+			sum += h * w[i] * f(m+h*x[i])
+		}
+	}
+	return 2 / math.Pi * sum
 }

@@ -42,15 +42,10 @@ import (
 	"slices"
 
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/estimate/hier"
 	splitplan "github.com/knowdp/knowdp/plan"
 	"github.com/knowdp/knowdp/sensitivity"
 )
-
-// viewTree is the hierarchy h as the split's objective walks it.
-type viewTree struct {
-	nodes  []int   // per level 0..L (L the root)
-	parent [][]int // per level < L: the parent at the next level
-}
 
 // viewResidual is the tree problem of one flat residual T.
 type viewResidual struct {
@@ -67,14 +62,21 @@ type viewObs struct {
 
 // viewObjective is F as a function of the measurements' shares.
 type viewObjective struct {
-	tree  viewTree
+	// tree is the hierarchy up to its automorphisms: every node of one
+	// shape has the same upward variance w, and every node of one class
+	// the same posterior variance P (hier.ShapeTree), so the passes visit
+	// one node per shape and per class, not every node. err is why tree
+	// could not be built (never, for a valid schema).
+	tree  *hier.ShapeTree
+	err   error
 	res   []viewResidual
 	gauss bool
 	// unit[j] is the precision of measurement j per unit of its share
 	// (Gaussian, linear in the share) or of its share squared (Laplace).
 	unit []float64
-	// Buffers of the passes, per level (an objective is not for
-	// concurrent use).
+	// Buffers of the passes, per level: per shape w and the sums over the
+	// children of a node of that shape, per class P (an objective is not
+	// for concurrent use).
 	w, P       [][]complex128
 	winf, pinf [][]bool
 	childW     [][]complex128
@@ -88,18 +90,11 @@ func (p *viewPlan) viewObjective() *viewObjective {
 	s, h := p.s, p.h
 	L := s.NumLevels(h)
 	o := &viewObjective{gauss: p.mech == MechanismGaussian}
-	o.tree.nodes = make([]int, L+1)
-	o.tree.parent = make([][]int, L)
-	for l := range L {
-		o.tree.nodes[l] = s.LevelSize(h, l)
-		o.tree.parent[l] = make([]int, o.tree.nodes[l])
-		for i := range o.tree.parent[l] {
-			if l < L-1 {
-				o.tree.parent[l][i] = s.Parent(h, l, i)
-			}
-		}
+	if l, err := newHierLayout(s, h); err != nil {
+		o.err = err
+	} else {
+		o.tree = l.tree.ShapeTree()
 	}
-	o.tree.nodes[L] = 1
 	flat := func(v domain.View) domain.Cuboid { return (v.Dims &^ (1 << h)) &^ sensitivity.TrivialDims(s) }
 	size := func(c domain.Cuboid) float64 { return float64(s.CuboidSize(c)) }
 	var ts []domain.Cuboid
@@ -155,8 +150,10 @@ func (p *viewPlan) viewObjective() *viewObjective {
 // cost returns the node visits of one evaluation of F.
 func (o *viewObjective) cost() int {
 	n := 0
-	for _, c := range o.tree.nodes {
-		n += c
+	if o.tree != nil {
+		for k := range o.tree.Classes {
+			n += len(o.tree.Kids[k]) + len(o.tree.Classes[k])
+		}
 	}
 	return max(1, n*len(o.res))
 }
@@ -226,71 +223,85 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // (complex, for the complex-step derivative).
 func (o *viewObjective) value(prec []complex128) (complex128, error) {
 	o.evals++
+	if o.err != nil {
+		return 0, o.err
+	}
 	t := o.tree
-	L := len(t.nodes) - 1
+	L := len(t.Classes) - 1
+	shapes := func(l int) int {
+		if l == 0 {
+			return 1 // every leaf has the same (empty) subtree
+		}
+		return len(t.Kids[l])
+	}
 	var total complex128
 	if o.w == nil {
 		for l := range L + 1 {
-			n := t.nodes[l]
+			n, c := shapes(l), len(t.Classes[l])
 			o.w, o.winf = append(o.w, make([]complex128, n)), append(o.winf, make([]bool, n))
-			o.P, o.pinf = append(o.P, make([]complex128, n)), append(o.pinf, make([]bool, n))
 			o.childW, o.childInf = append(o.childW, make([]complex128, n)), append(o.childInf, make([]int, n))
+			o.P, o.pinf = append(o.P, make([]complex128, c)), append(o.pinf, make([]bool, c))
 		}
 	}
 	w, winf, P, pinf, childW, childInf := o.w, o.winf, o.P, o.pinf, o.childW, o.childInf
 	for _, r := range o.res {
-		for l := range L + 1 {
-			clear(childW[l])
-			clear(childInf[l])
-		}
+		// Upward, one node per shape: its children by shape and count.
 		for l := range L + 1 {
 			var lambda complex128
 			for _, ob := range r.obs[l] {
 				lambda += prec[ob.j] / complex(ob.m, 0)
 			}
-			for i := range t.nodes[l] {
-				W, wInf := childW[l][i], l == 0 || childInf[l][i] > 0
+			for sh := range shapes(l) {
+				var W complex128
+				nInf := 0
+				if l > 0 {
+					for _, k := range t.Kids[l][sh] {
+						if winf[l-1][k.Shape] {
+							nInf += k.Count
+						} else {
+							W += complex(float64(k.Count), 0) * w[l-1][k.Shape]
+						}
+					}
+				}
+				childW[l][sh], childInf[l][sh] = W, nInf
+				wInf := l == 0 || nInf > 0
 				switch {
 				case r.exact[l]:
-					w[l][i], winf[l][i] = 0, false
+					w[l][sh], winf[l][sh] = 0, false
 				case lambda == 0 && wInf:
-					winf[l][i] = true
+					winf[l][sh] = true
 				case lambda == 0:
-					w[l][i], winf[l][i] = W, false
+					w[l][sh], winf[l][sh] = W, false
 				case wInf:
-					w[l][i], winf[l][i] = 1/lambda, false
+					w[l][sh], winf[l][sh] = 1/lambda, false
 				case W == 0:
-					w[l][i], winf[l][i] = 0, false
+					w[l][sh], winf[l][sh] = 0, false
 				default:
-					w[l][i], winf[l][i] = W/(1+lambda*W), false
-				}
-				if l < L {
-					p := t.parent[l][i]
-					if winf[l][i] {
-						childInf[l+1][p]++
-					} else {
-						childW[l+1][p] += w[l][i]
-					}
+					w[l][sh], winf[l][sh] = W/(1+lambda*W), false
 				}
 			}
 		}
+		// Downward, one node per class: its shape's w and its parent's P
+		// and children.
 		P[L][0], pinf[L][0] = w[L][0], winf[L][0]
 		for l := L - 1; l >= 0; l-- {
-			for i := range t.nodes[l] {
-				p := t.parent[l][i]
-				W := childW[l+1][p]
+			for c, ci := range t.Classes[l] {
+				pc := ci.Parent
+				ps := t.Classes[l+1][pc].Shape
+				W, nInf := childW[l+1][ps], childInf[l+1][ps]
+				wc, wcInf := w[l][ci.Shape], winf[l][ci.Shape]
 				switch {
-				case pinf[l+1][p] || childInf[l+1][p] >= 2:
-					P[l][i], pinf[l][i] = w[l][i], winf[l][i]
-				case childInf[l+1][p] == 1 && winf[l][i]:
-					P[l][i], pinf[l][i] = P[l+1][p]+W, false
-				case childInf[l+1][p] == 1:
-					P[l][i], pinf[l][i] = w[l][i], false
+				case pinf[l+1][pc] || nInf >= 2:
+					P[l][c], pinf[l][c] = wc, wcInf
+				case nInf == 1 && wcInf:
+					P[l][c], pinf[l][c] = P[l+1][pc]+W, false
+				case nInf == 1:
+					P[l][c], pinf[l][c] = wc, false
 				case W == 0:
-					P[l][i], pinf[l][i] = 0, false
+					P[l][c], pinf[l][c] = 0, false
 				default:
-					g := w[l][i] / W
-					P[l][i], pinf[l][i] = w[l][i]+g*g*(P[l+1][p]-W), false
+					g := wc / W
+					P[l][c], pinf[l][c] = wc+g*g*(P[l+1][pc]-W), false
 				}
 			}
 		}
@@ -299,11 +310,11 @@ func (o *viewObjective) value(prec []complex128) (complex128, error) {
 				continue
 			}
 			var sum complex128
-			for i := range t.nodes[l] {
-				if pinf[l][i] {
+			for c, ci := range t.Classes[l] {
+				if pinf[l][c] {
 					return 0, errUndetermined
 				}
-				sum += P[l][i]
+				sum += complex(float64(ci.Nodes), 0) * P[l][c]
 			}
 			total += complex(r.coef[l]*r.pi, 0) * sum
 		}

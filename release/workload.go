@@ -157,8 +157,10 @@ type Table struct {
 	// of Counts: across a hierarchy the law of the error differs from node
 	// to node. MOE90 is then the largest of them.
 	MOE90s []float64
-	// absErr is each cell's expected absolute error, for the level summary.
-	absErr []float64
+	// absErrSum and moeSum are the sums of the cells' expected absolute
+	// errors and MOE90s, and moeCoverage how far the coverage of MOE90s may
+	// be from 90%, for the level summary.
+	absErrSum, moeSum, moeCoverage float64
 	// Counts are the released counts, row-major over Cuboid's dimensions.
 	Counts []float64
 	// MOE90 is the margin of error of every cell: the true count lies
@@ -1284,6 +1286,9 @@ func (w *Release) Metadata() Metadata {
 		m.MOE += "; for non-negative and integer tables it is the margin of the least-squares estimate (plus 1 for integer rounding): non-negativity moves cells near zero by data-dependent amounts it does not cover"
 	}
 	m.Hierarchy, m.Levels = w.Hierarchy, w.publishedLevels()
+	if w.Hierarchy != "" && w.Mechanism != MechanismGaussian && w.solve == nil {
+		m.MOE += "; across the hierarchy the smallest terms of a cell's error (many small Laplace variables, those of its law beyond the largest it keeps exactly) are taken as normal, which moves the coverage by at most each level's moe90_coverage_error (a proven bound)"
+	}
 	if w.Seeded {
 		m.Warnings = append(m.Warnings, "seeded noise: the release is reproducible and NOT differentially private")
 	}

@@ -301,7 +301,6 @@ func ParseMetadata(name string, b []byte) (Metadata, error) {
 	return m, nil
 }
 
-
 // jsonError names the field of a type mismatch.
 func jsonError(err error) error {
 	var te *json.UnmarshalTypeError

@@ -12,26 +12,33 @@ import (
 // the four levels below the root (variance 1 to 4) and publishes the
 // level-2 totals exactly.
 func nationalProblem(b testing.TB) (Problem, []View) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	sizes := []int{100000, 3000, 50, 4}
+	return synthProblem(b, rand.New(rand.NewPCG(1, 2)), []int{100000, 3000, 50, 4}, []int{2, 18})
+}
+
+// synthProblem builds a hierarchy with the given level sizes crossed with
+// two flat dimensions of the given sizes, random counts, the tables {0},
+// {1} and {0,1} of every level below the root measured with noise of
+// variance 1, 4 and 16, and the level-2 totals exact; the queries are every
+// measured table, the totals of every level and the grand total.
+func synthProblem(b testing.TB, rng *rand.Rand, sizes, flat []int) (Problem, []View) {
 	h, err := NewHierarchy(sizes, randomHierarchy(rng, sizes))
 	if err != nil {
 		b.Fatal(err)
 	}
-	flat := []int{2, 18}
 	p := Problem{Hierarchy: h, FlatSizes: flat}
+	nf := flat[0] * flat[1]
 	// The base counts per leaf and flat cell, rolled up level by level.
 	base := make([][]float64, len(sizes))
-	base[0] = make([]float64, sizes[0]*36)
+	base[0] = make([]float64, sizes[0]*nf)
 	for i := range base[0] {
 		base[0][i] = float64(rng.IntN(20))
 	}
 	for k := 1; k < len(sizes); k++ {
-		base[k] = make([]float64, sizes[k]*36)
+		base[k] = make([]float64, sizes[k]*nf)
 		for i := range sizes[k-1] {
 			par := h.Parent(k-1, i)
-			for c := range 36 {
-				base[k][par*36+c] += base[k-1][i*36+c]
+			for c := range nf {
+				base[k][par*nf+c] += base[k-1][i*nf+c]
 			}
 		}
 	}
@@ -44,8 +51,8 @@ func nationalProblem(b testing.TB) (Problem, []View) {
 			cm := cellMap(flat, []int{0, 1}, fl.dims())
 			vals := make([]float64, n*cells)
 			for i := range n {
-				for c := range 36 {
-					vals[i*cells+int(cm[c])] += base[k][i*36+c]
+				for c := range nf {
+					vals[i*cells+int(cm[c])] += base[k][i*nf+c]
 				}
 			}
 			for i := range vals {
@@ -58,12 +65,12 @@ func nationalProblem(b testing.TB) (Problem, []View) {
 	}
 	totals := make([]float64, sizes[2])
 	for i := range sizes[2] {
-		for c := range 36 {
-			totals[i] += base[2][i*36+c]
+		for c := range nf {
+			totals[i] += base[2][i*nf+c]
 		}
 	}
 	p.Measurements = append(p.Measurements, Measurement{Flat: 0, Level: 2, Values: totals})
-	queries = append(queries, View{0, 4})
+	queries = append(queries, View{0, len(sizes)})
 	return p, queries
 }
 
@@ -108,4 +115,36 @@ func BenchmarkLawNational(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkTableLawsNational computes the bounded error laws (6 terms, as
+// release keeps) of every class of nodes of every query table of
+// nationalProblem, and their variances alone.
+func BenchmarkTableLawsNational(b *testing.B) {
+	p, queries := nationalProblem(b)
+	sol, err := Solve(context.Background(), p, queries)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.Run("laws", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for q := range queries {
+				if _, _, err := sol.TableLaws(ctx, q, LawOptions{MaxTerms: 6}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("variances", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for q := range queries {
+				if _, _, err := sol.TableVariances(ctx, q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }

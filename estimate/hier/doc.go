@@ -67,7 +67,8 @@
 // variances at every level it is the estimator of Hay et al. (2010). Each
 // pass touches every node once, so a residual costs O(nodes × T cells),
 // and the whole estimate O(Σ_T nodes × T cells) plus one pass over each
-// measurement per residual it contains; residuals are solved in parallel.
+// measurement per residual it contains; the rows of each pass are split
+// between the workers.
 //
 // # Determined tables
 //
@@ -104,8 +105,26 @@
 // chain, which it enters only through the upward pass: the coefficients in
 // the subtree of c are zb_c ∂z_c/∂y_k, so the subtree's variance is
 // zb_c² Var z_c and its largest coefficient is bounded without expanding
-// it. Solution.Variance sums these in O(depth × fan-out) per residual;
-// LawOptions.MaxTerms expands subtrees best-first by that bound and keeps
-// the largest-|K| terms exactly (with their full counts), returning the
-// variance of the rest in Law.Dropped.
+// it. Every child of one chain node gets the same zb, so the children off
+// the chain start as one group per chain node, whose variance and bound
+// come from the sum of their Var z and the largest of their bounds (made by
+// the solve); Solution.Variance sums these in O(depth) per residual.
+// LawOptions.MaxTerms expands groups and subtrees best-first by their bound
+// (the children of one shape as one block with their number) and keeps the
+// largest-|K| terms exactly (with their full counts), returning the
+// variance of the rest in Law.Dropped and a bound on each left-out
+// variable's standard deviation in Law.DroppedMax.
+//
+// # Classes of nodes
+//
+// Every measurement is a whole level's table with one variance, so an
+// automorphism of the hierarchy (a permutation of each group's children
+// that maps the tree onto itself) maps the problem onto itself, and nodes
+// it exchanges have the same error law. Hierarchy.Classes gives these
+// orbits (subtree shapes bottom-up, then classes top-down as pairs of the
+// parent's class and the node's shape); Solution.TableLaws and
+// TableVariances compute one law per class, and Hierarchy.ShapeTree lets
+// any quantity computed bottom-up per subtree and top-down per parent (the
+// posterior variances of the optimal split) visit one node per shape and
+// per class.
 package hier

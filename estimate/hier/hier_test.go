@@ -495,6 +495,16 @@ func checkBounded(t *testing.T, p *Problem, sol *Solution, q, node int, full Law
 		if math.Abs(kept+b.Dropped-full.Variance) > 1e-9*max(full.Variance, 1e-12) {
 			t.Fatalf("view %v level %d node %d MaxTerms %d: kept %v + dropped %v != %v", v.Flat, v.Level, node, maxTerms, kept, b.Dropped, full.Variance)
 		}
+		// DroppedMax bounds every left-out noise variable's standard
+		// deviation.
+		for _, tm := range full.Terms[len(b.Terms):] {
+			if sd := math.Abs(tm.Coef) * math.Sqrt(p.Measurements[tm.Measurement].Variance); sd > b.DroppedMax*(1+1e-9) {
+				t.Fatalf("view %v level %d node %d MaxTerms %d: dropped term %v has sd %v > DroppedMax %v", v.Flat, v.Level, node, maxTerms, tm, sd, b.DroppedMax)
+			}
+		}
+		if b.Dropped > 1e-9*full.Variance && b.DroppedMax == 0 {
+			t.Fatalf("view %v level %d node %d MaxTerms %d: Dropped %v with DroppedMax %v", v.Flat, v.Level, node, maxTerms, b.Dropped, b.DroppedMax)
+		}
 	}
 }
 
@@ -600,4 +610,36 @@ func TestBoundedLawLarge(t *testing.T) {
 			checkBounded(t, &p, sol, q, node, full)
 		}
 	}
+}
+
+// TestSolveSplitRows checks a problem large enough that its rows are split
+// between workers: the tables are the same, bit for bit, with 1 worker and
+// with 3; they reproduce the exact totals (also given twice, so that two
+// exact measurements are compared chunk by chunk) and add up from level to
+// level and from table to table.
+func TestSolveSplitRows(t *testing.T) {
+	p, queries := synthProblem(t, rand.New(rand.NewPCG(3, 4)), []int{6000, 300, 20, 3}, []int{2, 9})
+	if p.Hierarchy.Nodes(0)*18 < 4*rowGrain {
+		t.Fatalf("the leaf level has %d cells, not several chunks of %d", p.Hierarchy.Nodes(0)*18, rowGrain)
+	}
+	last := p.Measurements[len(p.Measurements)-1]
+	p.Measurements = append(p.Measurements, Measurement{Flat: last.Flat, Level: last.Level, Values: slices.Clone(last.Values)})
+	var tables [2][][]float64
+	for i, workers := range []int{1, 3} {
+		p.Workers = workers
+		sol, err := Solve(context.Background(), p, queries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables[i] = sol.Tables
+	}
+	byView := map[View][]float64{}
+	for q, v := range queries {
+		if !slices.Equal(tables[0][q], tables[1][q]) {
+			t.Fatalf("view %v level %d differs between 1 and 3 workers", v.Flat, v.Level)
+		}
+		byView[v] = tables[0][q]
+	}
+	checkExact(t, &p, byView)
+	checkAgree(t, &p, byView)
 }

@@ -1,6 +1,9 @@
 package hier
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Hierarchy is a validated hierarchy of groups over the leaves of one
 // dimension: level 0 holds the leaves, levels 1..L-1 coarser groups, and
@@ -16,6 +19,9 @@ type Hierarchy struct {
 	ext    [][]int32 // ext[k][p]: the caller's index of internal node p (inverse of pos)
 	cstart [][]int32 // cstart[k] (k >= 1): children of internal node p are internal level-(k-1) nodes cstart[k][p] .. cstart[k][p+1]-1
 	parent [][]int32 // parent[k] (k < L): the caller's index of the parent of the caller's node i
+
+	classOnce sync.Once
+	cls       *classes // see Classes
 }
 
 // maxLevels bounds the number of levels (levels are kept in bit masks).
@@ -146,3 +152,18 @@ func (h *Hierarchy) total() int { return h.off[len(h.off)-1] }
 
 // global returns the internal global index of the caller's node i of level k.
 func (h *Hierarchy) global(k, i int) int { return h.off[k] + int(h.pos[k][i]) }
+
+// levelOf returns the level of the internal global node g.
+func (h *Hierarchy) levelOf(g int) int {
+	k := 0
+	for g >= h.off[k+1] {
+		k++
+	}
+	return k
+}
+
+// shapes returns the node classes and sibling groups, computing them once.
+func (h *Hierarchy) shapes() *classes {
+	h.classOnce.Do(h.computeClasses)
+	return h.cls
+}

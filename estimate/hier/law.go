@@ -2,6 +2,7 @@ package hier
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -30,6 +31,11 @@ type Law struct {
 	// Dropped is the part of Variance carried by the terms left out by
 	// MaxTerms (0 when none were).
 	Dropped float64
+	// DroppedMax bounds the standard deviation of every noise variable
+	// left out: |Coef| times the noise's standard deviation, for every term
+	// the law does not keep (0 when Dropped is). With Dropped, it bounds how
+	// far the left-out part can be from normal.
+	DroppedMax float64
 }
 
 // LawOptions bounds the size of a law.
@@ -79,9 +85,10 @@ func (s *Solution) Law(q, node int, opt LawOptions) (Law, error) {
 // mergeTerms drops rounding noise (coefficients below 1e-12 of the
 // largest), merges terms of one measurement whose coefficients agree within
 // 1e-12 relative, and sorts the result by decreasing |Coef|. It returns the
-// variance of the dropped noise.
-func mergeTerms(terms []Term, p *Problem) ([]Term, float64) {
-	var kmax, noise float64
+// variance of the dropped noise and the largest standard deviation of one
+// of its variables.
+func mergeTerms(terms []Term, p *Problem) ([]Term, float64, float64) {
+	var kmax, noise, noiseMax float64
 	for _, t := range terms {
 		kmax = max(kmax, math.Abs(t.Coef))
 	}
@@ -90,7 +97,9 @@ func mergeTerms(terms []Term, p *Problem) ([]Term, float64) {
 		// Coefficients that are zero in exact arithmetic come out as
 		// rounding noise; they are left out of the terms.
 		if math.Abs(t.Coef) <= coefTol*kmax {
-			noise += t.Coef * t.Coef * float64(t.Count) * p.Measurements[t.Measurement].Variance
+			v := p.Measurements[t.Measurement].Variance
+			noise += t.Coef * t.Coef * float64(t.Count) * v
+			noiseMax = max(noiseMax, math.Abs(t.Coef)*math.Sqrt(v))
 			continue
 		}
 		kept = append(kept, t)
@@ -112,5 +121,47 @@ func mergeTerms(terms []Term, p *Problem) ([]Term, float64) {
 	slices.SortStableFunc(merged, func(a, b Term) int {
 		return cmp.Compare(math.Abs(b.Coef), math.Abs(a.Coef))
 	})
-	return slices.Clip(merged), noise
+	return slices.Clip(merged), noise, noiseMax
+}
+
+// TableLaws returns the error laws of every cell of the q-th query's table,
+// one law per class of nodes of its level (see Hierarchy.Classes): the law
+// of the cells of node i is laws[class[i]]. Each class's law is computed
+// once, from its lowest-numbered node, on up to Problem.Workers goroutines;
+// the result does not depend on their number.
+func (s *Solution) TableLaws(ctx context.Context, q int, opt LawOptions) (laws []Law, class []int32, err error) {
+	if q < 0 || q >= len(s.queries) {
+		return nil, nil, fmt.Errorf("hier: query %d out of range (%d queries)", q, len(s.queries))
+	}
+	vl := s.viewLaw(q)
+	class, reps := s.p.Hierarchy.Classes(vl.v.Level)
+	laws = make([]Law, len(reps))
+	err = parallel(ctx, len(reps), s.p.Workers, func(c int) error {
+		laws[c] = vl.law(reps[c], opt.MaxTerms)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return laws, class, nil
+}
+
+// TableVariances is TableLaws for the variances alone (Variance): the
+// variance of the error of every cell of node i of the q-th query's table
+// is variances[class[i]].
+func (s *Solution) TableVariances(ctx context.Context, q int) (variances []float64, class []int32, err error) {
+	if q < 0 || q >= len(s.queries) {
+		return nil, nil, fmt.Errorf("hier: query %d out of range (%d queries)", q, len(s.queries))
+	}
+	vl := s.viewLaw(q)
+	class, reps := s.p.Hierarchy.Classes(vl.v.Level)
+	variances = make([]float64, len(reps))
+	err = parallel(ctx, len(reps), s.p.Workers, func(c int) error {
+		variances[c] = vl.nodeVariance(reps[c])
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return variances, class, nil
 }

@@ -97,8 +97,9 @@ type resid struct {
 	// Per internal node, for the error laws: vz is the variance of the
 	// upward estimate z_i (Σ_k (∂z_i/∂y_k)² σ²_k, per unit of the column
 	// covariance), and umax bounds |∂z_i/∂y_k| over the noisy observations
-	// y_k of its subtree.
-	vz, umax []float64
+	// y_k of its subtree; cvz and cumax are the sum of vz and the largest
+	// umax over the node's children.
+	vz, umax, cvz, cumax []float64
 }
 
 // tplan is how the measurements observe the residual T.
@@ -112,6 +113,9 @@ type tplan struct {
 	exact  [][]int   // per level: the exact measurements observing T (the first one is used)
 	noisy  [][]int   // per level: the noisy measurements observing T
 	minObs int       // lowest observed level, or -1
+	// cm[j]: for each cell of measurement j, its cell of T (nil when
+	// measurement j does not observe T, or its cells are T's or T is empty).
+	cm [][]int32
 }
 
 // validate checks the problem's shape.
@@ -204,9 +208,13 @@ func (p *Problem) plan(t Flat) *tplan {
 		tp.nc *= p.FlatSizes[d]
 	}
 	prec := make([]float64, levels)
+	tp.cm = make([][]int32, len(p.Measurements))
 	for j, m := range p.Measurements {
 		if m.Flat&t != t {
 			continue
+		}
+		if cells := p.cells(m.Flat); cells != tp.nc && tp.nc > 1 {
+			tp.cm[j] = cellMap(p.FlatSizes, m.Flat.dims(), tp.dims)
 		}
 		if m.Variance == 0 {
 			tp.exact[m.Level] = append(tp.exact[m.Level], j)
@@ -334,7 +342,8 @@ func Solve(ctx context.Context, p Problem, queries []View) (*Solution, error) {
 	for t := range plans {
 		ts = append(ts, t)
 	}
-	// Largest residuals first, for the balance of the workers.
+	// Largest residuals first (a fixed order: the first error is the same
+	// however the work is split).
 	sort.Slice(ts, func(a, b int) bool {
 		if plans[ts[a]].nc != plans[ts[b]].nc {
 			return plans[ts[a]].nc > plans[ts[b]].nc
@@ -344,24 +353,16 @@ func Solve(ctx context.Context, p Problem, queries []View) (*Solution, error) {
 	p.Measurements = slices.Clone(p.Measurements) // the laws read Flat, Level and Variance
 	s := &Solution{p: &p, queries: slices.Clone(queries), res: make(map[Flat]*resid, len(ts))}
 	rowAbs := p.exactRowAbs()
-	out := make([]*resid, len(ts))
-	err := parallel(ctx, len(ts), p.Workers, func(i int) error {
-		r, err := p.solveResidual(ctx, plans[ts[i]], rowAbs)
-		out[i] = r
-		return err
-	})
-	if err != nil {
-		return nil, err
+	// One residual after the other, each split over the workers by rows:
+	// one residual (the finest) often holds most of the work.
+	for _, t := range ts {
+		r, err := p.solveResidual(ctx, plans[t], rowAbs)
+		if err != nil {
+			return nil, err
+		}
+		s.res[t] = r
 	}
-	for i, t := range ts {
-		s.res[t] = out[i]
-	}
-	s.Tables = make([][]float64, len(queries))
-	err = parallel(ctx, len(queries), p.Workers, func(q int) error {
-		s.Tables[q] = s.table(queries[q])
-		return nil
-	})
-	if err != nil {
+	if err := s.tables(ctx); err != nil {
 		return nil, err
 	}
 	// The laws need only the per-node coefficients.
@@ -486,59 +487,90 @@ func cellMap(sizes []int, sdims, tdims []int) []int32 {
 	return out
 }
 
-// addMarginal adds alpha times the T-marginal (sum over Flat \ T) of
-// measurement j to dst, which holds the rows of the nodes of the
-// measurement's level in internal order, nc columns each.
-func (p *Problem) addMarginal(dst []float64, j int, tp *tplan, alpha float64) {
+// addRow adds alpha times the T-marginal (sum over Flat \ T) of row i
+// (the caller's numbering) of measurement j to dst, nc cells.
+func (p *Problem) addRow(dst []float64, j int, tp *tplan, i int, alpha float64) {
 	m := p.Measurements[j]
-	h := p.Hierarchy
-	cells := p.cells(m.Flat)
-	nc := tp.nc
-	pos := h.pos[m.Level]
-	if cells == nc {
-		for i, r := range pos {
-			d := dst[int(r)*nc : int(r+1)*nc]
-			for c, v := range m.Values[i*cells : (i+1)*cells] {
-				d[c] += alpha * v
-			}
+	cells := len(m.Values) / p.Hierarchy.nodes[m.Level]
+	src := m.Values[i*cells : (i+1)*cells]
+	switch cm := tp.cm[j]; {
+	case cells == tp.nc:
+		for c, v := range src {
+			dst[c] += alpha * v
 		}
-		return
-	}
-	if nc == 1 {
-		for i, r := range pos {
-			var s float64
-			for _, v := range m.Values[i*cells : (i+1)*cells] {
-				s += v
-			}
-			dst[r] += alpha * s
+	case tp.nc == 1:
+		var s float64
+		for _, v := range src {
+			s += v
 		}
-		return
-	}
-	cm := cellMap(p.FlatSizes, m.Flat.dims(), tp.dims)
-	for i, r := range pos {
-		d := dst[int(r)*nc : int(r+1)*nc]
-		for c, v := range m.Values[i*cells : (i+1)*cells] {
-			d[cm[c]] += alpha * v
+		dst[0] += alpha * s
+	default:
+		for c, v := range src {
+			dst[cm[c]] += alpha * v
 		}
 	}
 }
 
+// byRows runs fn over the rows 0..n-1 of nc cells each, split into chunks
+// of at least rowGrain cells that the workers take in order; it returns the
+// error of the lowest chunk that failed. A row is always computed the same
+// way, so the result does not depend on the number of workers.
+func byRows(ctx context.Context, workers, n, nc int, fn func(r0, r1 int) error) error {
+	grain := max(1, rowGrain/max(nc, 1))
+	chunks := (n + grain - 1) / grain
+	if chunks <= 1 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fn(0, n)
+	}
+	return parallel(ctx, chunks, workers, func(c int) error {
+		return fn(c*grain, min(n, (c+1)*grain))
+	})
+}
+
+// rowGrain is the number of cells below which rows are not split further
+// between workers.
+const rowGrain = 1 << 14
+
 // centre centres the rows of a row-major array (rows × Π sizes) along
 // every dimension of sizes, x_v ← x_v - mean_v x, and returns the scratch
-// buffer for reuse.
+// buffer for reuse. It is called on single rows of a few dozen cells, so
+// it avoids calls (copy) in its inner loops.
 func centre(buf []float64, sizes []int, scratch []float64) []float64 {
 	total := len(buf)
+	inner := total
 	for k, n := range sizes {
-		inner := 1
-		for _, s := range sizes[k+1:] {
-			inner *= s
+		if k == 0 {
+			inner = 1
+			for _, s := range sizes[1:] {
+				inner *= s
+			}
+		} else {
+			inner /= n
 		}
 		block := n * inner
-		scratch = slices.Grow(scratch[:0], inner)[:inner]
 		inv := 1 / float64(n)
+		if inner == 1 {
+			for o := 0; o < total; o += block {
+				b := buf[o : o+block]
+				m := b[0]
+				for _, x := range b[1:] {
+					m += x
+				}
+				m *= inv
+				for v := range b {
+					b[v] -= m
+				}
+			}
+			continue
+		}
+		scratch = slices.Grow(scratch[:0], inner)[:inner]
 		for o := 0; o < total; o += block {
 			b := buf[o : o+block]
-			copy(scratch, b[:inner])
+			for i, x := range b[:inner] {
+				scratch[i] = x
+			}
 			for v := 1; v < n; v++ {
 				for i, x := range b[v*inner : (v+1)*inner] {
 					scratch[i] += x
@@ -558,66 +590,88 @@ func centre(buf []float64, sizes []int, scratch []float64) []float64 {
 	return scratch
 }
 
-// solveResidual solves the tree problem of residual T for all its columns.
+// store copies a row of a few dozen cells (a loop: cheaper than a call to
+// copy at that size).
+func store(dst, src []float64) {
+	dst = dst[:len(src)]
+	for i, x := range src {
+		dst[i] = x
+	}
+}
+
+// solveResidual solves the tree problem of residual T for all its columns,
+// its rows split over the workers.
 func (p *Problem) solveResidual(ctx context.Context, tp *tplan, rowAbs [][]float64) (*resid, error) {
 	h := p.Hierarchy
 	L := h.RootLevel()
 	N := h.total()
 	nc := tp.nc
 	z := make([]float64, N*nc)
-	var scratch, tmp []float64
 
-	// Observations: each level's combined observation, centred over T.
+	// Observations, row by row: each level's combined observation, centred
+	// over T.
 	for k := 0; k <= L; k++ {
-		rows := z[h.off[k]*nc : h.off[k+1]*nc]
-		if ex := tp.exact[k]; len(ex) > 0 {
-			j0 := ex[0]
-			p.addMarginal(rows, j0, tp, 1)
-			scratch = centre(rows, tp.sizes, scratch)
-			for _, j := range ex[1:] {
-				tmp = slices.Grow(tmp[:0], len(rows))[:len(rows)]
-				clear(tmp)
-				p.addMarginal(tmp, j, tp, 1)
-				scratch = centre(tmp, tp.sizes, scratch)
-				for r := range h.nodes[k] {
+		ex, no := tp.exact[k], tp.noisy[k]
+		if len(ex) == 0 && len(no) == 0 {
+			continue
+		}
+		// By the caller's numbering, so that the measurements are read in
+		// order; each row is made in a scratch row and stored once.
+		err := byRows(ctx, p.Workers, h.nodes[k], nc, func(i0, i1 int) error {
+			acc := make([]float64, nc)
+			var scratch, tmp []float64
+			for i := i0; i < i1; i++ {
+				r := int(h.pos[k][i])
+				clear(acc)
+				if len(ex) == 0 {
+					for _, j := range no {
+						p.addRow(acc, j, tp, i, tp.alpha[j])
+					}
+					scratch = centre(acc, tp.sizes, scratch)
+					store(z[(h.off[k]+r)*nc:], acc)
+					continue
+				}
+				j0 := ex[0]
+				p.addRow(acc, j0, tp, i, 1)
+				scratch = centre(acc, tp.sizes, scratch)
+				store(z[(h.off[k]+r)*nc:], acc)
+				for _, j := range ex[1:] {
+					tmp = slices.Grow(tmp[:0], nc)[:nc]
+					clear(tmp)
+					p.addRow(tmp, j, tp, i, 1)
+					scratch = centre(tmp, tp.sizes, scratch)
 					tol := consistencyTol * (rowAbs[j0][r] + rowAbs[j][r])
 					for c := range nc {
-						if x, y := rows[r*nc+c], tmp[r*nc+c]; math.Abs(x-y) > tol {
-							return nil, fmt.Errorf("hier: inconsistent invariants: exact measurements %d and %d disagree at level %d node %d (flat residual %v, cell %d): %v vs %v",
-								j0, j, k, h.ext[k][r], tp.t, c, x, y)
+						if x, y := acc[c], tmp[c]; math.Abs(x-y) > tol {
+							return fmt.Errorf("hier: inconsistent invariants: exact measurements %d and %d disagree at level %d node %d (flat residual %v, cell %d): %v vs %v",
+								j0, j, k, i, tp.t, c, x, y)
 						}
 					}
 				}
 			}
-			continue
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		for _, j := range tp.noisy[k] {
-			p.addMarginal(rows, j, tp, tp.alpha[j])
-		}
-		if len(tp.noisy[k]) > 0 {
-			scratch = centre(rows, tp.sizes, scratch)
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
 	}
 
 	// Coefficients of the two passes (the same for every column).
 	r := &resid{plan: tp, z: z, a: make([]float64, N), b: make([]float64, N), g: make([]float64, N)}
 	w := make([]float64, N)
 	inf := math.Inf(1)
-	type check struct {
-		node int
-		tol  float64
-	}
-	var checks []check
-	var mag []float64 // scale of the exact value of nodes with w = 0
+	var checks []float64 // per node: the tolerance of its consistency check, or -1
+	var mag []float64    // scale of the exact value of nodes with w = 0
 	anyExact := false
 	for k := range tp.exact {
 		anyExact = anyExact || len(tp.exact[k]) > 0
 	}
 	if anyExact {
 		mag = make([]float64, N)
+		checks = make([]float64, N)
+		for i := range checks {
+			checks[i] = -1
+		}
 	}
 	ownMag := func(k, i int) float64 {
 		var m float64
@@ -678,7 +732,7 @@ func (p *Problem) solveResidual(ctx context.Context, tp *tplan, rowAbs [][]float
 				r.a[gp], w[gp] = 1, 0
 				mag[gp] = ownMag(k, pp)
 				if W == 0 {
-					checks = append(checks, check{gp, consistencyTol * (mag[gp] + cmag)})
+					checks[gp] = consistencyTol * (mag[gp] + cmag)
 				}
 			case math.IsInf(s2, 1):
 				r.b[gp], w[gp] = 1, W
@@ -700,6 +754,7 @@ func (p *Problem) solveResidual(ctx context.Context, tp *tplan, rowAbs [][]float
 
 	// Variances of the upward estimates and bounds of their sensitivities.
 	r.vz, r.umax = w, make([]float64, N) // w is no longer needed
+	r.cvz, r.cumax = make([]float64, N), make([]float64, N)
 	for k := 0; k <= L; k++ {
 		s2 := tp.sigma2[k]
 		noisy := s2 > 0 && !math.IsInf(s2, 1)
@@ -709,92 +764,103 @@ func (p *Problem) solveResidual(ctx context.Context, tp *tplan, rowAbs [][]float
 			if ap := r.a[gp]; ap != 0 && noisy {
 				v, u = ap*ap*s2, math.Abs(ap)
 			}
-			if bp := r.b[gp]; bp != 0 {
+			if k > 0 {
 				var cv, cu float64
 				for c := h.off[k-1] + int(h.cstart[k][pp]); c < h.off[k-1]+int(h.cstart[k][pp+1]); c++ {
 					cv += r.vz[c]
 					cu = max(cu, r.umax[c])
 				}
-				v += bp * bp * cv
-				u = max(u, math.Abs(bp)*cu)
+				r.cvz[gp], r.cumax[gp] = cv, cu
+				if bp := r.b[gp]; bp != 0 {
+					v += bp * bp * cv
+					u = max(u, math.Abs(bp)*cu)
+				}
 			}
 			r.vz[gp], r.umax[gp] = v, u
 		}
 	}
 
-	// Upward pass: z_p = a_p y_p + b_p Σ_c z_c.
-	zsum := make([]float64, nc)
-	ci := 0
+	// Upward pass: z_p = a_p y_p + b_p Σ_c z_c, level by level, the parents
+	// of a level split over the workers.
 	for k := 1; k <= L; k++ {
 		cbase, cs := h.off[k-1], h.cstart[k]
-		for pp := range h.nodes[k] {
-			gp := h.off[k] + pp
-			c0, c1 := cbase+int(cs[pp]), cbase+int(cs[pp+1])
-			copy(zsum, z[c0*nc:(c0+1)*nc])
-			for c := c0 + 1; c < c1; c++ {
-				for i, x := range z[c*nc : (c+1)*nc] {
-					zsum[i] += x
-				}
-			}
-			row := z[gp*nc : (gp+1)*nc]
-			if ci < len(checks) && checks[ci].node == gp {
-				for i := range nc {
-					if math.Abs(row[i]-zsum[i]) > checks[ci].tol {
-						return nil, p.inconsistent(tp, k, pp, i, row[i], zsum[i])
+		err := byRows(ctx, p.Workers, h.nodes[k], nc, func(p0, p1 int) error {
+			zsum := make([]float64, nc)
+			for pp := p0; pp < p1; pp++ {
+				gp := h.off[k] + pp
+				c0, c1 := cbase+int(cs[pp]), cbase+int(cs[pp+1])
+				store(zsum, z[c0*nc:(c0+1)*nc])
+				for c := c0 + 1; c < c1; c++ {
+					for i, x := range z[c*nc : (c+1)*nc] {
+						zsum[i] += x
 					}
 				}
-				ci++
-			}
-			switch ap, bp := r.a[gp], r.b[gp]; {
-			case ap == 1 && bp == 0:
-			case ap == 0 && bp == 1:
-				copy(row, zsum)
-			case ap == 0 && bp == 0:
-				clear(row)
-			default:
-				for i := range row {
-					row[i] = ap*row[i] + bp*zsum[i]
+				row := z[gp*nc : (gp+1)*nc]
+				if checks != nil && checks[gp] >= 0 {
+					for i := range nc {
+						if math.Abs(row[i]-zsum[i]) > checks[gp] {
+							return p.inconsistent(tp, k, pp, i, row[i], zsum[i])
+						}
+					}
+				}
+				switch ap, bp := r.a[gp], r.b[gp]; {
+				case ap == 1 && bp == 0:
+				case ap == 0 && bp == 1:
+					store(row, zsum)
+				case ap == 0 && bp == 0:
+					clear(row)
+				default:
+					for i := range row {
+						row[i] = ap*row[i] + bp*zsum[i]
+					}
 				}
 			}
-		}
-		if err := ctx.Err(); err != nil {
+			return nil
+		})
+		if err != nil {
 			return nil, err
 		}
 	}
 
-	// Downward pass: f_c = z_c + g_c (f_p - Σ_c' z_c').
-	d := zsum
+	// Downward pass: f_c = z_c + g_c (f_p - Σ_c' z_c'), level by level.
 	for k := L; k >= 1; k-- {
 		cbase, cs := h.off[k-1], h.cstart[k]
-		for pp := range h.nodes[k] {
-			gp := h.off[k] + pp
-			c0, c1 := cbase+int(cs[pp]), cbase+int(cs[pp+1])
-			active := false
-			for c := c0; c < c1; c++ {
-				active = active || r.g[c] != 0
-			}
-			if !active {
-				continue
-			}
-			copy(d, z[gp*nc:(gp+1)*nc])
-			for c := c0; c < c1; c++ {
-				for i, x := range z[c*nc : (c+1)*nc] {
-					d[i] -= x
+		err := byRows(ctx, p.Workers, h.nodes[k], nc, func(p0, p1 int) error {
+			d := make([]float64, nc)
+			for pp := p0; pp < p1; pp++ {
+				gp := h.off[k] + pp
+				c0, c1 := cbase+int(cs[pp]), cbase+int(cs[pp+1])
+				active := false
+				for c := c0; c < c1; c++ {
+					active = active || r.g[c] != 0
 				}
-			}
-			for c := c0; c < c1; c++ {
-				gc := r.g[c]
-				if gc == 0 {
+				if !active {
 					continue
 				}
-				row := z[c*nc : (c+1)*nc]
-				for i := range row {
-					row[i] += gc * d[i]
+				store(d, z[gp*nc:(gp+1)*nc])
+				for c := c0; c < c1; c++ {
+					for i, x := range z[c*nc : (c+1)*nc] {
+						d[i] -= x
+					}
+				}
+				for c := c0; c < c1; c++ {
+					gc := r.g[c]
+					if gc == 0 {
+						continue
+					}
+					row := z[c*nc : (c+1)*nc]
+					for i := range row {
+						row[i] += gc * d[i]
+					}
 				}
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
-	return r, ctx.Err()
+	return r, nil
 }
 
 // inconsistent describes exact measurements that disagree across levels:
@@ -813,40 +879,68 @@ func (p *Problem) inconsistent(tp *tplan, k, pp, cell int, own, sum float64) err
 		tp.exact[k][0], own, k, h.ext[k][pp], tp.t, cell, below, levels, sum)
 }
 
-// table reconstructs the table of view v from the residual estimates:
-// M_{S,ℓ} x = Σ_{T⊆S} broadcast_{S\T}(H_ℓ u_T) / Π_{d∈S\T} n_d.
-func (s *Solution) table(v View) []float64 {
+// tables reconstructs the table of every query from the residual
+// estimates, M_{S,ℓ} x = Σ_{T⊆S} broadcast_{S\T}(H_ℓ u_T) / Π_{d∈S\T} n_d,
+// one row (node) at a time over every T, the rows of all the queries split
+// over the workers.
+func (s *Solution) tables(ctx context.Context) error {
 	p := s.p
 	h := p.Hierarchy
-	sd := v.Flat.dims()
-	cells := p.cells(v.Flat)
-	nodes := h.Nodes(v.Level)
-	out := make([]float64, nodes*cells)
-	for t := range subsets(p.nontrivial(v.Flat)) {
-		r := s.res[t]
-		nc := r.plan.nc
-		inv := 1 / float64(p.cells(v.Flat&^t))
-		cm := cellMap(p.FlatSizes, sd, r.plan.dims)
-		for i := range nodes {
-			gi := h.global(v.Level, i)
-			src := r.z[gi*nc : (gi+1)*nc]
-			dst := out[i*cells : (i+1)*cells]
-			switch nc {
-			case cells:
-				for c, x := range src {
-					dst[c] += inv * x
-				}
-			case 1:
-				x := inv * src[0]
-				for c := range dst {
-					dst[c] += x
-				}
-			default:
-				for c := range dst {
-					dst[c] += inv * src[cm[c]]
-				}
-			}
+	type part struct {
+		r   *resid
+		inv float64
+		cm  []int32
+	}
+	type job struct{ q, n0, n1 int }
+	var jobs []job
+	parts := make([][]part, len(s.queries))
+	s.Tables = make([][]float64, len(s.queries))
+	for q, v := range s.queries {
+		sd := v.Flat.dims()
+		for t := range subsets(p.nontrivial(v.Flat)) {
+			r := s.res[t]
+			parts[q] = append(parts[q], part{r: r, inv: 1 / float64(p.cells(v.Flat&^t)), cm: cellMap(p.FlatSizes, sd, r.plan.dims)})
+		}
+		cells, nodes := p.cells(v.Flat), h.Nodes(v.Level)
+		s.Tables[q] = make([]float64, nodes*cells)
+		grain := max(1, rowGrain/cells)
+		for n0 := 0; n0 < nodes; n0 += grain {
+			jobs = append(jobs, job{q, n0, min(nodes, n0+grain)})
 		}
 	}
-	return out
+	// By the internal numbering, so that the residuals are read in order;
+	// each row is made in a scratch row and stored once.
+	return parallel(ctx, len(jobs), p.Workers, func(x int) error {
+		jb := jobs[x]
+		v := s.queries[jb.q]
+		cells := p.cells(v.Flat)
+		out := s.Tables[jb.q]
+		acc := make([]float64, cells)
+		for r := jb.n0; r < jb.n1; r++ {
+			gi := h.off[v.Level] + r
+			clear(acc)
+			for _, pt := range parts[jb.q] {
+				nc := pt.r.plan.nc
+				src := pt.r.z[gi*nc : (gi+1)*nc]
+				switch nc {
+				case cells:
+					for c, x := range src {
+						acc[c] += pt.inv * x
+					}
+				case 1:
+					x := pt.inv * src[0]
+					for c := range acc {
+						acc[c] += x
+					}
+				default:
+					for c := range acc {
+						acc[c] += pt.inv * src[pt.cm[c]]
+					}
+				}
+			}
+			i := int(h.ext[v.Level][r])
+			store(out[i*cells:(i+1)*cells], acc)
+		}
+		return nil
+	})
 }
