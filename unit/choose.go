@@ -1,0 +1,158 @@
+package unit
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/sensitivity"
+)
+
+// ChooseMaxRows returns a private q-quantile of the number of rows per unit
+// among the candidates 1..limit: the exponential mechanism with utility
+// u(k) = -|#{units with at most k rows} - q N| (N units), which one unit
+// added, removed or changed moves by at most 1, so choosing k with
+// probability proportional to exp(eps u(k) / 2) is eps-differentially
+// private per unit. q must be in (0, 1] and limit in [1, MaxUnitRows];
+// these are the only errors, decided before perUnit is looked at.
+func ChooseMaxRows(r *noise.Rand, perUnit []int64, q float64, limit int, eps privacy.Epsilon) (int, error) {
+	if err := checkChoice(q, limit, eps); err != nil {
+		return 0, err
+	}
+	// at[k] = #{units with exactly k rows} for k <= limit; the units with
+	// more are in at[limit+1].
+	at := make([]int, limit+2)
+	for _, n := range perUnit {
+		at[min(max(n, 0), int64(limit)+1)]++
+	}
+	logw := make([]float64, limit)
+	below := at[0]
+	target := q * float64(len(perUnit))
+	e := eps.Float64()
+	for k := 1; k <= limit; k++ {
+		below += at[k]
+		logw[k-1] = -e * math.Abs(float64(below)-target) / 2
+	}
+	i, err := noise.Choose(r, logw)
+	if err != nil {
+		return 0, fmt.Errorf("unit: %w", err)
+	}
+	return i + 1, nil
+}
+
+func checkChoice(q float64, limit int, eps privacy.Epsilon) error {
+	switch {
+	case !(q > 0 && q <= 1):
+		return fmt.Errorf("unit: the quantile of rows per unit must be in (0, 1], got %v", q)
+	case limit < 1 || limit > sensitivity.MaxUnitRows:
+		return fmt.Errorf("unit: the largest candidate for the rows per unit must be in [1, %d], got %d", sensitivity.MaxUnitRows, limit)
+	case eps.IsZero():
+		return fmt.Errorf("unit: the choice of the rows per unit needs an epsilon > 0")
+	}
+	return nil
+}
+
+// Truncated is a private count of the units that have more than K rows:
+// the units the bounding truncates, a private estimate of its bias.
+type Truncated struct {
+	// K is the bound; Count the true count plus discrete Laplace noise of
+	// scale 1/Epsilon (one unit changes the count by at most 1); MOE90 the
+	// half-width of the interval that holds the true count with
+	// probability 90% under the noise.
+	K       int
+	Count   float64
+	Epsilon float64
+	MOE90   float64
+}
+
+// CountTruncated returns the private count of the units with more than k
+// rows, eps-differentially private per unit.
+func CountTruncated(r *noise.Rand, perUnit []int64, k int, eps privacy.Epsilon) (Truncated, error) {
+	if k < 1 || k > sensitivity.MaxUnitRows {
+		return Truncated{}, fmt.Errorf("unit: rows per unit must be in [1, %d], got %d", sensitivity.MaxUnitRows, k)
+	}
+	if eps.IsZero() {
+		return Truncated{}, fmt.Errorf("unit: the count of truncated units needs an epsilon > 0")
+	}
+	d, err := noise.NewDiscreteLaplace(1 / eps.Float64())
+	if err != nil {
+		return Truncated{}, fmt.Errorf("unit: %w", err)
+	}
+	n := 0
+	for _, x := range perUnit {
+		if x > int64(k) {
+			n++
+		}
+	}
+	return Truncated{K: k, Count: float64(int64(n) + d.Sample(r)), Epsilon: eps.Float64(), MOE90: LaplaceMOE90(eps.Float64())}, nil
+}
+
+// LaplaceMOE90 returns the smallest integer m with P(|Z| <= m) >= 0.9 for
+// discrete Laplace noise Z of scale 1/eps: P(|Z| > m) = 2 a^(m+1) / (1 + a)
+// with a = exp(-eps).
+func LaplaceMOE90(eps float64) float64 {
+	a := math.Exp(-eps)
+	// 2 a^(m+1) / (1+a) <= 0.1  <=>  m + 1 >= log(0.05 (1+a)) / log(a).
+	m := math.Ceil(math.Log(0.05*(1+a))/math.Log(a)) - 1
+	m = max(m, 0)
+	for m > 0 && 2*math.Pow(a, m)/(1+a) <= 0.1 {
+		m-- // guard against rounding up one step too many
+	}
+	return m
+}
+
+// identifierWords are words that name who a row is about; a column whose
+// name has one as a word, or ends in "id" after one, looks like the
+// identifier of a person or household.
+var identifierWords = []string{
+	"id", "ids", "uid", "pid", "sid", "ssn", "nin", "email", "mail", "phone", "login", "username",
+	"person", "persons", "people", "individual", "student", "pupil", "user", "customer", "client",
+	"patient", "member", "employee", "worker", "household", "hh", "family", "subject", "participant",
+	"respondent", "account", "owner", "voter", "taxpayer", "beneficiary", "name",
+}
+
+// LooksLikeIdentifier reports whether a column named name looks like it
+// identifies the person (or household...) a row is about: a word of the
+// name (split at non-letters and at lower-to-upper case changes) is "id",
+// "person", "student", "user", "household"... or ends in "id" after such a
+// word ("studentid", "userId"). It reads the name only, never the data, so
+// a refusal based on it depends on no private value.
+func LooksLikeIdentifier(name string) bool {
+	var words []string
+	var cur []rune
+	prevLower := false
+	flush := func() {
+		if len(cur) > 0 {
+			words = append(words, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	for _, c := range name {
+		switch {
+		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+			flush()
+			prevLower = false
+			continue
+		case unicode.IsUpper(c) && prevLower:
+			flush()
+		}
+		cur = append(cur, c)
+		prevLower = unicode.IsLower(c) || unicode.IsDigit(c)
+	}
+	flush()
+	for _, w := range words {
+		if slices.Contains(identifierWords, w) {
+			return true
+		}
+		for _, p := range identifierWords {
+			if len(p) > 3 && (w == p+"id" || w == p+"no" || w == p+"number") {
+				return true
+			}
+		}
+	}
+	return false
+}
