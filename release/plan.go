@@ -72,6 +72,9 @@ type Spec struct {
 	// DomainsFromData records that the schema's domains were read from the
 	// data: the release is then not private, whatever the noise.
 	DomainsFromData bool
+	// Unit, if set, says the rows belong to privacy units: the release is
+	// private per unit and runs with RunUnits (unit.go).
+	Unit *Unit
 }
 
 // Plan is a release decided from the schema and the spec alone.
@@ -85,6 +88,7 @@ type Plan struct {
 	flat   *WorkloadPlan
 	views  *ViewPlan
 	single *ReleaseSpec
+	unit   *unitPlan
 }
 
 // NewPlan validates the spec and plans the release. Every error it returns
@@ -119,13 +123,20 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 			return nil, fmt.Errorf("release: measured view %d: %w", i+1, err)
 		}
 	}
-	p := &Plan{schema: s, spec: spec}
+	var up *unitPlan
+	if spec.Unit != nil {
+		var err error
+		if up, spec, err = planUnit(s, spec); err != nil {
+			return nil, err
+		}
+	}
+	p := &Plan{schema: s, spec: spec, unit: up}
 	coarse := coarseDims(spec)
 	switch {
 	case len(coarse) == 0 && spec.Split != SplitSpine:
 		ws := WorkloadSpec{Epsilon: spec.Epsilon, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
 			DomainsFromData: spec.DomainsFromData, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
-			Strategy: spec.Strategy, KeepMeasurements: spec.KeepMeasurements}
+			Strategy: spec.Strategy, KeepMeasurements: spec.KeepMeasurements, unitRows: up.rows()}
 		ws.Cuboids, ws.Exact, ws.Measure = cuboidsOf(spec.Tables), cuboidsOf(spec.Exact), cuboidsOf(spec.Measure)
 		wp, err := PlanWorkload(s, ws, false)
 		if err != nil {
@@ -135,7 +146,7 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 		if len(spec.Tables) == 1 && spec.Measure == nil && len(wp.Release.Measurements) <= 1 && (len(wp.Release.Measurements) == 0 || wp.Release.Measurements[0].Cuboid == ws.Cuboids[0]) {
 			one := ReleaseSpec{Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta, Epsilon: spec.Epsilon,
 				Exact: ws.Exact, Cuboid: ws.Cuboids[0], Sensitivity: spec.Sensitivity, DomainsFromData: spec.DomainsFromData,
-				NonNegative: spec.NonNegative, Tol: spec.Tol, Integer: spec.Integer, keepNoisy: spec.KeepMeasurements}
+				NonNegative: spec.NonNegative, Tol: spec.Tol, Integer: spec.Integer, keepNoisy: spec.KeepMeasurements, unitRows: up.rows()}
 			if _, _, err := planRelease(s, one, false); err != nil {
 				return nil, err
 			}
@@ -153,7 +164,7 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 		}
 		vp, err := PlanViews(s, ViewSpec{Epsilon: spec.Epsilon, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
 			Exact: spec.Exact, Views: spec.Tables, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
-			DomainsFromData: spec.DomainsFromData})
+			DomainsFromData: spec.DomainsFromData, unitRows: up.rows()})
 		if err != nil {
 			return nil, err
 		}
@@ -248,6 +259,13 @@ func (p *Plan) Workload() *WorkloadPlan { return p.flat }
 // (integer rounding from the next Split of r). A seeded r gives the same
 // release every time.
 func (p *Plan) Run(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
+	if p.unit != nil {
+		return nil, errors.New("release: a release per privacy unit bounds the rows first: use RunUnits")
+	}
+	return p.run(ctx, counts, r)
+}
+
+func (p *Plan) run(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
 	if p.single != nil {
 		return p.runSingle(ctx, counts, r)
 	}
