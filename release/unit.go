@@ -433,7 +433,7 @@ func (u *UnitStory) metadata() *UnitMetadata {
 		Sensitivity: fmt.Sprintf("every measurement is calibrated to %d times its row-level generic sensitivity: "+
 			"at least the change one unit can make (%d rows added or removed without invariants; %d rows removed and %d added among tables that agree on the invariants), "+
 			"and with one row per unit and K = 1 exactly the row-level release", u.MaxRows, u.MaxRows, u.MaxRows, u.MaxRows),
-		Noise: fmt.Sprintf("the noise of every table is proportional to K: its moe90 at another K' is moe90 x K'/%d; a smaller K means less noise and more truncated units", u.MaxRows),
+		Noise:      fmt.Sprintf("the noise of every table is proportional to K: its moe90 at another K' is moe90 x K'/%d; a smaller K means less noise and more truncated units", u.MaxRows),
 		Truncation: "the rows the bounding dropped are not published: no count of them, exact or noisy, is in the release",
 	}
 	if u.Invariants {
