@@ -267,11 +267,14 @@ func (p *Plan) RunUnits(ctx context.Context, counts map[domain.View][]float64, r
 	perUnit := rows.RowsPerUnit()
 	epsChoice, epsCount := up.eps, privacy.Epsilon{}
 	if auto && up.u.Share > 0 {
-		half, err := privacy.NewEpsilon(up.eps.Float64() / 2)
-		if err != nil {
+		// Three quarters to the choice, a quarter to the count.
+		var err error
+		if epsChoice, err = privacy.NewEpsilon(up.eps.Float64() * 3 / 4); err != nil {
 			return nil, fmt.Errorf("release: %w", err)
 		}
-		epsChoice, epsCount = half, half
+		if epsCount, err = privacy.NewEpsilon(up.eps.Float64() / 4); err != nil {
+			return nil, fmt.Errorf("release: %w", err)
+		}
 	} else if up.u.Share > 0 {
 		epsChoice, epsCount = privacy.Epsilon{}, up.eps
 	}
@@ -323,6 +326,7 @@ func (p *Plan) RunUnits(ctx context.Context, counts map[domain.View][]float64, r
 	story.Seeded = key.Seeded()
 	w.Unit = story
 	w.Neighbours = story.neighbours(w.Schema, p.spec.Exact)
+	story.Neighbours = w.Neighbours
 	if err := addUnitBudget(w, up, up.spec); err != nil {
 		return nil, err
 	}
@@ -366,6 +370,7 @@ type UnitStory struct {
 	Gaussian            bool
 	Invariants          bool
 	Seeded              bool
+	Neighbours          string
 }
 
 // UnitChoice is a private choice of K.
@@ -425,7 +430,7 @@ type TruncatedUnits struct {
 
 func (u *UnitStory) metadata() *UnitMetadata {
 	m := &UnitMetadata{
-		Column: u.Column, MaxRows: u.MaxRows, MaxRowsChoice: "given",
+		Column: u.Column, MaxRows: u.MaxRows, MaxRowsChoice: "given", Neighbours: u.Neighbours,
 		Bounding: fmt.Sprintf("each unit keeps at most %d of its rows, chosen uniformly at random among them, independently for each unit "+
 			"(ChaCha8 keyed with SHA-256 of a 256-bit key drawn from the release's generator and the unit's identifier); the unit column is never released", u.MaxRows),
 		Guarantee: fmt.Sprintf("per unit: the release is as private as stated for every unit, whatever its number of rows (the bounding keeps %d); "+
@@ -441,7 +446,7 @@ func (u *UnitStory) metadata() *UnitMetadata {
 			"every table is estimated consistent with the true exact tables, so the bounding's bias is pulled toward them"
 	}
 	if u.Choice != nil {
-		m.MaxRowsChoice = fmt.Sprintf("a private %g-quantile of the rows per unit among 1..%d (exponential mechanism, eps %.6g per unit)", u.Choice.Quantile, u.Choice.Limit, u.Choice.Epsilon)
+		m.MaxRowsChoice = fmt.Sprintf("a private %g-quantile of the rows per unit among 1..%d (exponential mechanism over 1-10 and a geometric grid above, eps %.6g per unit)", u.Choice.Quantile, u.Choice.Limit, u.Choice.Epsilon)
 		m.MaxRowsEpsilon = u.Choice.Epsilon
 	}
 	if t := u.Truncated; t != nil {

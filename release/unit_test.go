@@ -262,7 +262,7 @@ func TestUnitPrivateChoice(t *testing.T) {
 		if p.Unit().MaxRows != 0 || p.unit.k != 20 {
 			t.Errorf("the plan before the choice has K = %d (planned at %d)", p.Unit().MaxRows, p.unit.k)
 		}
-		// 500 units have at most 5 rows: the median is 5; at eps 10 per
+		// 500 units have at most 5 rows: the median is 5; at eps 15 per
 		// choice the utility falls by 5 per step, so 4..6 only.
 		if k := w.Unit.MaxRows; k < 4 || k > 6 {
 			t.Errorf("%v: chose K = %d, want about 5", mech, k)
@@ -281,7 +281,7 @@ func TestUnitPrivateChoice(t *testing.T) {
 			if math.Abs(meta.Rho-200) > 1e-6 || meta.RhoBudget != 200 || pu.Rho == 0 {
 				t.Errorf("rho %v of %v, units' %v", meta.Rho, meta.RhoBudget, pu.Rho)
 			}
-		} else if math.Abs(meta.Epsilon-40) > 1e-6 || math.Abs(pu.Epsilon-20) > 1e-6 || math.Abs(pu.MaxRowsEpsilon-10) > 1e-6 {
+		} else if math.Abs(meta.Epsilon-40) > 1e-6 || math.Abs(pu.Epsilon-20) > 1e-6 || math.Abs(pu.MaxRowsEpsilon-15) > 1e-6 {
 			t.Errorf("epsilon %v, units' %v, choice %v", meta.Epsilon, pu.Epsilon, pu.MaxRowsEpsilon)
 		}
 	}

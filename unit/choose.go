@@ -13,9 +13,9 @@ import (
 )
 
 // ChooseMaxRows returns a private q-quantile of the number of rows per unit
-// among the candidates 1..limit: the exponential mechanism with utility
-// u(k) = -|#{units with at most k rows} - q N| (N units), which one unit
-// added, removed or changed moves by at most 1, so choosing k with
+// among the candidates Candidates(limit): the exponential mechanism with
+// utility u(k) = -|#{units with at most k rows} - q N| (N units), which one
+// unit added, removed or changed moves by at most 1, so choosing k with
 // probability proportional to exp(eps u(k) / 2) is eps-differentially
 // private per unit. q must be in (0, 1] and limit in [1, MaxUnitRows];
 // these are the only errors, decided before perUnit is looked at.
@@ -23,25 +23,50 @@ func ChooseMaxRows(r *noise.Rand, perUnit []int64, q float64, limit int, eps pri
 	if err := checkChoice(q, limit, eps); err != nil {
 		return 0, err
 	}
+	cands := Candidates(limit)
 	// at[k] = #{units with exactly k rows} for k <= limit; the units with
 	// more are in at[limit+1].
 	at := make([]int, limit+2)
 	for _, n := range perUnit {
 		at[min(max(n, 0), int64(limit)+1)]++
 	}
-	logw := make([]float64, limit)
+	logw := make([]float64, len(cands))
 	below := at[0]
 	target := q * float64(len(perUnit))
 	e := eps.Float64()
-	for k := 1; k <= limit; k++ {
-		below += at[k]
-		logw[k-1] = -e * math.Abs(float64(below)-target) / 2
+	k := 0
+	for i, c := range cands {
+		for ; k < c; k++ {
+			below += at[k+1]
+		}
+		logw[i] = -e * math.Abs(float64(below)-target) / 2
 	}
 	i, err := noise.Choose(r, logw)
 	if err != nil {
 		return 0, fmt.Errorf("unit: %w", err)
 	}
-	return i + 1, nil
+	return cands[i], nil
+}
+
+// Candidates returns the values of K a private choice considers: every
+// integer up to 10, then a geometric grid (each about 1.25 times the one
+// before, rounded up), then limit. A geometric grid keeps the many values
+// beyond the quantile from outweighing the right one, which they do on an
+// integer grid when epsilon times the number of units is small.
+func Candidates(limit int) []int {
+	var out []int
+	for k := 1; k <= limit; {
+		out = append(out, k)
+		if k < 10 {
+			k++
+		} else {
+			k = int(math.Ceil(float64(k) * 1.25))
+		}
+	}
+	if out[len(out)-1] != limit {
+		out = append(out, limit)
+	}
+	return out
 }
 
 func checkChoice(q float64, limit int, eps privacy.Epsilon) error {

@@ -504,3 +504,16 @@ func BenchmarkCollectBound(b *testing.B) {
 		}
 	}
 }
+
+func TestCandidates(t *testing.T) {
+	want := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13, 17, 22, 28, 35, 44, 55, 69, 87, 100}
+	if got := Candidates(100); !slices.Equal(got, want) {
+		t.Errorf("Candidates(100) = %v, want %v", got, want)
+	}
+	if got := Candidates(3); !slices.Equal(got, []int{1, 2, 3}) {
+		t.Errorf("Candidates(3) = %v", got)
+	}
+	if got := Candidates(13); !slices.Equal(got, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13}) {
+		t.Errorf("Candidates(13) = %v", got)
+	}
+}
