@@ -260,28 +260,72 @@ func (p *Plan) RunUnits(ctx context.Context, counts map[domain.View][]float64, r
 	}
 	key := unit.NewKey(r)
 	stats := r.Split()
+	q, story, err := p.chooseUnits(stats, unit.NewHistogram(rows.RowsPerUnit(), p.unit.k))
+	if err != nil {
+		return nil, err
+	}
+	bounded, err := rows.Bound(ctx, story.MaxRows, key)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	noisy, err := bounded.Counts(q.Measured())
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	story.Seeded = key.Seeded()
+	return p.finishUnits(ctx, q, story, counts, noisy, r)
+}
+
+// RunBounded is RunUnits for a caller that groups and bounds the rows
+// itself (knowdp-beam, with unit.Key.Keep): counts are the exact counts of
+// the views Needs lists on all the rows, bounded the counts of the views
+// Measured lists on the rows bounded to Unit().MaxRows per unit with the
+// key drawn first from r (unit.NewKey(r), so r must be past it), and hist
+// the histogram of rows per unit, exact up to MaxRows
+// (unit.NewHistogram(perUnit, MaxRows)). The rest is RunUnits': one
+// r.Split() for the unit statistics, then the release. A private choice of
+// K needs the rows before they are bounded, so it is refused here.
+func (p *Plan) RunBounded(ctx context.Context, counts, bounded map[domain.View][]float64, hist unit.Histogram, seeded bool, r *noise.Rand) (*Release, error) {
+	if p.unit == nil {
+		return nil, errors.New("release: RunBounded needs a plan with a privacy unit")
+	}
+	if p.unit.u.MaxRows == 0 {
+		return nil, errors.New("release: a private choice of the rows per unit needs the rows before they are bounded: give the rows per unit, or use RunUnits")
+	}
+	stats := r.Split()
+	q, story, err := p.chooseUnits(stats, hist)
+	if err != nil {
+		return nil, err
+	}
+	story.Seeded = seeded
+	return p.finishUnits(ctx, q, story, counts, bounded, r)
+}
+
+// chooseUnits draws the unit statistics from stats, in order: the private
+// choice of K (if asked for; q is then the plan re-planned at that K), then
+// the count of truncated units (if the units have a share).
+func (p *Plan) chooseUnits(stats *noise.Rand, hist unit.Histogram) (*Plan, *UnitStory, error) {
 	up := p.unit
 	q := p
 	story := &UnitStory{Column: up.u.Column, MaxRows: up.k, Invariants: len(p.spec.Exact) > 0}
 	auto := up.u.MaxRows == 0 || up.u.chosen
-	perUnit := rows.RowsPerUnit()
 	epsChoice, epsCount := up.eps, privacy.Epsilon{}
 	if auto && up.u.Share > 0 {
 		// Three quarters to the choice, a quarter to the count.
 		var err error
 		if epsChoice, err = privacy.NewEpsilon(up.eps.Float64() * 3 / 4); err != nil {
-			return nil, fmt.Errorf("release: %w", err)
+			return nil, nil, fmt.Errorf("release: %w", err)
 		}
 		if epsCount, err = privacy.NewEpsilon(up.eps.Float64() / 4); err != nil {
-			return nil, fmt.Errorf("release: %w", err)
+			return nil, nil, fmt.Errorf("release: %w", err)
 		}
 	} else if up.u.Share > 0 {
 		epsChoice, epsCount = privacy.Epsilon{}, up.eps
 	}
 	if up.u.MaxRows == 0 {
-		k, err := unit.ChooseMaxRows(stats, perUnit, up.u.Quantile, up.u.Limit, epsChoice)
+		k, err := unit.ChooseMaxRows(stats, hist, up.u.Quantile, up.u.Limit, epsChoice)
 		if err != nil {
-			return nil, fmt.Errorf("release: %w", err)
+			return nil, nil, fmt.Errorf("release: %w", err)
 		}
 		spec := up.spec
 		u := up.u
@@ -289,7 +333,7 @@ func (p *Plan) RunUnits(ctx context.Context, counts map[domain.View][]float64, r
 		spec.Unit = &u
 		if q, err = NewPlan(p.schema, spec); err != nil {
 			// Every K up to the limit was planned by NewPlan already.
-			return nil, fmt.Errorf("release: planning at %d rows per unit: %w", k, err)
+			return nil, nil, fmt.Errorf("release: planning at %d rows per unit: %w", k, err)
 		}
 		story.MaxRows = k
 	}
@@ -297,24 +341,26 @@ func (p *Plan) RunUnits(ctx context.Context, counts map[domain.View][]float64, r
 		story.Choice = &UnitChoice{Quantile: up.u.Quantile, Limit: up.u.Limit, Epsilon: epsChoice.Float64()}
 	}
 	if !epsCount.IsZero() {
-		tr, err := unit.CountTruncated(stats, perUnit, story.MaxRows, epsCount)
+		tr, err := unit.CountTruncated(stats, hist, story.MaxRows, epsCount)
 		if err != nil {
-			return nil, fmt.Errorf("release: %w", err)
+			return nil, nil, fmt.Errorf("release: %w", err)
 		}
 		story.Truncated = &tr
 	}
-	bounded, err := rows.Bound(ctx, story.MaxRows, key)
-	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
-	}
-	measured := q.Measured()
-	noisy, err := bounded.Counts(measured)
-	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
-	}
+	return q, story, nil
+}
+
+// finishUnits runs q on the true counts with the measured views' counts
+// replaced by the bounded ones, and tells the units' story.
+func (p *Plan) finishUnits(ctx context.Context, q *Plan, story *UnitStory, counts, bounded map[domain.View][]float64, r *noise.Rand) (*Release, error) {
+	up := p.unit
 	all := maps.Clone(counts)
-	for _, v := range measured {
-		all[v.Normal()] = noisy[v.Normal()]
+	for _, v := range q.Measured() {
+		x, ok := bounded[v.Normal()]
+		if !ok {
+			return nil, fmt.Errorf("release: the bounded counts of %s are missing", p.schema.FormatView(v))
+		}
+		all[v.Normal()] = x
 	}
 	w, err := q.run(ctx, all, r)
 	if err != nil {
@@ -323,7 +369,6 @@ func (p *Plan) RunUnits(ctx context.Context, counts map[domain.View][]float64, r
 	story.Epsilon, story.Rho = up.eps.Float64(), up.rho.Float64()
 	story.Share = up.u.Share
 	story.Gaussian = q.spec.Mechanism == MechanismGaussian
-	story.Seeded = key.Seeded()
 	w.Unit = story
 	w.Neighbours = story.neighbours(w.Schema, p.spec.Exact)
 	story.Neighbours = w.Neighbours

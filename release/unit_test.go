@@ -218,7 +218,7 @@ func TestUnitRandomnessOrder(t *testing.T) {
 	r := noise.NewSeeded(7)
 	key := unit.NewKey(r)
 	stats := r.Split()
-	tr, err := unit.CountTruncated(stats, rows.RowsPerUnit(), 2, p.unit.eps)
+	tr, err := unit.CountTruncated(stats, unit.NewHistogram(rows.RowsPerUnit(), 2), 2, p.unit.eps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,6 +237,19 @@ func TestUnitRandomnessOrder(t *testing.T) {
 	}
 	if tr.Count != w.Unit.Truncated.Count {
 		t.Errorf("truncated count %v, documented order gives %v", w.Unit.Truncated.Count, tr.Count)
+	}
+	// RunBounded, given what a pipeline computes, is the same release.
+	r = noise.NewSeeded(7)
+	unit.NewKey(r)
+	full, _ := rows.Counts(p.Needs())
+	viaBounded, err := p.RunBounded(context.Background(), full, bc, unit.NewHistogram(rows.RowsPerUnit(), 2), true, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want.Tables {
+		if !slices.Equal(viaBounded.Tables[i].Counts, w.Tables[i].Counts) || viaBounded.Unit.Truncated.Count != tr.Count {
+			t.Errorf("table %d: RunBounded differs from RunUnits", i)
+		}
 	}
 	// The budget: the tables' share plus the units' is the total.
 	meta := w.Metadata()

@@ -12,27 +12,62 @@ import (
 	"github.com/knowdp/knowdp/sensitivity"
 )
 
+// Histogram counts units by their number of rows: h[n] units have n rows,
+// for n below len(h)-1, and h[len(h)-1] units have len(h)-1 rows or more.
+// It is private data, like the rows.
+type Histogram []int64
+
+// NewHistogram returns the histogram of perUnit (each unit's number of
+// rows) with top+2 entries: exact up to top rows, then "more than top".
+func NewHistogram(perUnit []int64, top int) Histogram {
+	h := make(Histogram, top+2)
+	for _, n := range perUnit {
+		h[min(max(n, 0), int64(top)+1)]++
+	}
+	return h
+}
+
+// Add adds another histogram of the same length (a pipeline's partial
+// histograms).
+func (h Histogram) Add(o Histogram) error {
+	if len(o) != len(h) {
+		return fmt.Errorf("unit: adding a histogram of %d entries to one of %d", len(o), len(h))
+	}
+	for i, x := range o {
+		h[i] += x
+	}
+	return nil
+}
+
+// Units returns the number of units.
+func (h Histogram) Units() int64 {
+	n := int64(0)
+	for _, x := range h {
+		n += x
+	}
+	return n
+}
+
 // ChooseMaxRows returns a private q-quantile of the number of rows per unit
 // among the candidates Candidates(limit): the exponential mechanism with
 // utility u(k) = -|#{units with at most k rows} - q N| (N units), which one
 // unit added, removed or changed moves by at most 1, so choosing k with
 // probability proportional to exp(eps u(k) / 2) is eps-differentially
-// private per unit. q must be in (0, 1] and limit in [1, MaxUnitRows];
-// these are the only errors, decided before perUnit is looked at.
-func ChooseMaxRows(r *noise.Rand, perUnit []int64, q float64, limit int, eps privacy.Epsilon) (int, error) {
+// private per unit. h must be exact up to limit rows (len(h) >= limit+2),
+// q in (0, 1] and limit in [1, MaxUnitRows]; these are the only errors,
+// decided before the counts are looked at.
+func ChooseMaxRows(r *noise.Rand, h Histogram, q float64, limit int, eps privacy.Epsilon) (int, error) {
 	if err := checkChoice(q, limit, eps); err != nil {
 		return 0, err
 	}
-	cands := Candidates(limit)
-	// at[k] = #{units with exactly k rows} for k <= limit; the units with
-	// more are in at[limit+1].
-	at := make([]int, limit+2)
-	for _, n := range perUnit {
-		at[min(max(n, 0), int64(limit)+1)]++
+	if len(h) < limit+2 {
+		return 0, fmt.Errorf("unit: a histogram of %d entries for candidates up to %d rows", len(h), limit)
 	}
+	cands := Candidates(limit)
+	at := h
 	logw := make([]float64, len(cands))
-	below := at[0]
-	target := q * float64(len(perUnit))
+	below := int64(at[0])
+	target := q * float64(h.Units())
 	e := eps.Float64()
 	k := 0
 	for i, c := range cands {
@@ -95,10 +130,14 @@ type Truncated struct {
 }
 
 // CountTruncated returns the private count of the units with more than k
-// rows, eps-differentially private per unit.
-func CountTruncated(r *noise.Rand, perUnit []int64, k int, eps privacy.Epsilon) (Truncated, error) {
+// rows, eps-differentially private per unit; h must be exact up to k rows
+// (len(h) >= k+2).
+func CountTruncated(r *noise.Rand, h Histogram, k int, eps privacy.Epsilon) (Truncated, error) {
 	if k < 1 || k > sensitivity.MaxUnitRows {
 		return Truncated{}, fmt.Errorf("unit: rows per unit must be in [1, %d], got %d", sensitivity.MaxUnitRows, k)
+	}
+	if len(h) < k+2 {
+		return Truncated{}, fmt.Errorf("unit: a histogram of %d entries for %d rows per unit", len(h), k)
 	}
 	if eps.IsZero() {
 		return Truncated{}, fmt.Errorf("unit: the count of truncated units needs an epsilon > 0")
@@ -107,13 +146,11 @@ func CountTruncated(r *noise.Rand, perUnit []int64, k int, eps privacy.Epsilon) 
 	if err != nil {
 		return Truncated{}, fmt.Errorf("unit: %w", err)
 	}
-	n := 0
-	for _, x := range perUnit {
-		if x > int64(k) {
-			n++
-		}
+	n := int64(0)
+	for _, x := range h[k+1:] {
+		n += x
 	}
-	return Truncated{K: k, Count: float64(int64(n) + d.Sample(r)), Epsilon: eps.Float64(), MOE90: LaplaceMOE90(eps.Float64())}, nil
+	return Truncated{K: k, Count: float64(n + d.Sample(r)), Epsilon: eps.Float64(), MOE90: LaplaceMOE90(eps.Float64())}, nil
 }
 
 // LaplaceMOE90 returns the smallest integer m with P(|Z| <= m) >= 0.9 for

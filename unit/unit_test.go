@@ -366,7 +366,7 @@ func TestChooseMaxRows(t *testing.T) {
 	got := make([]int, limit+1)
 	r := noise.NewSeeded(3)
 	for range n {
-		k, err := ChooseMaxRows(r, per, 0.5, limit, eps)
+		k, err := ChooseMaxRows(r, NewHistogram(per, limit), 0.5, limit, eps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -386,7 +386,7 @@ func TestChooseMaxRows(t *testing.T) {
 		q     float64
 		limit int
 	}{{0, 5}, {1.5, 5}, {0.5, 0}, {math.NaN(), 5}} {
-		if _, err := ChooseMaxRows(r, per, bad.q, bad.limit, eps); err == nil {
+		if _, err := ChooseMaxRows(r, NewHistogram(per, 10), bad.q, bad.limit, eps); err == nil {
 			t.Errorf("q %v limit %d accepted", bad.q, bad.limit)
 		}
 	}
@@ -399,7 +399,7 @@ func TestCountTruncated(t *testing.T) {
 	sum := 0.0
 	const n = 4000
 	for range n {
-		c, err := CountTruncated(r, per, 5, eps)
+		c, err := CountTruncated(r, NewHistogram(per, 5), 5, eps)
 		if err != nil {
 			t.Fatal(err)
 		}
