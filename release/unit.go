@@ -540,8 +540,9 @@ func (q Request) unit() (*Unit, error) {
 }
 
 // ErrIdentifier marks the refusal of a release per row of a table with a
-// column that looks like an identifier.
-var ErrIdentifier = errors.New("a column looks like an identifier")
+// column that looks like an identifier; it wraps ErrUsage (the flags must
+// say what the rows are).
+var ErrIdentifier = fmt.Errorf("%w: a column looks like an identifier", ErrUsage)
 
 // checkIdentifiers refuses a release per row of a table with a column
 // (other than the schema's dimensions) whose name looks like an

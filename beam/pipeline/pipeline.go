@@ -145,6 +145,11 @@ type Config struct {
 	// Table and CountColumn are source.Spec's, for every file.
 	Table       string
 	CountColumn string
+	// UnitKey is the key that chooses the rows each privacy unit keeps
+	// (unit.Key), drawn by the driver for a release per unit that is not
+	// seeded (a seeded one draws it from Seed, as knowdp release does). It
+	// is secret: whoever has it can tell which rows were kept.
+	UnitKey []byte
 }
 
 // counted is one cuboid the rows are counted into.
@@ -220,7 +225,11 @@ func Build(s beam.Scope, cfg Config, files []string) {
 	partials := beam.ParDo(s, &countFn{Cfg: cfg}, paths)
 	switch cfg.Mode {
 	case ModeGather:
-		all := beam.GroupByKey(s, beam.ParDo(s, &gatherKeyFn{}, partials))
+		gathered := beam.ParDo(s, &gatherKeyFn{}, partials)
+		if cfg.Job.PrivacyUnit != "" {
+			gathered = beam.Flatten(s, gathered, buildUnits(s, cfg, paths))
+		}
+		all := beam.GroupByKey(s, gathered)
 		finish(s, beam.ParDo(s, &gatherFn{Cfg: cfg}, all))
 	case ModeWorkload:
 		buildWorkload(s, cfg, partials)

@@ -145,7 +145,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 	spec, err := req.Spec(s)
 	if errors.Is(err, release.ErrIdentifier) {
-		return usageErr(fs, "%v", err)
+		return usageErr(fs, "%v", strings.TrimPrefix(err.Error(), release.ErrUsage.Error()+": "))
 	} else if err != nil {
 		return err
 	}
