@@ -192,6 +192,8 @@ func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
 	}
 	var p *plan
 	switch {
+	case d.units != nil:
+		p, err = planUnitQuery(d, q, eps)
 	case gaussian:
 		p, err = planGaussianCuboid(d, q)
 	case q.Kind == "cuboid":
