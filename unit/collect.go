@@ -26,14 +26,38 @@ type Collector struct {
 	// columns cube selected; selected is how many it selected.
 	at       []int
 	selected int
-	ids      map[string]uint32
-	names    []string
-	units    []uint32
-	cell     []uint64
-	weights  []int64 // nil while every weight is 1
-	bad      bool    // a value outside its domain was read: cube fails
-	done     bool
+	ids   map[string]uint32
+	names []string
+	// The records, in chunks of chunkLen (no copying as they grow): the
+	// unit's index, the cell and, once a weight is not 1, the weights.
+	units   chunks[uint32]
+	cell    chunks[uint64]
+	weights chunks[int64]
+	n       int  // records kept
+	weighed bool // weights holds every record's weight
+	// last is the previous record's unit and its index: rows grouped by
+	// unit in the file look their unit up once.
+	last    []byte
+	lastIdx uint32
+	bad     bool // a value outside its domain was read: cube fails
+	done    bool
 }
+
+// chunkLen is the number of records in one chunk of a Collector.
+const chunkLen = 1 << 16
+
+// chunks is an append-only array in chunks of chunkLen.
+type chunks[T any] [][]T
+
+func (c *chunks[T]) add(x T) {
+	if n := len(*c); n == 0 || len((*c)[n-1]) == chunkLen {
+		*c = append(*c, make([]T, 0, chunkLen))
+	}
+	n := len(*c) - 1
+	(*c)[n] = append((*c)[n], x)
+}
+
+func (c chunks[T]) at(i int) T { return c[i/chunkLen][i%chunkLen] }
 
 // NewCollector returns a collector of the units named by column over the
 // dimensions dims, and the table to count in its place: t, reading the unit
@@ -130,27 +154,32 @@ func (c *Collector) record(vals [][]byte, w int64) {
 		cell = cell*uint64(c.cells.sizes[j]) + uint64(v)
 	}
 	id := vals[c.selected]
-	u, ok := c.ids[string(id)]
-	if !ok {
-		if len(c.names) == math.MaxUint32 {
-			c.bad = true
-			return
+	u := c.lastIdx
+	if c.last == nil || string(id) != string(c.last) {
+		var ok bool
+		if u, ok = c.ids[string(id)]; !ok {
+			if len(c.names) == math.MaxUint32 {
+				c.bad = true
+				return
+			}
+			u = uint32(len(c.names))
+			c.ids[string(id)] = u
+			c.names = append(c.names, string(id))
 		}
-		u = uint32(len(c.names))
-		c.ids[string(id)] = u
-		c.names = append(c.names, string(id))
+		c.last, c.lastIdx = append(c.last[:0], id...), u
 	}
-	if w != 1 && c.weights == nil {
-		c.weights = make([]int64, len(c.units), cap(c.units))
-		for i := range c.weights {
-			c.weights[i] = 1
+	if w != 1 && !c.weighed {
+		for range c.n {
+			c.weights.add(1)
 		}
+		c.weighed = true
 	}
-	c.units = append(c.units, u)
-	c.cell = append(c.cell, cell)
-	if c.weights != nil {
-		c.weights = append(c.weights, w)
+	c.units.add(u)
+	c.cell.add(cell)
+	if c.weighed {
+		c.weights.add(w)
 	}
+	c.n++
 }
 
 // Rows returns the rows read, grouped by unit, and releases the collector's
@@ -165,37 +194,52 @@ func (c *Collector) Rows() (*Rows, error) {
 		return nil, errors.New("unit: the table has values outside their domains (counting it must have failed)")
 	}
 	c.done = true
-	r := group(c.cells, c.names, c.units, c.cell, c.weights)
-	c.ids, c.names, c.units, c.cell, c.weights = nil, nil, nil, nil, nil
+	c.ids = nil
+	r := group(c.cells, c.names, c.n, c.units.at, c.cell.at, c.weightAt())
+	c.names, c.units, c.cell, c.weights = nil, nil, nil, nil
 	return r, nil
 }
 
-// group sorts records by unit (a counting sort) and, within a unit, by
-// cell, adding up the weights of equal cells.
-func group(cells Cells, names []string, units []uint32, cell []uint64, weights []int64) *Rows {
+// weightAt returns the weight of record i, or nil when every weight is 1.
+func (c *Collector) weightAt() func(int) int64 {
+	if !c.weighed {
+		return nil
+	}
+	return c.weights.at
+}
+
+// group sorts the records (n of them: record i has unit unitAt(i), cell
+// cellAt(i) and weight weightAt(i), or 1 when weightAt is nil) by unit (a
+// counting sort) and, within a unit, by cell, adding up the weights of
+// equal cells.
+func group(cells Cells, names []string, nrec int, unitAt func(int) uint32, cellAt func(int) uint64, weightAt func(int) int64) *Rows {
 	n := len(names)
 	start := make([]int, n+1)
-	for _, u := range units {
-		start[u+1]++
+	for i := range nrec {
+		start[unitAt(i)+1]++
 	}
 	for i := range n {
 		start[i+1] += start[i]
 	}
 	next := slices.Clone(start[:n])
-	sorted := make([]uint64, len(cell))
+	sorted := make([]uint64, nrec)
 	var sw []int64
-	if weights != nil {
-		sw = make([]int64, len(cell))
+	if weightAt != nil {
+		sw = make([]int64, nrec)
 	}
-	for i, u := range units {
+	for i := range nrec {
+		u := unitAt(i)
 		p := next[u]
 		next[u]++
-		sorted[p] = cell[i]
+		sorted[p] = cellAt(i)
 		if sw != nil {
-			sw[p] = weights[i]
+			sw[p] = weightAt(i)
 		}
 	}
 	r := &Rows{cells: cells, ids: names, start: make([]int, n+1)}
+	if sw == nil {
+		r.counts = make([]int64, 0, nrec)
+	}
 	out := 0
 	for u := range n {
 		seg := sorted[start[u]:start[u+1]]

@@ -57,7 +57,8 @@ func NewRows(cells Cells, ids []string, unitCells [][]uint64, unitCounts [][]int
 			units, cell, weights = append(units, uint32(u)), append(cell, x), append(weights, unitCounts[u][i])
 		}
 	}
-	return group(cells, slices.Clone(ids), units, cell, weights), nil
+	return group(cells, slices.Clone(ids), len(units), func(i int) uint32 { return units[i] },
+		func(i int) uint64 { return cell[i] }, func(i int) int64 { return weights[i] }), nil
 }
 
 // Cells returns the numbering of the rows' cells.
@@ -102,6 +103,7 @@ func (r *Rows) Bound(ctx context.Context, k int, key Key) (*Rows, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var sc scratch
 			for u := w; u < n; u += workers {
 				if u%4096 == 0 && ctx.Err() != nil {
 					mu.Lock()
@@ -117,7 +119,7 @@ func (r *Rows) Bound(ctx context.Context, k int, key Key) (*Rows, error) {
 				if total <= int64(k) {
 					continue
 				}
-				kept[u] = key.keep(id, counts, k)
+				kept[u] = key.keep(&sc, id, counts, k)
 			}
 		}()
 	}
@@ -125,7 +127,8 @@ func (r *Rows) Bound(ctx context.Context, k int, key Key) (*Rows, error) {
 	if firstErr != nil {
 		return nil, firstErr
 	}
-	out := &Rows{cells: r.cells, ids: r.ids, start: make([]int, n+1)}
+	out := &Rows{cells: r.cells, ids: r.ids, start: make([]int, n+1),
+		cellOf: make([]uint64, 0, len(r.cellOf)), counts: make([]int64, 0, len(r.counts))}
 	for u := range n {
 		_, cells, counts := r.Unit(u)
 		for i, x := range cells {
@@ -224,15 +227,22 @@ func (k Key) Seeded() bool { return k.seeded }
 // with SHA-256 of the key, the identifier's length (8 bytes, little endian)
 // and the identifier.
 func (k Key) Unit(id string) *rand.ChaCha8 {
-	h := sha256.New()
-	h.Write(k.k[:])
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(len(id)))
-	h.Write(n[:])
-	h.Write([]byte(id))
-	var seed [32]byte
-	copy(seed[:], h.Sum(nil))
-	return rand.NewChaCha8(seed)
+	return rand.NewChaCha8(k.seed(id))
+}
+
+func (k Key) seed(id string) [32]byte {
+	b := make([]byte, 0, 40+len(id))
+	b = append(b, k.k[:]...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(id)))
+	b = append(b, id...)
+	return sha256.Sum256(b)
+}
+
+// scratch is what keep reuses from one unit to the next.
+type scratch struct {
+	src    rand.ChaCha8
+	chosen map[uint64]struct{}
+	pos    []uint64
 }
 
 // Keep returns how many of a unit's rows in each of its cells are kept
@@ -256,19 +266,25 @@ func (k Key) Keep(id string, counts []int64, max int) ([]int64, error) {
 	if total <= int64(max) {
 		return slices.Clone(counts), nil
 	}
-	return k.keep(id, counts, max), nil
+	var sc scratch
+	return k.keep(&sc, id, counts, max), nil
 }
 
 // keep chooses k of the unit's rows (more than k of them).
-func (k Key) keep(id string, counts []int64, max int) []int64 {
+func (k Key) keep(sc *scratch, id string, counts []int64, max int) []int64 {
 	total := uint64(0)
 	for _, c := range counts {
 		total += uint64(c)
 	}
-	src := k.Unit(id)
+	sc.src.Seed(k.seed(id))
+	src := &sc.src
+	if sc.chosen == nil {
+		sc.chosen = make(map[uint64]struct{}, max)
+	}
+	chosen := sc.chosen
+	clear(chosen)
 	// Floyd: for j = total-max .. total-1, pick t in [0, j]; take t unless
 	// it is taken already, then j. Every max-subset is equally likely.
-	chosen := make(map[uint64]struct{}, max)
 	for j := total - uint64(max); j < total; j++ {
 		t := uint64n(src, j+1)
 		if _, dup := chosen[t]; dup {
@@ -276,11 +292,12 @@ func (k Key) keep(id string, counts []int64, max int) []int64 {
 		}
 		chosen[t] = struct{}{}
 	}
-	pos := make([]uint64, 0, max)
+	pos := sc.pos[:0]
 	for t := range chosen {
 		pos = append(pos, t)
 	}
 	slices.Sort(pos)
+	sc.pos = pos
 	out := make([]int64, len(counts))
 	i, end := 0, uint64(0)
 	for c, n := range counts {
