@@ -26,8 +26,8 @@ type Collector struct {
 	// columns cube selected; selected is how many it selected.
 	at       []int
 	selected int
-	ids   map[string]uint32
-	names []string
+	ids      map[string]uint32
+	names    []string
 	// The records, in chunks of chunkLen (no copying as they grow): the
 	// unit's index, the cell and, once a weight is not 1, the weights.
 	units   chunks[uint32]
