@@ -111,3 +111,18 @@ func TestDemoUnits(t *testing.T) {
 		}
 	}
 }
+
+// The summary says the unit, K and the private count of truncated units.
+func TestReleasePerUnitSummary(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.csv")
+	code, stdout, stderr := runCLI(t, "release", "--data", repoFile("data/insteval.csv"), "--schema", repoFile("data/insteval.schema.json"),
+		"--epsilon", "1", "--cuboid", "rating", "--privacy-unit", "student", "--max-rows", "5", "--unit-share", "0.1", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{`privacy unit: column "student", at most 5 rows each (given); the guarantee is per unit`, "units with more than 5 rows (private count, eps 0.1):"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+}
