@@ -99,7 +99,7 @@ func Aggregate(ctx context.Context, t Records, s *domain.Schema, cuboids []domai
 		var domains [][]string
 		for _, d := range dims {
 			if !need.Has(d) {
-				names, domains = append(names, s.Dims[d].Name), append(domains, s.Dims[d].Values)
+				names, domains = append(names, s.Dim(d).Name), append(domains, s.Dim(d).Values)
 			}
 		}
 		if len(names) > 0 {
@@ -191,7 +191,7 @@ func count(ctx context.Context, t Records, s *domain.Schema, targets []target, o
 func countDims(ctx context.Context, t Records, s *domain.Schema, dims []int, targets []target, opt Options) (int64, error) {
 	names := make([]string, len(dims))
 	for i, d := range dims {
-		names[i] = s.Dims[d].Name
+		names[i] = s.Dim(d).Name
 	}
 	if err := t.Select(ctx, names); err != nil {
 		return 0, err
@@ -199,7 +199,7 @@ func countDims(ctx context.Context, t Records, s *domain.Schema, dims []int, tar
 	idx := make([]int, s.NumDims())
 	vi := make([]valueIndex, len(names))
 	for i, d := range dims {
-		vi[i] = newValueIndex(s.Dims[d].Values)
+		vi[i] = newValueIndex(s.Dim(d).Values)
 	}
 	// A single target over every dimension (Build) needs no index array.
 	base := len(targets) == 1 && len(targets[0].dims) == s.NumDims() && len(dims) == s.NumDims()
@@ -227,7 +227,7 @@ func countDims(ctx context.Context, t Records, s *domain.Schema, dims []int, tar
 				if !ok {
 					return 0, outside(t, s, i, i, v)
 				}
-				cell += j * s.Strides[i]
+				cell += j * s.Stride(i)
 			}
 			targets[0].out[cell] += float64(w)
 		} else {
@@ -260,7 +260,7 @@ func countDims(ctx context.Context, t Records, s *domain.Schema, dims []int, tar
 
 // outside is the error of value v of selected column i, dimension d.
 func outside(t Records, s *domain.Schema, i, d int, v []byte) error {
-	return t.FieldError(i, "value %q is not in the declared domain of %q (%s)", v, s.Dims[d].Name, domainList(s.Dims[d].Values))
+	return t.FieldError(i, "value %q is not in the declared domain of %q (%s)", v, s.Dim(d).Name, domainList(s.Dim(d).Values))
 }
 
 // valueIndex maps a value's bytes to its position in a dimension's declared

@@ -32,14 +32,18 @@ const (
 // exactly what scripts/gen-us-geo writes, and that README.md gives their
 // current checksums.
 func TestUSGeoRegenerates(t *testing.T) {
-	schema, persons, err := usgeo.Generate(usPlacesCSV)
+	schemaAge, err := os.ReadFile("us-geo-age.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, wantAge, persons, err := usgeo.Generate(usPlacesCSV)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []struct {
 		name      string
 		got, want []byte
-	}{{"us-geo.schema.json", usGeoSchema, schema}, {"us-persons.csv", usPersonsCSV, persons}} {
+	}{{"us-geo.schema.json", usGeoSchema, schema}, {"us-geo-age.schema.json", schemaAge, wantAge}, {"us-persons.csv", usPersonsCSV, persons}} {
 		if !bytes.Equal(f.got, f.want) {
 			t.Errorf("%s differs from what the generator makes (%d bytes, want %d): run go run ./scripts/gen-us-geo from the repository root", f.name, len(f.got), len(f.want))
 		}
@@ -48,7 +52,7 @@ func TestUSGeoRegenerates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, b := range map[string][]byte{"us-geo.schema.json": usGeoSchema, "us-persons.csv": usPersonsCSV} {
+	for name, b := range map[string][]byte{"us-geo.schema.json": usGeoSchema, "us-geo-age.schema.json": schemaAge, "us-persons.csv": usPersonsCSV} {
 		sum := md5.Sum(b)
 		line := fmt.Sprintf("`md5sum %s` = `%s`", name, hex.EncodeToString(sum[:]))
 		if !bytes.Contains(readme, []byte(line)) {

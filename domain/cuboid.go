@@ -48,8 +48,8 @@ func (s *Schema) ParseCuboid(list string) (Cuboid, error) {
 }
 
 func (s *Schema) names() []string {
-	n := make([]string, len(s.Dims))
-	for i, d := range s.Dims {
+	n := make([]string, len(s.dims))
+	for i, d := range s.dims {
 		n[i] = d.Name
 	}
 	return n
@@ -59,7 +59,7 @@ func (s *Schema) names() []string {
 func (s *Schema) Names(c Cuboid) []string {
 	var n []string
 	for _, i := range c.Dims() {
-		n = append(n, s.Dims[i].Name)
+		n = append(n, s.dims[i].Name)
 	}
 	return n
 }
@@ -84,7 +84,7 @@ func (s *Schema) FormatList(cs []Cuboid) string {
 func (s *Schema) CuboidSize(c Cuboid) int {
 	n := 1
 	for _, i := range c.Dims() {
-		n *= len(s.Dims[i].Values)
+		n *= len(s.dims[i].Values)
 	}
 	return n
 }
@@ -92,7 +92,7 @@ func (s *Schema) CuboidSize(c Cuboid) int {
 // Deg returns deg(C), the number of base cells that aggregate into one cell
 // of cuboid c: Cells()/CuboidSize(c).
 func (s *Schema) Deg(c Cuboid) int {
-	return s.CuboidSize(Base(len(s.Dims)) &^ c)
+	return s.CuboidSize(Base(len(s.dims)) &^ c)
 }
 
 // Has reports whether dimension i is in c.
@@ -127,7 +127,7 @@ func (s *Schema) CellLabel(c Cuboid, i int) string {
 	dims := c.Dims()
 	parts := make([]string, len(dims))
 	for k := len(dims) - 1; k >= 0; k-- {
-		d := s.Dims[dims[k]]
+		d := s.dims[dims[k]]
 		parts[k] = d.Name + "=" + d.Values[i%len(d.Values)]
 		i /= len(d.Values)
 	}

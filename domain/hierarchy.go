@@ -19,6 +19,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/knowdp/knowdp/query"
 )
 
 // hierarchy is the level structure of one dimension.
@@ -163,7 +165,7 @@ func (s *Schema) NumLevels(i int) int {
 func (s *Schema) LevelValues(i, up int) []string {
 	h := s.hier[i]
 	if h == nil {
-		return s.Dims[i].Values
+		return s.dims[i].Values
 	}
 	return h.values[len(h.names)-1-up]
 }
@@ -273,11 +275,11 @@ func (s *Schema) ParseView(list string) (View, error) {
 func (s *Schema) levelUp(i int, level string) (int, error) {
 	h := s.hier[i]
 	if h == nil {
-		return 0, fmt.Errorf("dimension %q has no levels, so %q is not one of them", s.Dims[i].Name, level)
+		return 0, fmt.Errorf("dimension %q has no levels, so %q is not one of them", s.dims[i].Name, level)
 	}
 	k := slices.Index(h.names, level)
 	if k < 0 {
-		return 0, fmt.Errorf("dimension %q has no level %q (its levels: %s)", s.Dims[i].Name, level, strings.Join(h.names, ", "))
+		return 0, fmt.Errorf("dimension %q has no level %q (its levels: %s)", s.dims[i].Name, level, strings.Join(h.names, ", "))
 	}
 	return len(h.names) - 1 - k, nil
 }
@@ -298,7 +300,7 @@ func (s *Schema) ViewOfNames(names ...string) (View, error) {
 func (s *Schema) ViewNames(v View) []string {
 	var n []string
 	for _, i := range v.Dims.Dims() {
-		name := s.Dims[i].Name
+		name := s.dims[i].Name
 		if up := int(v.Up[i]); up > 0 {
 			h := s.hier[i]
 			name += ":" + h.names[len(h.names)-1-up]
@@ -340,12 +342,12 @@ func (s *Schema) ViewSize(v View) int {
 // CheckView returns an error unless v names dimensions and levels the
 // schema has.
 func (s *Schema) CheckView(v View) error {
-	if v.Dims&^Base(len(s.Dims)) != 0 {
-		return fmt.Errorf("view %#x names dimensions the schema (%d dimensions) does not have", uint64(v.Dims), len(s.Dims))
+	if v.Dims&^Base(len(s.dims)) != 0 {
+		return fmt.Errorf("view %#x names dimensions the schema (%d dimensions) does not have", uint64(v.Dims), len(s.dims))
 	}
 	for _, i := range v.Dims.Dims() {
 		if int(v.Up[i]) >= s.NumLevels(i) {
-			return fmt.Errorf("dimension %q has %d levels; level %d above its values does not exist", s.Dims[i].Name, s.NumLevels(i), v.Up[i])
+			return fmt.Errorf("dimension %q has %d levels; level %d above its values does not exist", s.dims[i].Name, s.NumLevels(i), v.Up[i])
 		}
 	}
 	return nil
@@ -476,4 +478,34 @@ func pathOr(p string) string {
 		return "the document"
 	}
 	return strings.TrimPrefix(p, ".")
+}
+
+// Term returns view v as a set of linear queries on the schema's leaves, in
+// the query model: along each dimension of v, the identity at its finest
+// level or the roll-up to its level; the total along the others. Its rows
+// are v's cells in v's row-major order.
+func (s *Schema) Term(v View) query.Term {
+	t := make(query.Term, s.NumDims())
+	for d := range s.NumDims() {
+		n := s.Size(d)
+		switch up := int(v.Up[d]); {
+		case !v.Dims.Has(d):
+			t[d] = query.NewTotal(n)
+		case up == 0:
+			t[d] = query.NewIdentity(n)
+		default:
+			group := make([]int32, n)
+			for i := range group {
+				group[i] = int32(s.Ancestor(d, up, i))
+			}
+			f, err := query.NewRollUp(group)
+			if err != nil {
+				// Every value of a level has a leaf below it (NewSchema
+				// checks the parents), so no group is empty.
+				panic("domain: " + err.Error())
+			}
+			t[d] = f
+		}
+	}
+	return t
 }

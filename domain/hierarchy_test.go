@@ -226,3 +226,24 @@ func mustView(t testing.TB, s *Schema, x string) View {
 	}
 	return v
 }
+
+// A view's term answers the view: its rows are the roll-up of the leaf
+// table, cell for cell.
+func TestTermMatchesRollUp(t *testing.T) {
+	s := smallGeo(t)
+	base := make([]float64, s.Cells())
+	for i := range base {
+		base[i] = float64(i*7%11) + 0.5
+	}
+	for _, x := range []string{"geo:region", "geo:state,sex", "geo,age", "sex", "", "geo:state,sex,age"} {
+		v := mustView(t, s, x)
+		want, err := s.RollUp(ViewOf(Base(s.NumDims())), base, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.Term(v).Apply(base)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: term %v, roll-up %v", x, got, want)
+		}
+	}
+}

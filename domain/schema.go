@@ -52,10 +52,10 @@ type Dimension struct {
 
 // Schema is the list of dimensions of a fact table and their domains.
 type Schema struct {
-	Dims    []Dimension
+	dims    []Dimension
 	index   []map[string]int // value -> position, per dimension
 	byName  map[string]int
-	Strides []int
+	strides []int
 	cells   int          // product of the domain sizes, or -1 if it overflows int
 	hier    []*hierarchy // per dimension; nil for a flat one
 }
@@ -70,10 +70,10 @@ func NewSchema(dims []Dimension) (*Schema, error) {
 		return nil, fmt.Errorf("schema has %d dimensions; at most %d are supported", len(dims), MaxDims)
 	}
 	s := &Schema{
-		Dims:    make([]Dimension, len(dims)),
+		dims:    make([]Dimension, len(dims)),
 		index:   make([]map[string]int, len(dims)),
 		byName:  make(map[string]int, len(dims)),
-		Strides: make([]int, len(dims)),
+		strides: make([]int, len(dims)),
 		hier:    make([]*hierarchy, len(dims)),
 	}
 	for i, d := range dims {
@@ -94,20 +94,20 @@ func NewSchema(dims []Dimension) (*Schema, error) {
 			}
 			s.index[i][v] = j
 		}
-		s.Dims[i] = Dimension{Name: d.Name, Values: append([]string(nil), d.Values...)}
+		s.dims[i] = Dimension{Name: d.Name, Values: append([]string(nil), d.Values...)}
 		if len(d.Levels) > 0 || d.Parents != nil {
 			h, err := newHierarchy(d)
 			if err != nil {
 				return nil, fmt.Errorf("dimension %q: %w", d.Name, err)
 			}
 			s.hier[i] = h
-			s.Dims[i].Levels = append([]string(nil), d.Levels...)
-			s.Dims[i].Parents = h.parentMaps()
+			s.dims[i].Levels = append([]string(nil), d.Levels...)
+			s.dims[i].Parents = h.parentMaps()
 		}
 	}
 	s.cells = 1
 	for i := len(dims) - 1; i >= 0; i-- {
-		s.Strides[i] = s.cells
+		s.strides[i] = s.cells
 		hi, lo := bits.Mul64(uint64(s.cells), uint64(len(dims[i].Values)))
 		if s.cells < 0 || hi != 0 || lo > math.MaxInt {
 			s.cells = -1
@@ -179,23 +179,23 @@ func ParseSchema(b []byte) (*Schema, error) {
 func (s *Schema) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Dimensions []Dimension `json:"dimensions"`
-	}{s.Dims})
+	}{s.dims})
 }
 
 // NumDims returns the number of dimensions.
-func (s *Schema) NumDims() int { return len(s.Dims) }
+func (s *Schema) NumDims() int { return len(s.dims) }
 
 // Dim returns dimension i. The caller must not modify its Values.
-func (s *Schema) Dim(i int) Dimension { return s.Dims[i] }
+func (s *Schema) Dim(i int) Dimension { return s.dims[i] }
 
 // Size returns the size of dimension i's domain.
-func (s *Schema) Size(i int) int { return len(s.Dims[i].Values) }
+func (s *Schema) Size(i int) int { return len(s.dims[i].Values) }
 
 // Sizes returns the domain sizes of all dimensions.
 func (s *Schema) Sizes() []int {
-	n := make([]int, len(s.Dims))
-	for i := range s.Dims {
-		n[i] = len(s.Dims[i].Values)
+	n := make([]int, len(s.dims))
+	for i := range s.dims {
+		n[i] = len(s.dims[i].Values)
 	}
 	return n
 }
@@ -218,14 +218,14 @@ func (s *Schema) Cells() int { return s.cells }
 
 // Stride returns how far apart, in the row-major base cuboid, two cells are
 // that differ by one in dimension i.
-func (s *Schema) Stride(i int) int { return s.Strides[i] }
+func (s *Schema) Stride(i int) int { return s.strides[i] }
 
 // CheckCells returns an error unless the base cuboid has at most limit
 // cells. Call it before allocating a cube.
 func (s *Schema) CheckCells(limit int) error {
 	if s.cells < 0 || s.cells > limit {
-		sizes := make([]string, len(s.Dims))
-		for i, d := range s.Dims {
+		sizes := make([]string, len(s.dims))
+		for i, d := range s.dims {
 			sizes[i] = fmt.Sprintf("%s=%d", d.Name, len(d.Values))
 		}
 		n := "more than 2^63"

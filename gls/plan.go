@@ -487,3 +487,23 @@ func (e *Estimate) Answer(t query.Term) ([]float64, error) {
 	}
 	return rt.Apply(e.x), nil
 }
+
+// Completion answers t on this estimate's table even where t is not
+// determined: the one solution the conjugate gradients reached (the
+// invariants' least-norm table plus the solve from it). Its roll-ups to
+// every determined query equal their answers, so it completes a release's
+// tables into one finer table from which they all add up (integer rounding
+// across hierarchies needs such a table). t must still factor through the
+// reduced domain: it may not tell apart values that every measurement,
+// invariant and query adds together.
+func (e *Estimate) Completion(t query.Term) ([]float64, error) {
+	pl := e.plan
+	if err := checkTerm(t, pl.prob.Shape); err != nil {
+		return nil, fmt.Errorf("gls: the query: %w", err)
+	}
+	rt, d, ok := reduceTerm(t, pl.red)
+	if !ok {
+		return nil, fmt.Errorf("gls: along dimension %d the query tells apart values that every measurement, invariant and query adds together", d)
+	}
+	return rt.Apply(e.x), nil
+}

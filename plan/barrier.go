@@ -17,10 +17,35 @@ type model struct {
 	q, r []float64
 	s    []float64
 	sq   []bool
+	// sv, when set, is charged the work of every evaluation (see Work).
+	sv *solver
+	// vcost and hcost are the work of one value and of one Hessian:
+	// Σ_i (1 + |cov_i|) and Σ_i (1 + |cov_i|²), computed on first use.
+	vcost, hcost float64
+}
+
+// charge adds the work of an evaluation (with the Hessian or not) to the
+// solver's count.
+func (m *model) charge(hessian bool) {
+	if m.sv == nil {
+		return
+	}
+	if m.vcost == 0 {
+		for _, cov := range m.cov {
+			m.vcost += float64(1 + len(cov))
+			m.hcost += float64(1 + len(cov)*len(cov))
+		}
+	}
+	if hessian {
+		m.sv.work += m.hcost
+	} else {
+		m.sv.work += m.vcost
+	}
 }
 
 // value returns the model at x, +Inf where a denominator is not > 0.
 func (m *model) value(x []float64) float64 {
+	m.charge(false)
 	var f float64
 	for i, a := range m.a {
 		var den float64
@@ -46,6 +71,7 @@ func (m *model) value(x []float64) float64 {
 // eval returns the model at x and sets its gradient g and, when h is not
 // nil, its Hessian h (n×n, row-major). Denominators must be > 0.
 func (m *model) eval(x, g, h []float64) float64 {
+	m.charge(h != nil)
 	n := len(x)
 	clear(g)
 	if h != nil {
@@ -154,9 +180,11 @@ func (m *model) lowerBound(x, lo, hi []float64) float64 {
 // log-barrier method with Newton steps (Hessian shifted where it is not
 // positive definite, so a non-convex model gets a local minimum), from
 // near x0 (nil: the box's centre on the simplex). It stops when the
-// barrier's duality bound 2n/t is below tol relative to the model. It
-// returns nil when the box does not meet the simplex.
-func (m *model) minimize(lo, hi, x0 []float64, tol float64) []float64 {
+// barrier's duality bound 2n/t is below tol relative to the model, after
+// at most maxOuter×maxInner Newton steps, when a step's arithmetic is not
+// finite, or when sv's context ends, and returns the last feasible point.
+// It returns nil when the box does not meet the simplex.
+func (m *model) minimize(sv *solver, lo, hi, x0 []float64, tol float64) []float64 {
 	n := len(lo)
 	x := make([]float64, n)
 	var free []int
@@ -260,26 +288,36 @@ func (m *model) minimize(lo, hi, x0 []float64, tol float64) []float64 {
 		}
 		return v
 	}
-	for outer := 0; outer < 60; outer++ {
-		for inner := 0; inner < 80; inner++ {
+outer:
+	for outer := 0; outer < maxOuter; outer++ {
+		for inner := 0; inner < maxInner; inner++ {
+			if sv.stopped() {
+				break outer
+			}
 			m.eval(x, g, h)
 			var maxDiag float64
+			finite := true
 			for a, k := range free {
 				lk, hk := x[k]-lo[k], hi[k]-x[k]
 				gb[a] = t*scale*g[k] - 1/lk + 1/hk
+				finite = finite && isFinite(gb[a])
 				for b, kk := range free {
 					hb[a*nf+b] = t * scale * h[k*n+kk]
+					finite = finite && isFinite(hb[a*nf+b])
 				}
 				hb[a*nf+a] += 1/(lk*lk) + 1/(hk*hk)
 				maxDiag = max(maxDiag, math.Abs(hb[a*nf+a]))
 			}
-			shift := 0.0
-			for !cholesky(hb, chol, nf, shift) {
-				if shift == 0 {
-					shift = 1e-10 * maxDiag
-				} else {
-					shift *= 10
-				}
+			if !finite || !isFinite(maxDiag) {
+				// Newton cannot go on from here; x is feasible, and the
+				// caller's checks say whether it is good for anything.
+				break outer
+			}
+			tries, ok := factorShifted(hb, chol, nf, maxDiag)
+			sv.work += float64(tries) * float64(nf*nf*nf) / 6
+			sv.steps++
+			if !ok {
+				break outer
 			}
 			for a := range w {
 				w[a] = 1
@@ -339,6 +377,54 @@ func (m *model) minimize(lo, hi, x0 []float64, tol float64) []float64 {
 	}
 	return x
 }
+
+// The caps on minimize's Newton steps: maxOuter values of the barrier's
+// parameter t (growing 40-fold each), at most maxInner steps for each.
+const (
+	maxOuter = 60
+	maxInner = 80
+)
+
+// factorShifted factors h + shift·I into l with the first shift of the
+// sequence 0, 1e-10 d, 1e-9 d, ... (d the largest diagonal entry in
+// magnitude) that makes it positive definite, and reports whether one did
+// and how many factorisations it tried.
+// The sequence stops once the shift is past twice the Gershgorin bound
+// (max_i Σ_{j≠i} |h_ij| - h_ii), beyond which h + shift·I is diagonally
+// dominant: at most a few hundred factorisations for any finite h.
+func factorShifted(h, l []float64, n int, maxDiag float64) (tries int, ok bool) {
+	if cholesky(h, l, n, 0) {
+		return 1, true
+	}
+	var gersh float64
+	for i := range n {
+		r := -h[i*n+i]
+		for j := range n {
+			if j != i {
+				r += math.Abs(h[i*n+j])
+			}
+		}
+		gersh = max(gersh, r)
+	}
+	d := maxDiag
+	if !(d > 0) {
+		d = max(gersh, 1)
+	}
+	tries = 1
+	for shift := 1e-10 * d; ; shift *= 10 {
+		last := shift > 2*gersh
+		tries++
+		if cholesky(h, l, n, shift) {
+			return tries, true
+		}
+		if last || math.IsInf(shift, 0) {
+			return tries, false
+		}
+	}
+}
+
+// isFinite reports whether v is neither infinite nor NaN.
+func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // cholesky factors h + shift I (n×n) into l (lower, row-major) and reports
 // whether it is positive definite.

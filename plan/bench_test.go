@@ -1,6 +1,7 @@
 package plan_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -25,12 +26,14 @@ func BenchmarkSolve(b *testing.B) {
 			var res plan.Result
 			for b.Loop() {
 				var err error
-				if res, err = plan.Solve(pr, plan.Options{}); err != nil {
+				if res, err = plan.Solve(context.Background(), pr, plan.Options{}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(res.Gap, "gap")
 			b.ReportMetric(float64(res.Nodes), "nodes")
+			b.ReportMetric(res.Work, "work")
+			b.ReportMetric(plan.WorkBound(pr.Shape(), plan.Options{}), "work-bound")
 		})
 	}
 }

@@ -9,11 +9,12 @@ import (
 
 // solveConvex solves a p = 1 problem: one interior-point solve, certified
 // by the Frank-Wolfe gap.
-func solveConvex(pr Problem, opt Options) Result {
+func solveConvex(sv *solver, pr Problem, opt Options) Result {
 	m := pr.model()
+	m.sv = sv
 	n := len(pr.Coef)
 	lo, hi := make([]float64, n), ones(n)
-	x := m.minimize(lo, hi, pr.ClosedForm(), opt.Tol/10)
+	x := m.minimize(sv, lo, hi, pr.ClosedForm(), opt.Tol/10)
 	bound := m.lowerBound(x, lo, hi)
 	return finish(pr, x, bound, opt, "convex: interior point (log barrier, Newton steps); bound: Frank-Wolfe duality gap", 0)
 }
@@ -42,8 +43,9 @@ func (h *nodeHeap) Pop() any {
 // solveLaplace solves a p = 2 problem: local searches from several starts
 // for the best split, and a spatial branch-and-bound on convex relaxations
 // for the lower bound (package comment).
-func solveLaplace(pr Problem, opt Options) Result {
+func solveLaplace(sv *solver, pr Problem, opt Options) Result {
 	m := pr.model()
+	m.sv = sv
 	n := len(pr.Coef)
 	global := n <= opt.GlobalMax
 	maxNodes := opt.MaxNodes
@@ -62,7 +64,7 @@ func solveLaplace(pr Problem, opt Options) Result {
 	}
 	local := func(start []float64) {
 		try(start)
-		if x := m.minimize(zero, one, start, opt.Tol); x != nil {
+		if x := m.minimize(sv, zero, one, start, opt.Tol); x != nil {
 			try(x)
 		}
 	}
@@ -95,7 +97,7 @@ func solveLaplace(pr Problem, opt Options) Result {
 		// minimum does not (or the reverse, which the local search then
 		// finds). Re-optimise without each measurement of the best split
 		// in turn, until none helps.
-		for round := 0; round < 3; round++ {
+		for round := 0; round < 3 && !sv.stopped(); round++ {
 			before := fbest
 			support := append([]float64(nil), best...)
 			for k := range n {
@@ -109,7 +111,7 @@ func solveLaplace(pr Problem, opt Options) Result {
 				if !normalise(start) {
 					continue
 				}
-				if x := m.minimize(zero, h, start, opt.Tol/10); x != nil && m.value(x) < fbest {
+				if x := m.minimize(sv, zero, h, start, opt.Tol/10); x != nil && m.value(x) < fbest {
 					local(x)
 				}
 			}
@@ -134,7 +136,8 @@ func solveLaplace(pr Problem, opt Options) Result {
 			}
 		}
 		rel := relax(pr, lo, hi, ref)
-		x := rel.minimize(lo, hi, warm, opt.Tol/10)
+		rel.sv = sv
+		x := rel.minimize(sv, lo, hi, warm, opt.Tol/10)
 		if x == nil {
 			return nil
 		}
@@ -160,7 +163,7 @@ func solveLaplace(pr Problem, opt Options) Result {
 	open := nodeHeap{root}
 	nodes := 1
 	pruned := math.Inf(1)
-	for open.Len() > 0 {
+	for open.Len() > 0 && !sv.stopped() {
 		nd := open[0]
 		if fbest-min(nd.bound, pruned) <= opt.Tol*fbest {
 			break

@@ -34,13 +34,35 @@
 // starts give the split and the root box's relaxation the bound. Either
 // way Result.Gap is the distance from the split returned to a proved lower
 // bound.
+//
+// Bounded work. Every loop has a cap (Newton steps, halvings of a line
+// search, shifts of a Hessian that is not positive definite, boxes of the
+// branch-and-bound), the whole solve has a budget of work known from the
+// problem's shape before it starts (WorkBound; Result.Work counts what was
+// done), Solve honours its context between Newton steps, and
+// non-finite arithmetic ends a search instead of feeding it: a problem
+// whose weights or coefficients span so many orders of magnitude that
+// float64 cannot follow it gets ErrNotFinite, never a hang or a result
+// that is not a point of the simplex with a finite objective. F is
+// homogeneous (scaling every weight by s scales F by s, every coefficient
+// by s scales it by 1/s), so Solve first scales both by powers of two to a
+// largest entry in [2^-6, 1): the same arithmetic to the last bit, far
+// from overflow.
 package plan
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 )
+
+// ErrNotFinite is returned by Solve when the problem's arithmetic leaves
+// float64 (an infinite or undefined value in the objective, its
+// derivatives or the split): its weights or coefficients span too many
+// orders of magnitude (more than about 1e250 between the largest and the
+// smallest term's a_i / c_k).
+var ErrNotFinite = errors.New("plan: the split problem's arithmetic is not finite (weights or coefficients span too many orders of magnitude)")
 
 // Problem is an instance of the split problem (package comment).
 type Problem struct {
@@ -73,6 +95,87 @@ type Options struct {
 	Starts [][]float64
 	// Seed seeds the random starting points of the multi-start search.
 	Seed uint64
+	// MaxWork caps the solver's work (Result.Work's unit): past it, every
+	// search stops and Solve returns the best split found with its
+	// certified gap. 0 means the problem's WorkBound, which no ordinary
+	// problem comes near: the cap only keeps a pathological one bounded.
+	MaxWork float64
+}
+
+// Shape is what the solver's work depends on: the number of measurements
+// n, and over the terms, Σ_i (1 + |cov_i|) (Covers: the work of one value
+// of F) and Σ_i (1 + |cov_i|²) (CoverSquares: the work of one Hessian). A
+// caller can bound them from its request before it builds the problem.
+type Shape struct {
+	Measurements int
+	Covers       int
+	CoverSquares int
+	Power        int
+}
+
+// Shape returns the problem's shape, counting only the measurements some
+// term uses (those Solve solves for).
+func (pr Problem) Shape() Shape {
+	sh := Shape{Power: pr.Power}
+	used := make([]bool, len(pr.Coef))
+	for _, cov := range pr.Covers {
+		sh.Covers += 1 + len(cov)
+		sh.CoverSquares += 1 + len(cov)*len(cov)
+		for _, k := range cov {
+			if k >= 0 && k < len(used) && !used[k] {
+				used[k] = true
+				sh.Measurements++
+			}
+		}
+	}
+	return sh
+}
+
+// The budget of Newton steps per search (one interior-point solve), and of
+// a whole solve. On 400 random workloads of 1 to 64 cuboids over the
+// arrests schema, an interior-point solve took at most 170 Newton steps,
+// a branch-and-bound at most 87 per box (5000 boxes), and a step's work
+// was at most 2.1 times the cost WorkBound charges it: the budget is at
+// least 4 times what any of them used.
+const (
+	stepsPerSearch = 800
+	minSteps       = 8000
+)
+
+// WorkBound returns the most work (Result.Work's unit) Solve does on a
+// problem of this shape under these options, known before it starts: a
+// budget of Newton steps per search, times the searches it runs (one for
+// p = 1; for p = 2 the starts, the support swaps and two per
+// branch-and-bound box), times the cost of a step. It is monotone in
+// every field of the shape but Measurements, which also decides how the
+// p = 2 problem is searched (Options.GlobalMax). Solve stops its searches
+// once its work reaches the bound (or Options.MaxWork): it can exceed it
+// only by the few evaluations of F each search makes before it checks.
+func WorkBound(sh Shape, opt Options) float64 {
+	n := float64(sh.Measurements)
+	step := float64(sh.CoverSquares) + n*n*n/6 + 4*float64(sh.Covers)
+	searches := 1.0
+	if sh.Power != 1 {
+		globalMax, maxNodes := opt.GlobalMax, opt.MaxNodes
+		if globalMax <= 0 {
+			globalMax = 6
+		}
+		global := sh.Measurements <= globalMax
+		if maxNodes <= 0 {
+			maxNodes = 1
+			if global {
+				maxNodes = 5000
+			}
+		}
+		searches = float64(2 + len(opt.Starts) + 2*(maxNodes+1))
+		if !global {
+			searches += 4
+			if sh.Measurements <= 16 {
+				searches += 6 * n
+			}
+		}
+	}
+	return max(stepsPerSearch*searches, minSteps) * step
 }
 
 // Result is a solution with its certificate.
@@ -89,6 +192,13 @@ type Result struct {
 	Global bool
 	// Nodes is the number of branch-and-bound nodes solved (0 for p = 1).
 	Nodes int
+	// Steps is the number of Newton steps taken, over every search, and
+	// Work the arithmetic they and the other evaluations of F did, in
+	// units of one term of F for a value (Σ_i (1 + |cov_i|) a value, Σ_i
+	// (1 + |cov_i|²) a Hessian, n³/6 a factorisation): a count of the
+	// solver's work that does not depend on the machine.
+	Steps int
+	Work  float64
 }
 
 // Validate checks the problem's shape.
@@ -163,15 +273,24 @@ func (pr Problem) ClosedForm() []float64 {
 			x[k] = math.Cbrt(b[k] / pr.Coef[k])
 		}
 	}
-	normalise(x)
+	if !normalise(x) {
+		// The ratios overflow: the equal split is a start like another.
+		for k := range x {
+			x[k] = 1 / float64(len(x))
+		}
+	}
 	return x
 }
 
 // Solve minimises F on the simplex (package comment) and certifies the
-// result.
-func Solve(pr Problem, opt Options) (Result, error) {
+// result. It returns ctx's error, wrapped, when ctx ends first, and
+// ErrNotFinite when the problem's arithmetic is not finite.
+func Solve(ctx context.Context, pr Problem, opt Options) (Result, error) {
 	if err := pr.Validate(); err != nil {
 		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("plan: %w", err)
 	}
 	if opt.Tol <= 0 {
 		opt.Tol = 1e-6
@@ -208,15 +327,19 @@ func Solve(pr Problem, opt Options) (Result, error) {
 		}
 		return Result{X: x, Method: "no term: every split is optimal", Global: true}, nil
 	}
-	sub := Problem{Weights: pr.Weights, Covers: make([][]int, len(pr.Covers)), Coef: make([]float64, len(keep)), Power: pr.Power}
+	// The weights and coefficients scaled by powers of two (exactly) to a
+	// largest entry in [2^-6, 1): F(x) = 2^(wexp-cexp) F_sub(x).
+	wexp, cexp := maxExp(pr.Weights), maxExp(pr.Coef)
+	sub := Problem{Weights: make([]float64, len(pr.Weights)), Covers: make([][]int, len(pr.Covers)), Coef: make([]float64, len(keep)), Power: pr.Power}
 	for i, cov := range pr.Covers {
+		sub.Weights[i] = math.Ldexp(pr.Weights[i], -wexp)
 		sub.Covers[i] = make([]int, len(cov))
 		for j, k := range cov {
 			sub.Covers[i][j] = index[k]
 		}
 	}
 	for j, k := range keep {
-		sub.Coef[j] = pr.Coef[k]
+		sub.Coef[j] = math.Ldexp(pr.Coef[k], -cexp)
 	}
 	starts := make([][]float64, 0, len(opt.Starts))
 	for _, s := range opt.Starts {
@@ -229,27 +352,112 @@ func Solve(pr Problem, opt Options) (Result, error) {
 		}
 	}
 	opt.Starts = starts
+	maxWork := opt.MaxWork
+	if maxWork <= 0 {
+		maxWork = WorkBound(sub.Shape(), opt)
+	}
+	sv := &solver{ctx: ctx, maxWork: maxWork}
+	defer func() { MeterFrom(ctx).Add(sv.work) }()
 	var res Result
 	if sub.Power == 1 {
-		res = solveConvex(sub, opt)
+		res = solveConvex(sv, sub, opt)
 	} else {
-		res = solveLaplace(sub, opt)
+		res = solveLaplace(sv, sub, opt)
+	}
+	res.Steps, res.Work = sv.steps, sv.work
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("plan: %w", err)
+	}
+	if !res.finite() {
+		return Result{}, ErrNotFinite
 	}
 	x := make([]float64, n)
 	for j, k := range keep {
 		x[k] = res.X[j]
 	}
 	res.X = x
+	// Back to the problem's own scale; Gap is a ratio and does not move.
+	res.Objective = math.Ldexp(res.Objective, wexp-cexp)
+	res.Bound = math.Ldexp(res.Bound, wexp-cexp)
+	if math.IsInf(res.Objective, 0) || math.IsInf(res.Bound, 0) {
+		return Result{}, ErrNotFinite // F itself overflows at the split
+	}
+	if f := pr.Value(x); f != res.Objective {
+		// Scaling is exact unless a value under- or overflows: the
+		// objective is F(X) as the caller computes it, and the gap is to
+		// the bound in that scale.
+		if !(f > 0) || math.IsInf(f, 0) || math.IsInf(res.Bound, 0) {
+			return Result{}, ErrNotFinite
+		}
+		res.Objective, res.Bound = f, min(res.Bound, f)
+		res.Gap = (f - res.Bound) / f
+		res.Global = res.Gap <= opt.Tol
+	}
 	return res, nil
+}
+
+// solver carries what every search of one Solve shares: its context and
+// its work (see Result.Work) against its cap.
+type solver struct {
+	ctx     context.Context
+	work    float64
+	maxWork float64
+	steps   int
+}
+
+// stopped reports whether the context has ended or the work reached its
+// cap: every search then returns the best point it has.
+func (sv *solver) stopped() bool { return sv.work >= sv.maxWork || sv.ctx.Err() != nil }
+
+// maxExp returns a multiple e of 6 such that the largest of xs (all
+// finite and > 0) scaled by 2^-e is in [2^-6, 1). Multiples of 6 keep the
+// solver's square and cube roots of coefficients and of their ratios to
+// weights exactly scaled too, so that the scaled problem's arithmetic is
+// the original's to the last bit.
+func maxExp(xs []float64) int {
+	top := 0.0
+	for _, v := range xs {
+		top = max(top, v)
+	}
+	_, e := math.Frexp(top)
+	q := e / 6
+	if e%6 > 0 {
+		q++
+	}
+	return 6 * q
+}
+
+// finite reports whether a result is a point of the simplex with a finite
+// objective, bound and gap.
+func (r Result) finite() bool {
+	var sum float64
+	for _, v := range r.X {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return false
+		}
+		sum += v
+	}
+	ok := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	return math.Abs(sum-1) <= 1e-9 && ok(r.Objective) && ok(r.Bound) && ok(r.Gap) && r.Gap >= 0 && r.Objective > 0
 }
 
 // finish drops the measurements whose tiny share buys (almost) nothing,
 // evaluates the result and its gap to the bound.
 func finish(pr Problem, x []float64, bound float64, opt Options, method string, nodes int) Result {
+	if len(x) != len(pr.Coef) {
+		// No search reached a point where F is finite: the caller's
+		// checks turn this into ErrNotFinite.
+		return Result{Objective: math.NaN(), Method: method}
+	}
 	m := pr.model()
 	x = clean(m, x, opt.Tol)
 	f := m.value(x)
-	bound = min(bound, f)
+	// F > 0 everywhere, so 0 is a lower bound whatever the certificate
+	// (a bound that is not finite certifies nothing more).
+	if math.IsNaN(bound) {
+		bound = 0
+	}
+	bound = max(min(bound, f), 0)
 	gap := 0.0
 	if f > 0 {
 		gap = (f - bound) / f

@@ -1,6 +1,7 @@
 package plan_test
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -58,7 +59,7 @@ func TestSolveAgainstDense(t *testing.T) {
 			for c := range tc.cases {
 				n := 1 + rng.IntN(tc.maxN)
 				pr := randomProblem(rng, n, n+rng.IntN(3*n), tc.power)
-				res, err := plan.Solve(pr, plan.Options{})
+				res, err := plan.Solve(context.Background(), pr, plan.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -113,7 +114,7 @@ func TestSolveDisjoint(t *testing.T) {
 					pr.Weights = append(pr.Weights, 1+9*rng.Float64())
 				}
 			}
-			res, err := plan.Solve(pr, plan.Options{})
+			res, err := plan.Solve(context.Background(), pr, plan.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,7 +146,7 @@ func TestSolveNonConvex(t *testing.T) {
 		{"three at the centre", plan.Problem{Power: 2, Coef: []float64{1, 1, 1}, Weights: []float64{1}, Covers: [][]int{{0, 1, 2}}}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := plan.Solve(tc.pr, plan.Options{})
+			res, err := plan.Solve(context.Background(), tc.pr, plan.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +158,7 @@ func TestSolveNonConvex(t *testing.T) {
 	// A problem with two local minima: the dense solver's best and Solve's
 	// agree, and Solve proves it.
 	pr := plan.Problem{Power: 2, Coef: []float64{1, 1, 0.05}, Weights: []float64{10, 0.05, 0.05, 0.02}, Covers: [][]int{{0, 1}, {0}, {1}, {2}}}
-	res, err := plan.Solve(pr, plan.Options{})
+	res, err := plan.Solve(context.Background(), pr, plan.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestSolveLarge(t *testing.T) {
 	for range 3 {
 		n := 12
 		pr := randomProblem(rng, n, 3*n, 2)
-		res, err := plan.Solve(pr, plan.Options{GlobalMax: 4})
+		res, err := plan.Solve(context.Background(), pr, plan.Options{GlobalMax: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,12 +228,12 @@ func TestSolveErrors(t *testing.T) {
 		{"lengths", plan.Problem{Power: 1, Coef: []float64{1}, Weights: []float64{1, 2}, Covers: [][]int{{0}}}, plan.Options{}, "2 weights for 1 terms"},
 		{"start", ok, plan.Options{Starts: [][]float64{{1}}}, "start 0 has 1 entries"},
 	} {
-		if _, err := plan.Solve(tc.pr, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := plan.Solve(context.Background(), tc.pr, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 	// A measurement no term uses gets nothing.
-	res, err := plan.Solve(plan.Problem{Power: 2, Coef: []float64{1, 1, 1}, Weights: []float64{1, 1}, Covers: [][]int{{0}, {2}}}, plan.Options{})
+	res, err := plan.Solve(context.Background(), plan.Problem{Power: 2, Coef: []float64{1, 1, 1}, Weights: []float64{1, 1}, Covers: [][]int{{0}, {2}}}, plan.Options{})
 	if err != nil || res.X[1] != 0 || math.Abs(res.X[0]-0.5) > 1e-6 {
 		t.Errorf("unused measurement: %v, %v", res.X, err)
 	}

@@ -6,6 +6,7 @@ package release
 // it costs no privacy.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -19,16 +20,23 @@ import (
 	"github.com/knowdp/knowdp/sensitivity"
 )
 
-// MeasurementsFormat names the version of SavedMeasurements' layout.
-const MeasurementsFormat = "knowdp-measurements/1"
+// MeasurementsFormat names the version of SavedMeasurements' layout:
+// version 2 keeps the dimensions' levels and parents and names views at
+// their levels ("geo:state"); files of version 1 (flat cuboids) are read
+// too.
+const MeasurementsFormat = "knowdp-measurements/2"
+
+// measurementsFormat1 is the layout before levels.
+const measurementsFormat1 = "knowdp-measurements/1"
 
 // SavedMeasurements is a workload release's noisy measurements, invariants
 // and noise, as written by --measurements. Its privacy fields are the
 // release's: the counts in it are exactly as private as the release.
 type SavedMeasurements struct {
 	Format string `json:"format"`
-	// Dimensions are the schema's, in order.
-	Dimensions []SavedDimension `json:"dimensions"`
+	// Dimensions are the schema's, in order, with their levels and
+	// parents.
+	Dimensions []domain.Dimension `json:"dimensions"`
 	// Mechanism is "laplace" or "gaussian"; Epsilon (and, for Gaussian
 	// noise, Rho and Delta) the release's privacy loss.
 	Mechanism  string  `json:"mechanism"`
@@ -45,13 +53,8 @@ type SavedMeasurements struct {
 	Measurements []SavedMeasurement `json:"measurements"`
 }
 
-// SavedDimension is a dimension of a saved release's schema.
-type SavedDimension struct {
-	Name   string   `json:"name"`
-	Values []string `json:"values"`
-}
-
-// SavedTable is a cuboid with its counts.
+// SavedTable is a table with its counts: Cuboid names its dimensions, each
+// at its level ("geo:state").
 type SavedTable struct {
 	Cuboid []string  `json:"cuboid"`
 	Counts []float64 `json:"counts"`
@@ -85,14 +88,13 @@ func (w *Release) SaveMeasurements() (*SavedMeasurements, error) {
 		Invariants: []SavedTable{}, Measurements: []SavedMeasurement{},
 	}
 	for i := range s.NumDims() {
-		d := s.Dim(i)
-		out.Dimensions = append(out.Dimensions, SavedDimension{Name: d.Name, Values: slices.Clone(d.Values)})
+		out.Dimensions = append(out.Dimensions, s.Dim(i))
 	}
 	for _, v := range w.Invariants {
-		out.Invariants = append(out.Invariants, SavedTable{Cuboid: nonNil(s.Names(v.Cuboid)), Counts: slices.Clone(v.Counts)})
+		out.Invariants = append(out.Invariants, SavedTable{Cuboid: nonNil(s.ViewNames(v.TableView())), Counts: slices.Clone(v.Counts)})
 	}
 	for k, m := range w.Measurements {
-		sm := SavedMeasurement{Cuboid: nonNil(s.Names(m.Cuboid)), Counts: slices.Clone(w.noisy[k])}
+		sm := SavedMeasurement{Cuboid: nonNil(s.ViewNames(m.TableView())), Counts: slices.Clone(w.noisy[k])}
 		if w.Mechanism == MechanismGaussian {
 			sm.L2Sensitivity, sm.Rho, sm.Variance = m.L2Sensitivity, m.RhoShare, m.Sigma*m.Sigma
 		} else {
@@ -110,14 +112,10 @@ func (w *Release) SaveMeasurements() (*SavedMeasurements, error) {
 
 // Schema returns the saved release's schema.
 func (sm *SavedMeasurements) Schema() (*domain.Schema, error) {
-	if sm.Format != MeasurementsFormat {
+	if sm.Format != MeasurementsFormat && sm.Format != measurementsFormat1 {
 		return nil, fmt.Errorf("measurements: format %q, want %q", sm.Format, MeasurementsFormat)
 	}
-	dims := make([]domain.Dimension, len(sm.Dimensions))
-	for i, d := range sm.Dimensions {
-		dims[i] = domain.Dimension{Name: d.Name, Values: d.Values}
-	}
-	return domain.NewSchema(dims)
+	return domain.NewSchema(sm.Dimensions)
 }
 
 // Estimate returns the least-squares estimate of each cuboid from the saved
@@ -217,4 +215,120 @@ func (sm *SavedMeasurements) Estimate(s *domain.Schema, cuboids []domain.Cuboid)
 		p.tables[i].Public = fixed[i]
 	}
 	return p.tables, nil
+}
+
+// EstimateViews returns the least-squares estimate of each view (a table at
+// any levels of the schema's hierarchies) from the saved measurements and
+// invariants, with every cell's margin of error: the estimate a release of
+// these views with the same measurements would give, computed by the same
+// estimator, chosen as NewPlan chooses it (the residual basis when every
+// view stands at its finest levels, the tree passes across one hierarchy,
+// the iterative solver across two or more). It costs no privacy. A view the
+// measurements and invariants do not determine is refused, naming it.
+func (sm *SavedMeasurements) EstimateViews(ctx context.Context, s *domain.Schema, views []domain.View) ([]Table, error) {
+	if len(views) == 0 {
+		return nil, errors.New("measurements: no table to estimate")
+	}
+	mech, err := ParseMechanism(sm.Mechanism)
+	if err != nil {
+		return nil, fmt.Errorf("measurements: %w", err)
+	}
+	parse := func(names []string, what string) (domain.View, error) {
+		v, err := s.ViewOfNames(names...)
+		if err != nil {
+			return v, fmt.Errorf("measurements: %s: %w", what, err)
+		}
+		return v.Normal(), nil
+	}
+	var exact []domain.View
+	var inv [][]float64
+	for i, x := range sm.Invariants {
+		v, err := parse(x.Cuboid, fmt.Sprintf("invariant %d", i+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(x.Counts) != s.ViewSize(v) {
+			return nil, fmt.Errorf("measurements: invariant %s has %d counts for %d cells", s.FormatView(v), len(x.Counts), s.ViewSize(v))
+		}
+		exact, inv = append(exact, v), append(inv, slices.Clone(x.Counts))
+	}
+	var meas []viewMeasurement
+	var noisy [][]float64
+	for k, x := range sm.Measurements {
+		v, err := parse(x.Cuboid, fmt.Sprintf("measurement %d", k+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(x.Counts) != s.ViewSize(v) {
+			return nil, fmt.Errorf("measurements: measurement %s has %d counts for %d cells", s.FormatView(v), len(x.Counts), s.ViewSize(v))
+		}
+		m := viewMeasurement{v: v, sens: x.Sensitivity}
+		if mech == MechanismGaussian {
+			if m.rhoShare, err = privacy.NewRho(x.Rho); err != nil {
+				return nil, fmt.Errorf("measurements: measurement %s: %w", s.FormatView(v), err)
+			}
+			if m.gauss, err = noise.NewGaussian(x.L2Sensitivity, m.rhoShare.Float64()); err != nil {
+				return nil, fmt.Errorf("measurements: measurement %s: %w", s.FormatView(v), err)
+			}
+			m.l2.Value, m.variance = x.L2Sensitivity, m.gauss.Variance()
+		} else {
+			if m.share, err = privacy.NewEpsilon(x.Epsilon); err != nil {
+				return nil, fmt.Errorf("measurements: measurement %s: %w", s.FormatView(v), err)
+			}
+			if m.lap, err = noise.NewLaplace(float64(x.Sensitivity), m.share.Float64()); err != nil {
+				return nil, fmt.Errorf("measurements: measurement %s: %w", s.FormatView(v), err)
+			}
+			m.variance = m.lap.Variance()
+		}
+		if math.Abs(m.variance-x.Variance) > 1e-9*m.variance {
+			return nil, fmt.Errorf("measurements: measurement %s: its noise has variance %v, the file says %v", s.FormatView(v), m.variance, x.Variance)
+		}
+		meas, noisy = append(meas, m), append(noisy, slices.Clone(x.Counts))
+	}
+	tables := make([]Table, len(views))
+	for i, v := range views {
+		if err := s.CheckView(v); err != nil {
+			return nil, fmt.Errorf("measurements: table %d: %w", i+1, err)
+		}
+		v = v.Normal()
+		tables[i] = Table{Cuboid: v.Dims, View: v, Weight: 1}
+		for _, e := range exact {
+			if v.RollUpOf(e) {
+				tables[i].Public, tables[i].SensitivityRule = true, "public: a roll-up of the exact view "+s.FormatView(e)
+			}
+		}
+	}
+	var measured []domain.View
+	for _, m := range meas {
+		measured = append(measured, m.v)
+	}
+	coarse := coarseDims(Spec{Tables: views, Exact: exact, Measure: measured})
+	switch len(coarse) {
+	case 0:
+		var cs []domain.Cuboid
+		for _, v := range views {
+			cs = append(cs, v.Dims)
+		}
+		return sm.Estimate(s, cs)
+	case 1:
+		p := &viewPlan{s: s, h: coarse[0], exact: exact, tables: tables, meas: meas, mech: mech}
+		invs := make([]estimate.Invariant, len(exact))
+		for i, e := range exact {
+			invs[i] = estimate.Invariant{Cuboid: e.Dims, View: e, Counts: inv[i]}
+		}
+		if err := p.estimate(ctx, tables, invs, noisy); err != nil {
+			return nil, err
+		}
+		return tables, nil
+	default:
+		p := &crossPlan{s: s, spec: Spec{Mechanism: mech}, hier: coarse, exact: exact, tables: tables, meas: meas}
+		if err := p.buildSolver(); err != nil {
+			return nil, err
+		}
+		rel := &Release{Schema: s, Tables: tables}
+		if _, err := p.estimate(ctx, rel, noisy, inv); err != nil {
+			return nil, err
+		}
+		return rel.Tables, nil
+	}
 }

@@ -19,7 +19,11 @@ package release
 //     passes;
 //   - one hierarchical dimension at coarser levels, crossed with flat ones:
 //     the residual basis over the flat dimensions and two tree passes per
-//     residual (package estimate/hier), exact in linear passes.
+//     residual (package estimate/hier), exact in linear passes;
+//   - two or more hierarchical dimensions at coarser levels: the
+//     generalised least-squares estimate over the leaves in the query model
+//     (package gls), by conjugate gradients to a certified residual
+//     (cross.go).
 
 import (
 	"context"
@@ -75,6 +79,9 @@ type Spec struct {
 	// Unit, if set, says the rows belong to privacy units: the release is
 	// private per unit and runs with RunUnits (unit.go).
 	Unit *Unit
+	// unitRows is the K every sensitivity is multiplied by (0: rows), set
+	// by NewPlan from Unit for the engines.
+	unitRows int
 }
 
 // Plan is a release decided from the schema and the spec alone.
@@ -87,6 +94,7 @@ type Plan struct {
 	// while flat gives its privacy story and errors.
 	flat   *WorkloadPlan
 	views  *ViewPlan
+	cross  *crossPlan
 	single *ReleaseSpec
 	unit   *unitPlan
 }
@@ -130,8 +138,12 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 			return nil, err
 		}
 	}
+	spec.unitRows = up.rows()
 	p := &Plan{schema: s, spec: spec, unit: up}
 	coarse := coarseDims(spec)
+	if len(coarse) <= 1 && spec.Split == SplitAuto {
+		spec.Split = SplitOptimal
+	}
 	switch {
 	case len(coarse) == 0 && spec.Split != SplitSpine:
 		ws := WorkloadSpec{Epsilon: spec.Epsilon, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
@@ -159,22 +171,19 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 		if spec.Strategy == MeasureMarginals {
 			return nil, errors.New("release: the marginals strategy is not supported for tables at coarser levels of a hierarchy yet; use requested or best")
 		}
-		if spec.KeepMeasurements {
-			return nil, errors.New("release: saving the measurements of tables at coarser levels of a hierarchy is not supported yet")
-		}
 		vp, err := PlanViews(s, ViewSpec{Epsilon: spec.Epsilon, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
 			Exact: spec.Exact, Views: spec.Tables, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
-			DomainsFromData: spec.DomainsFromData, unitRows: up.rows()})
+			DomainsFromData: spec.DomainsFromData, KeepMeasurements: spec.KeepMeasurements, unitRows: up.rows()})
 		if err != nil {
 			return nil, err
 		}
 		p.views = vp
 	default:
-		names := make([]string, len(coarse))
-		for i, d := range coarse {
-			names[i] = fmt.Sprintf("%q", s.Dim(d).Name)
+		cp, err := planCross(s, spec, coarse)
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("release: tables at coarser levels of %d hierarchies (%v) in one release are not supported yet", len(coarse), names)
+		p.cross = cp
 	}
 	return p, nil
 }
@@ -232,6 +241,9 @@ func (p *Plan) Needs() []domain.View {
 		}
 		return out
 	}
+	if p.cross != nil {
+		return p.cross.needs()
+	}
 	return p.views.Needs()
 }
 
@@ -268,6 +280,9 @@ func (p *Plan) Run(ctx context.Context, counts map[domain.View][]float64, r *noi
 func (p *Plan) run(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
 	if p.single != nil {
 		return p.runSingle(ctx, counts, r)
+	}
+	if p.cross != nil {
+		return p.cross.run(ctx, counts, r)
 	}
 	var w *Release
 	var err error

@@ -5,7 +5,9 @@ package release
 // file turns a workload plan into a splitplan.Problem and back.
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/knowdp/knowdp/domain"
@@ -68,6 +70,12 @@ type SplitCertificate struct {
 	Global bool
 	// Method says how the split was found and the bound proved.
 	Method string
+	// Work is what finding it took, in plan.Result.Work's unit (summed
+	// over the problems solved; for views across a hierarchy, the node
+	// visits of the variance passes converted to it). It stays within
+	// SplitWork, but for the evaluations of the step during which a search
+	// reaches it.
+	Work float64
 }
 
 // problem returns the split problem of the objective.
@@ -81,8 +89,10 @@ func (o objective) problem() splitplan.Problem {
 
 // optimalFractions minimises the objective on the simplex with splitplan.Solve
 // (certified: see SplitCertificate) and records the certificate in the
-// plan. Measurements with no share have fraction 0.
-func (p *workloadPlan) optimalFractions() []float64 {
+// plan. Measurements with no share have fraction 0. It fails when ctx ends
+// first or when the objective's arithmetic is not finite (weights that
+// span too many orders of magnitude), never with a split that is not one.
+func (p *workloadPlan) optimalFractions(ctx context.Context) ([]float64, error) {
 	o := p.objective()
 	k := len(o.c)
 	if len(o.a) == 0 {
@@ -90,34 +100,41 @@ func (p *workloadPlan) optimalFractions() []float64 {
 		for i := range equal {
 			equal[i] = 1 / float64(k)
 		}
-		return equal // every table is public: nothing to optimise
+		return equal, nil // every table is public: nothing to optimise
+	}
+	for i, a := range o.a {
+		if !(a > 0) || math.IsInf(a, 0) {
+			return nil, fmt.Errorf("workload: optimal split: the weighted variance of residual %d is %v (the weights are too large or too small to sum)", i, a)
+		}
 	}
 	if k == 1 {
 		// One measurement takes the whole budget: the only point of the
 		// simplex is the optimum, exactly.
 		v := o.value([]float64{1})
 		p.cert = &SplitCertificate{Bound: v, Gap: 0, Global: true, Method: "one measurement: it takes the whole budget"}
-		return []float64{1}
+		return []float64{1}, nil
 	}
 	var starts [][]float64
 	if p.start != nil {
 		starts = append(starts, p.start)
 	}
-	res, err := splitplan.Solve(o.problem(), splitplan.Options{Starts: starts})
+	res, err := splitplan.Solve(ctx, o.problem(), splitplan.Options{Starts: starts})
 	if err != nil {
-		// planWorkload checked what Solve checks (every needed residual
-		// is covered, shares and weights are positive).
-		panic("cube: " + err.Error())
+		// planWorkload checked the rest of what Solve checks (every needed
+		// residual is covered, shares are positive).
+		return nil, fmt.Errorf("workload: optimal split: %w", err)
 	}
-	p.cert = &SplitCertificate{Bound: res.Bound, Gap: res.Gap, Global: res.Global, Method: res.Method}
-	return res.X
+	p.cert = &SplitCertificate{Bound: res.Bound, Gap: res.Gap, Global: res.Global, Method: res.Method, Work: res.Work}
+	return res.X, nil
 }
 
 // finishObjective sets the objective at the shares actually given (whole
-// accounting steps) and the gap to the split's lower bound.
-func (p *workloadPlan) finishObjective() {
+// accounting steps) and the gap to the split's lower bound. It fails when
+// the objective is not finite (weights so large that the weighted
+// variance overflows): the release would state it.
+func (p *workloadPlan) finishObjective() error {
 	if len(p.meas) == 0 {
-		return
+		return nil
 	}
 	o := p.objective()
 	x := make([]float64, len(p.meas))
@@ -129,10 +146,14 @@ func (p *workloadPlan) finishObjective() {
 		}
 	}
 	p.objValue = o.value(x)
+	if math.IsNaN(p.objValue) || math.IsInf(p.objValue, 0) {
+		return fmt.Errorf("workload: the weighted total variance is %v (weights too large)", p.objValue)
+	}
 	if p.cert != nil && p.objValue > 0 {
 		p.cert.Bound = min(p.cert.Bound, p.objValue)
 		p.cert.Gap = (p.objValue - p.cert.Bound) / p.objValue
 	}
+	return nil
 }
 
 // downClosure returns the cuboids a MeasureMarginals plan may measure: the
@@ -167,15 +188,72 @@ func (p *workloadPlan) downClosure() []domain.Cuboid {
 	return append(out, subs...)
 }
 
+// SplitWork returns the most work the optimal split of this release can
+// take (plan.WorkBound's unit, for each split problem it solves), from the
+// schema and the spec alone, without solving it: 0 when the split is not
+// the optimal one or nothing is measured. Planning stops its solver there.
+// Its errors are the plan's that come before the split.
+func (spec WorkloadSpec) SplitWork(s *domain.Schema) (float64, error) {
+	if spec.Split != SplitOptimal {
+		return 0, nil
+	}
+	req := spec
+	req.Strategy = MeasureRequested
+	if spec.Strategy != MeasureRequested {
+		req.Measure = nil
+	}
+	p1, err := measuredPlan(s, req, nil)
+	if err != nil {
+		return 0, err
+	}
+	work := p1.splitWork(false)
+	if spec.Strategy == MeasureRequested {
+		return work, nil
+	}
+	// The marginals plan, started from the requested one's split: its
+	// candidates are the down-closure's cuboids that can be measured.
+	var cands []domain.Cuboid
+	probe := &workloadPlan{s: s, exact: p1.exact}
+	for _, c := range p1.downClosure() {
+		if sens, err := probe.sensitivity(c, spec.Sensitivity); err == nil && sens.Value > 0 {
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) == 0 {
+		return work, nil
+	}
+	marg := req
+	marg.Measure = cands
+	p2, err := measuredPlan(s, marg, make([]float64, len(cands)))
+	if err != nil {
+		return 0, err
+	}
+	return work + p2.splitWork(true), nil
+}
+
+// splitWork is plan.WorkBound of the plan's split problem, solved with a
+// start (the options optimalFractions gives Solve) or without.
+func (p *workloadPlan) splitWork(start bool) float64 {
+	o := p.objective()
+	if len(o.a) == 0 {
+		return 0
+	}
+	var opt splitplan.Options
+	if start {
+		opt.Starts = make([][]float64, 1)
+	}
+	return splitplan.WorkBound(o.problem().Shape(), opt)
+}
+
 // planStrategy plans a MeasureMarginals or MeasureBest release: the
 // requested plan, and the plan that measures the down-closure's cuboids
 // that have a computable, positive sensitivity, started from the requested
 // plan's split. It returns the better one (the requested one on a tie, and
 // always the marginals one for MeasureMarginals).
-func planStrategy(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
+func planStrategy(ctx context.Context, s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	req := spec
 	req.Strategy = MeasureRequested
-	p1, err := planWorkload(s, req)
+	p1, err := planWorkloadCtx(ctx, s, req)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +281,7 @@ func planStrategy(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	}
 	marg := req
 	marg.Measure = cands
-	p2, err := planMeasured(s, marg, start)
+	p2, err := planMeasured(ctx, s, marg, start)
 	if err != nil {
 		return nil, fmt.Errorf("release: strategy %v: %w", spec.Strategy, err)
 	}
@@ -217,6 +295,7 @@ func planStrategy(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	// lesser bound holds for both.
 	if p1.cert != nil && p2.cert != nil && best.objValue > 0 {
 		c := *best.cert
+		c.Work = p1.cert.Work + p2.cert.Work
 		c.Bound = min(p1.cert.Bound, p2.cert.Bound, best.objValue)
 		c.Gap = (best.objValue - c.Bound) / best.objValue
 		c.Global = c.Gap <= 1e-6

@@ -206,6 +206,10 @@ func (p *Plan) Measured() []domain.View {
 		}
 	}
 	switch {
+	case p.cross != nil:
+		for _, m := range p.cross.meas {
+			add(m.v)
+		}
 	case p.single != nil:
 		if len(p.flat.Release.Measurements) > 0 {
 			add(domain.ViewOf(p.single.Cuboid))

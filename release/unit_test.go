@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/internal/testkit"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/unit"
 )
@@ -377,5 +378,37 @@ func TestRequestUnit(t *testing.T) {
 	r.RowLevel, r.PrivacyUnit, r.MaxRows = false, "student_id", 5
 	if _, err := r.Spec(s); err != nil {
 		t.Errorf("--privacy-unit: %v", err)
+	}
+}
+
+// Tables at the levels of two hierarchies (the GLS engine): per unit, every
+// measurement is K times the row-level one and the tables agree with the
+// true invariants.
+func TestUnitCrossedHierarchies(t *testing.T) {
+	s := testkit.Crossed(t)
+	const k = 3
+	row, err := NewPlan(s, crossedSpec(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, _ := crossedCounts(t, s, row, 1)
+	wr, err := row.Run(context.Background(), counts, noise.NewSeeded(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := crossedSpec(t, s)
+	spec.Unit = &Unit{Column: "person", MaxRows: k}
+	_, wu := runUnits(t, s, spec, unitRows(t, s, 400, 3), 2)
+	if len(wu.Measurements) == 0 || len(wu.Measurements) != len(wr.Measurements) {
+		t.Fatalf("%d measurements per unit, %d per row", len(wu.Measurements), len(wr.Measurements))
+	}
+	for i, m := range wu.Measurements {
+		if m.Sensitivity != k*wr.Measurements[i].Sensitivity || m.Share != wr.Measurements[i].Share {
+			t.Errorf("measurement %d: %+v per unit, %+v per row", i, m, wr.Measurements[i])
+		}
+	}
+	agreeing(t, s, wu, 1e-8)
+	if wu.Metadata().PrivacyUnit == nil {
+		t.Error("no privacy_unit")
 	}
 }

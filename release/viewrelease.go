@@ -52,6 +52,9 @@ type ViewSpec struct {
 	Sensitivity int
 	// DomainsFromData records that the domains came from the data.
 	DomainsFromData bool
+	// KeepMeasurements keeps the noisy measurements in the release, for
+	// SaveMeasurements.
+	KeepMeasurements bool
 	// unitRows: see WorkloadSpec.
 	unitRows int
 }
@@ -102,14 +105,20 @@ type ViewPlan struct {
 // PlanViews plans the release spec describes, as ReleaseViews would, and
 // returns its errors.
 func PlanViews(s *domain.Schema, spec ViewSpec) (*ViewPlan, error) {
+	return PlanViewsContext(context.Background(), s, spec)
+}
+
+// PlanViewsContext is PlanViews under ctx: the optimal split's search
+// stops when ctx ends, and the plan fails with ctx's error.
+func PlanViewsContext(ctx context.Context, s *domain.Schema, spec ViewSpec) (*ViewPlan, error) {
 	if w, ok := spec.flat(); ok {
-		wp, err := PlanWorkload(s, w, false)
+		wp, err := PlanWorkloadContext(ctx, s, w, false)
 		if err != nil {
 			return nil, err
 		}
 		return &ViewPlan{spec: spec, flat: wp}, nil
 	}
-	p, err := planViews(s, spec)
+	p, err := planViewsCtx(ctx, s, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -179,9 +188,28 @@ type viewPlan struct {
 	cert      *SplitCertificate
 }
 
-// planViews validates the spec and chooses what to measure and the shares.
-// Every error it returns is decided by the schema and the spec alone.
+// planViews is planViewsCtx without a deadline.
 func planViews(s *domain.Schema, spec ViewSpec) (*viewPlan, error) {
+	return planViewsCtx(context.Background(), s, spec)
+}
+
+// planViewsCtx validates the spec and chooses what to measure and the
+// shares. Every error it returns is decided by the schema and the spec
+// alone, but for ctx's: the optimal split stops when ctx ends.
+func planViewsCtx(ctx context.Context, s *domain.Schema, spec ViewSpec) (*viewPlan, error) {
+	p, err := viewPlanOf(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.chooseShares(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// viewPlanOf is planViewsCtx up to the shares: what is measured, without
+// solving the split.
+func viewPlanOf(s *domain.Schema, spec ViewSpec) (*viewPlan, error) {
 	if s == nil {
 		return nil, errors.New("release: nil schema")
 	}
@@ -310,10 +338,28 @@ func planViews(s *domain.Schema, spec ViewSpec) (*viewPlan, error) {
 	case len(p.meas) > 0 && !gaussian && !(spec.Epsilon.Float64() > 0):
 		return nil, errors.New("release: epsilon must be set (> 0)")
 	}
-	if err := p.chooseShares(); err != nil {
-		return nil, err
-	}
 	return p, nil
+}
+
+// SplitWork returns the most work the optimal split of this release can
+// take (plan.WorkBound's unit), from the schema and the spec alone,
+// without solving it: WorkloadSpec.SplitWork for views at their finest
+// levels (released as a workload), and otherwise the view split's budget
+// of evaluations of its variance passes; 0 when the split is not the
+// optimal one. Planning stops its searches there. Its errors are the
+// plan's that come before the split.
+func (spec ViewSpec) SplitWork(s *domain.Schema) (float64, error) {
+	if w, ok := spec.flat(); ok {
+		return w.SplitWork(s)
+	}
+	if spec.Split != SplitOptimal {
+		return 0, nil
+	}
+	p, err := viewPlanOf(s, spec)
+	if err != nil || len(p.meas) == 0 {
+		return 0, err
+	}
+	return p.viewObjective().workBound(len(p.meas)), nil
 }
 
 // publicBy reports whether view v is a roll-up of an invariant, and says
@@ -337,7 +383,7 @@ func (p *viewPlan) level(v domain.View) int {
 }
 
 // fractions returns each measurement's fraction of the budget.
-func (p *viewPlan) fractions() ([]float64, error) {
+func (p *viewPlan) fractions(ctx context.Context) ([]float64, error) {
 	k := len(p.meas)
 	frac := make([]float64, k)
 	switch p.split {
@@ -348,7 +394,7 @@ func (p *viewPlan) fractions() ([]float64, error) {
 	case SplitSpine:
 		return p.spineFractions()
 	case SplitOptimal:
-		return p.optimalFractions()
+		return p.optimalFractions(ctx)
 	}
 	return frac, nil
 }
@@ -369,11 +415,11 @@ func (p *viewPlan) spineFractions() ([]float64, error) {
 
 // chooseShares turns the fractions into exact shares of the budget and
 // calibrates each measurement's noise.
-func (p *viewPlan) chooseShares() error {
+func (p *viewPlan) chooseShares(ctx context.Context) error {
 	if len(p.meas) == 0 {
 		return nil
 	}
-	frac, err := p.fractions()
+	frac, err := p.fractions(ctx)
 	if err != nil {
 		return err
 	}
@@ -424,8 +470,12 @@ func (p *viewPlan) chooseShares() error {
 				x[k] = m.rhoShare.Float64() / p.rho.Float64()
 			}
 		}
-		// Every table is determined by its own measurement: no error.
-		p.objective, _ = p.viewObjective().eval(x, p.mech != MechanismGaussian, nil)
+		// Every table is determined by its own measurement, so the only
+		// error is an objective that is not finite (weights too large).
+		var err error
+		if p.objective, err = p.viewObjective().eval(x, p.mech != MechanismGaussian, nil); err != nil {
+			return fmt.Errorf("release: the weighted total variance: %w", err)
+		}
 	}
 	for i := range p.tables {
 		t := &p.tables[i]
@@ -456,7 +506,7 @@ func (p *viewPlan) chooseShares() error {
 // (MOE90s: the error's law differs from one node of the hierarchy to
 // another).
 func ReleaseViews(ctx context.Context, s *domain.Schema, counts map[domain.View][]float64, spec ViewSpec, r *noise.Rand) (*Release, error) {
-	p, err := PlanViews(s, spec)
+	p, err := PlanViewsContext(ctx, s, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -517,6 +567,12 @@ func (vp *ViewPlan) ReleaseFrom(ctx context.Context, counts map[domain.View][]fl
 		noisy[k] = slices.Clone(counts[m.v])
 		if err := noise.AddParallel(ctx, m.dist(p.mech), rk, noisy[k]); err != nil {
 			return nil, fmt.Errorf("release: view %s: %w", s.FormatView(m.v), err)
+		}
+		if spec.KeepMeasurements {
+			if rel.noisy == nil {
+				rel.noisy = make([][]float64, len(p.meas))
+			}
+			rel.noisy[k] = slices.Clone(noisy[k])
 		}
 		if p.mech == MechanismGaussian {
 			spent = privacy.Sequential(spent, privacy.Concentrated(m.rhoShare))

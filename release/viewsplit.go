@@ -35,12 +35,14 @@ package release
 // is that far).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 
 	"github.com/knowdp/knowdp/domain"
+	splitplan "github.com/knowdp/knowdp/plan"
 	"github.com/knowdp/knowdp/sensitivity"
 )
 
@@ -77,6 +79,9 @@ type viewObjective struct {
 	winf, pinf [][]bool
 	childW     [][]complex128
 	childInf   [][]int
+	// evals counts the evaluations of F; the searches stop once it
+	// reaches maxEvals (0: no cap), the budget of workBound.
+	evals, maxEvals int
 }
 
 func (p *viewPlan) viewObjective() *viewObjective {
@@ -156,12 +161,71 @@ func (o *viewObjective) cost() int {
 	return max(1, n*len(o.res))
 }
 
+// splitSteps returns the exponentiated-gradient steps of a descent and the
+// Newton steps of a polish, for k measurements: a descent is bounded to
+// about 10^8 node visits however large the hierarchy (but takes at least
+// 20 steps), a polish (whose step evaluates F (k+1)² times) to about 10^9
+// (at least 3 steps).
+func (o *viewObjective) splitSteps(k int) (descent, newton int) {
+	c := float64(o.cost())
+	descent = int(min(300, max(20, 1e8/(c*float64(k+1)))))
+	newton = int(min(20, max(3, 1e9/(c*float64((k+1)*(k+1))))))
+	return descent, newton
+}
+
+// splitEvals returns the budget of evaluations of F of optimalFractions
+// for k measurements: per descent step a gradient (k+1 evaluations) and up
+// to 16 of the line search (it takes 1 to 3 when it succeeds); per Newton
+// step k+1 gradients and up to 30 of the line search; one descent and
+// polish for Gaussian shares, four for Laplace shares, and the final
+// evaluations.
+func (o *viewObjective) splitEvals(k int) int {
+	descent, newton := o.splitSteps(k)
+	searches := 4
+	if o.gauss {
+		searches = 1
+	}
+	perSearch := descent*(k+1+16) + newton*((k+1)*(k+1)+30)
+	return searches*perSearch + 4*(k+2)
+}
+
+// nodeVisitWork is the work of one node visit of the variance passes in
+// plan.Result.Work's unit, so that the work of both splits is counted in
+// one unit: a visit (complex arithmetic and the tree's bookkeeping) takes
+// about 14 ns, a unit of the flat split about 2.4 ns
+// (BenchmarkSplitWorkUnits, 2-core development machine).
+const nodeVisitWork = 6
+
+// work returns the work done so far, in plan.Result.Work's unit.
+func (o *viewObjective) work() float64 {
+	return float64(o.evals) * float64(o.cost()) * nodeVisitWork
+}
+
+// workBound returns the most work optimalFractions does for k
+// measurements (plan.Result.Work's unit): its budget of evaluations of F
+// times the node visits of one.
+func (o *viewObjective) workBound(k int) float64 {
+	return float64(o.splitEvals(k)) * float64(o.cost()) * nodeVisitWork
+}
+
+// spent reports whether the evaluations reached their budget.
+func (o *viewObjective) spent() bool { return o.maxEvals > 0 && o.evals >= o.maxEvals }
+
 // errUndetermined says that a split leaves a table without an estimate.
 var errUndetermined = errors.New("a table is not determined by the measurements")
+
+// errNotFinite says that the objective or its gradient left float64 (an
+// infinite or undefined value): weights or noise spanning too many orders
+// of magnitude.
+var errNotFinite = errors.New("the weighted total variance is not finite (weights too large or too far apart)")
+
+// finite reports whether v is neither infinite nor NaN.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // value returns F at the given precision scale of each measurement
 // (complex, for the complex-step derivative).
 func (o *viewObjective) value(prec []complex128) (complex128, error) {
+	o.evals++
 	t := o.tree
 	L := len(t.nodes) - 1
 	var total complex128
@@ -259,6 +323,9 @@ func (o *viewObjective) eval(x []float64, squared bool, grad []float64) (float64
 		prec[j] = complex(o.unit[j]*v, 0)
 	}
 	f, err := o.value(prec)
+	if err == nil && !finite(real(f)) {
+		err = errNotFinite
+	}
 	if err != nil || grad == nil {
 		return real(f), err
 	}
@@ -274,7 +341,9 @@ func (o *viewObjective) eval(x []float64, squared bool, grad []float64) (float64
 		if err != nil {
 			return 0, err
 		}
-		grad[j] = imag(fj) / h
+		if grad[j] = imag(fj) / h; !finite(grad[j]) {
+			return 0, errNotFinite
+		}
 		prec[j] = save
 	}
 	return real(f), nil
@@ -291,8 +360,9 @@ func fwGap(x, g []float64) float64 {
 
 // descend minimises F on the simplex from x by exponentiated-gradient steps
 // with backtracking, until the Frank-Wolfe gap is below tol·F or the steps
-// run out. It returns the point, F and the gap there.
-func (o *viewObjective) descend(x []float64, squared bool, tol float64, steps int) ([]float64, float64, float64, error) {
+// run out. It returns the point, F and the gap there, or ctx's error when
+// ctx ends first.
+func (o *viewObjective) descend(ctx context.Context, x []float64, squared bool, tol float64, steps int) ([]float64, float64, float64, error) {
 	x = slices.Clone(x)
 	g := make([]float64, len(x))
 	f, err := o.eval(x, squared, g)
@@ -302,6 +372,12 @@ func (o *viewObjective) descend(x []float64, squared bool, tol float64, steps in
 	eta := 1.0
 	next := make([]float64, len(x))
 	for range steps {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, 0, err
+		}
+		if o.spent() {
+			break
+		}
 		gap := fwGap(x, g)
 		if gap <= tol*f {
 			return x, f, gap, nil
@@ -309,6 +385,9 @@ func (o *viewObjective) descend(x []float64, squared bool, tol float64, steps in
 		gmax := 0.0
 		for _, v := range g {
 			gmax = max(gmax, math.Abs(v))
+		}
+		if !(gmax > 0) {
+			break // a level gradient: nowhere to go
 		}
 		improved := false
 		for range 60 {
@@ -340,45 +419,70 @@ func (o *viewObjective) descend(x []float64, squared bool, tol float64, steps in
 }
 
 // optimalFractions chooses the shares that minimise the weighted total
-// variance, with the certificate of viewsplit.go's file comment.
-func (p *viewPlan) optimalFractions() ([]float64, error) {
+// variance, with the certificate of viewsplit.go's file comment. It fails
+// with ctx's error when ctx ends first, and when the objective is not
+// finite.
+func (p *viewPlan) optimalFractions(ctx context.Context) ([]float64, error) {
+	x, err := p.optimalFractionsCtx(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("release: optimal split: %w", ctx.Err())
+		}
+		return nil, err
+	}
+	var sum float64
+	for _, v := range x {
+		if !(v >= 0) || !finite(v) {
+			return nil, fmt.Errorf("release: optimal split: %w", errNotFinite)
+		}
+		sum += v
+	}
+	if math.Abs(sum-1) > 1e-9 || !finite(p.objective) || p.cert == nil || !finite(p.cert.Bound) || !finite(p.cert.Gap) {
+		return nil, fmt.Errorf("release: optimal split: %w", errNotFinite)
+	}
+	return x, nil
+}
+
+// optimalFractionsCtx is optimalFractions without the final checks. Its
+// work is added to the context's plan.Meter, whatever the outcome.
+func (p *viewPlan) optimalFractionsCtx(ctx context.Context) ([]float64, error) {
 	o := p.viewObjective()
+	defer func() { splitplan.MeterFrom(ctx).Add(o.work()) }()
 	k := len(p.meas)
 	equal := make([]float64, k)
 	for i := range equal {
 		equal[i] = 1 / float64(k)
 	}
-	// A rough descent (bounded to about 10^8 node visits however large the
-	// hierarchy), then Newton steps polish it.
+	// A rough descent, then Newton steps polish it, within a budget of
+	// evaluations known before they start (workBound).
 	const tol = 1e-4
-	steps := int(min(300, max(20, 1e8/float64(o.cost()*(k+1)))))
-	// A Newton step evaluates F (k+1)² times.
-	newtonSteps := int(min(20, max(3, 1e9/float64(o.cost()*(k+1)*(k+1)))))
+	steps, newtonSteps := o.splitSteps(k)
+	o.maxEvals = o.splitEvals(k)
 	if o.gauss {
-		x, _, _, err := o.descend(equal, false, tol, steps)
+		x, _, _, err := o.descend(ctx, equal, false, tol, steps)
 		if err != nil {
 			return nil, fmt.Errorf("release: optimal split: %w", err)
 		}
 		// The certificate is for the point used: shares too small to
 		// matter are dropped first, then Newton steps on the rest.
-		x = o.newton(dropTiny(x), false, newtonSteps)
+		x = o.newton(ctx, dropTiny(x), false, newtonSteps)
 		g := make([]float64, k)
 		f, err := o.eval(x, false, g)
 		if err != nil {
 			return nil, fmt.Errorf("release: optimal split: %w", err)
 		}
 		gap := max(0, fwGap(x, g))
-		p.cert = &SplitCertificate{Bound: f - gap, Gap: gap / f, Global: gap <= 1e-6*f,
+		p.cert = &SplitCertificate{Bound: f - gap, Gap: gap / f, Global: gap <= 1e-6*f, Work: o.work(),
 			Method: "exponentiated-gradient descent on the convex zCDP objective (exact derivatives by complex step); the bound is the Frank-Wolfe duality gap"}
 		p.objective = f
 		return x, nil
 	}
 	// Laplace: the convex relaxation in y = x² gives the bound.
-	y, _, _, err := o.descend(equal, false, tol, steps)
+	y, _, _, err := o.descend(ctx, equal, false, tol, steps)
 	if err != nil {
 		return nil, fmt.Errorf("release: optimal split: %w", err)
 	}
-	y = o.newton(dropTiny(y), false, newtonSteps)
+	y = o.newton(ctx, dropTiny(y), false, newtonSteps)
 	gy := make([]float64, k)
 	fy, err := o.eval(y, false, gy)
 	if err != nil {
@@ -402,11 +506,11 @@ func (p *viewPlan) optimalFractions() ([]float64, error) {
 	var best []float64
 	bestF := math.Inf(1)
 	for _, st := range starts {
-		x, _, _, err := o.descend(st, true, tol, steps)
+		x, _, _, err := o.descend(ctx, st, true, tol, steps)
 		if err != nil {
 			return nil, fmt.Errorf("release: optimal split: %w", err)
 		}
-		x = o.newton(dropTiny(x), true, newtonSteps)
+		x = o.newton(ctx, dropTiny(x), true, newtonSteps)
 		f, err := o.eval(x, true, nil)
 		if err != nil {
 			return nil, fmt.Errorf("release: optimal split: %w", err)
@@ -420,7 +524,7 @@ func (p *viewPlan) optimalFractions() ([]float64, error) {
 		return nil, fmt.Errorf("release: optimal split: %w", err)
 	}
 	gap := max(0, (bestF-bound)/bestF)
-	p.cert = &SplitCertificate{Bound: bound, Gap: gap, Global: gap <= 1e-6,
+	p.cert = &SplitCertificate{Bound: bound, Gap: gap, Global: gap <= 1e-6, Work: o.work(),
 		Method: "local exponentiated-gradient searches from the equal, spine and relaxed splits (the Laplace objective is not convex in the shares); " +
 			"the bound is the minimum of the convex relaxation in the squared shares, less its Frank-Wolfe gap"}
 	p.objective = bestF
@@ -428,10 +532,14 @@ func (p *viewPlan) optimalFractions() ([]float64, error) {
 }
 
 // dropTiny sets the shares below 1e-6 of the largest to zero (a
-// measurement that would get them adds nothing) and renormalises.
+// measurement that would get them adds nothing) and renormalises. A point
+// that is not finite is returned as it is (the caller's checks refuse it).
 func dropTiny(x []float64) []float64 {
 	x = slices.Clone(x)
 	top := slices.Max(x)
+	if !(top > 0) || !finite(top) {
+		return x
+	}
 	var sum float64
 	for i := range x {
 		if x[i] < 1e-6*top {
@@ -447,8 +555,9 @@ func dropTiny(x []float64) []float64 {
 
 // newton polishes a point of the simplex by Newton steps on its support
 // (the Hessian by differences of the exact gradient), each kept only when
-// it lowers F and stays in the simplex.
-func (o *viewObjective) newton(x []float64, squared bool, iters int) []float64 {
+// it lowers F and stays in the simplex, until iters steps are done or ctx
+// ends.
+func (o *viewObjective) newton(ctx context.Context, x []float64, squared bool, iters int) []float64 {
 	x = slices.Clone(x)
 	k := len(x)
 	g := make([]float64, k)
@@ -458,6 +567,9 @@ func (o *viewObjective) newton(x []float64, squared bool, iters int) []float64 {
 		return x
 	}
 	for range iters {
+		if ctx.Err() != nil || o.spent() {
+			return x
+		}
 		var sup []int
 		for i := range x {
 			if x[i] > 0 {

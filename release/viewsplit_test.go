@@ -129,7 +129,7 @@ func TestViewOptimalSplit(t *testing.T) {
 		for _, gaussian := range []bool{false, true} {
 			p := viewSplitPlan(t, s, tc.views, tc.exact, gaussian, SplitOptimal)
 			o := p.viewObjective()
-			x, err := p.optimalFractions()
+			x, err := p.optimalFractions(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}

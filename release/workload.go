@@ -42,6 +42,7 @@ import (
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/estimate"
+	"github.com/knowdp/knowdp/gls"
 	"github.com/knowdp/knowdp/internal/tensor"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
@@ -62,9 +63,13 @@ const (
 	// share, shared equally by the views measured at that level: the
 	// Census TopDown's per-level budget.
 	SplitSpine
+	// SplitAuto is SplitOptimal wherever knowdp certifies the optimum
+	// (flat dimensions, or one hierarchy crossed with them), SplitSpine
+	// otherwise; the release states the split it took.
+	SplitAuto
 )
 
-// String returns "optimal" or "equal".
+// String returns "optimal", "equal", "spine" or "auto".
 func (sp Split) String() string {
 	switch sp {
 	case SplitOptimal:
@@ -73,11 +78,13 @@ func (sp Split) String() string {
 		return "equal"
 	case SplitSpine:
 		return "spine"
+	case SplitAuto:
+		return "auto"
 	}
 	return fmt.Sprintf("Split(%d)", int(sp))
 }
 
-// ParseSplit parses "optimal" or "equal".
+// ParseSplit parses "auto", "optimal", "equal" or "spine".
 func ParseSplit(name string) (Split, error) {
 	switch name {
 	case "optimal":
@@ -86,8 +93,10 @@ func ParseSplit(name string) (Split, error) {
 		return SplitEqual, nil
 	case "spine":
 		return SplitSpine, nil
+	case "auto":
+		return SplitAuto, nil
 	}
-	return 0, fmt.Errorf("split %q: want optimal, equal or spine", name)
+	return 0, fmt.Errorf("split %q: want auto, optimal, equal or spine", name)
 }
 
 // WorkloadSpec says which cuboids to release together and how.
@@ -250,6 +259,9 @@ type Release struct {
 	// Certificate bounds how far it can be from the minimum.
 	Objective   float64
 	Certificate *SplitCertificate
+	// solve is the certificate of an iterative estimate (across two or more
+	// hierarchies); nil where the estimate is exact in closed form.
+	solve *gls.Certificate
 	// noisy holds the noisy measurements, in the order of Measurements,
 	// when the spec asked to keep them.
 	noisy [][]float64
@@ -357,10 +369,16 @@ func (p *workloadPlan) needs() []domain.Cuboid {
 	return out
 }
 
-// planWorkload validates the spec, chooses what to measure, classifies the
-// requested cuboids and residuals, and chooses the shares. Every error it
-// returns is decided by the schema and the spec alone.
+// planWorkload is planWorkloadCtx without a deadline.
 func planWorkload(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
+	return planWorkloadCtx(context.Background(), s, spec)
+}
+
+// planWorkloadCtx validates the spec, chooses what to measure, classifies
+// the requested cuboids and residuals, and chooses the shares. Every error
+// it returns is decided by the schema and the spec alone, but for ctx's:
+// the optimal split stops when ctx ends.
+func planWorkloadCtx(ctx context.Context, s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	switch {
 	case spec.Strategy < MeasureRequested || spec.Strategy > MeasureBest:
 		return nil, fmt.Errorf("release: unknown strategy %v", spec.Strategy)
@@ -372,9 +390,9 @@ func planWorkload(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 		spec.Strategy = MeasureRequested
 	}
 	if spec.Strategy != MeasureRequested {
-		return planStrategy(s, spec)
+		return planStrategy(ctx, s, spec)
 	}
-	p, err := planMeasured(s, spec, nil)
+	p, err := planMeasured(ctx, s, spec, nil)
 	if err == nil && spec.Measure != nil {
 		p.strategy = -1
 	}
@@ -384,7 +402,24 @@ func planWorkload(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 // planMeasured plans a release that measures spec.Measure, or else the
 // requested cuboids; start, if not nil, is a split to start the optimal
 // split's search from (one fraction per measurement).
-func planMeasured(s *domain.Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
+func planMeasured(ctx context.Context, s *domain.Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
+	p, err := measuredPlan(s, spec, start)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.chooseShares(ctx); err != nil {
+		return nil, err
+	}
+	p.finishErrors()
+	if err := p.finishObjective(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// measuredPlan is planMeasured up to the shares: what is measured, the
+// classification and the objective's terms, without solving the split.
+func measuredPlan(s *domain.Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
 	if s == nil {
 		return nil, errors.New("release: nil schema")
 	}
@@ -499,11 +534,6 @@ func planMeasured(s *domain.Schema, spec WorkloadSpec, start []float64) (*worklo
 	if p.start != nil && len(p.start) != len(p.meas) {
 		p.start = nil
 	}
-	if err := p.chooseShares(); err != nil {
-		return nil, err
-	}
-	p.finishErrors()
-	p.finishObjective()
 	return p, nil
 }
 
@@ -606,7 +636,7 @@ func (p *workloadPlan) pi(a domain.Cuboid) float64 {
 // chooseShares sets every measurement's share of the budget (multiples of
 // the accounting step, summing to at most the budget) and its noise.
 // Measurements the optimal split gives no share are dropped.
-func (p *workloadPlan) chooseShares() error {
+func (p *workloadPlan) chooseShares(ctx context.Context) error {
 	if len(p.meas) == 0 {
 		return nil
 	}
@@ -615,7 +645,10 @@ func (p *workloadPlan) chooseShares() error {
 		frac[k] = 1 / float64(len(frac))
 	}
 	if p.split == SplitOptimal {
-		frac = p.optimalFractions()
+		var err error
+		if frac, err = p.optimalFractions(ctx); err != nil {
+			return err
+		}
 	}
 	total := p.budget.Steps()
 	if p.mech == MechanismGaussian {
@@ -888,7 +921,7 @@ func cmpFloat(a, b float64) int {
 // comes from r.Split() taken in the measurements' order, so a seeded
 // release is reproducible.
 func ReleaseWorkload(ctx context.Context, s *domain.Schema, exact map[domain.Cuboid][]float64, spec WorkloadSpec, r *noise.Rand) (*Release, error) {
-	p, err := planWorkload(s, spec)
+	p, err := planWorkloadCtx(ctx, s, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -1074,18 +1107,20 @@ func (p *workloadPlan) weights(c, src domain.Cuboid, e, k int) ([]float64, bool)
 	return w, nz
 }
 
-// ReleaseWorkloadCube projects the cuboids spec.Needs lists from the cube c
-// and calls ReleaseWorkload.
+// ReleaseWorkloadCube projects the cuboids the plan of spec needs from the
+// cube c and releases them as ReleaseWorkload does (planning once, under
+// ctx).
 func ReleaseWorkloadCube(ctx context.Context, c *cube.Cube, spec WorkloadSpec, r *noise.Rand) (*Release, error) {
-	needs, err := spec.Needs(c.Schema)
+	p, err := planWorkloadCtx(ctx, c.Schema, spec)
 	if err != nil {
 		return nil, err
 	}
+	needs := p.needs()
 	exact := make(map[domain.Cuboid][]float64, len(needs))
 	for _, n := range needs {
 		exact[n] = c.Project(n)
 	}
-	return ReleaseWorkload(ctx, c.Schema, exact, spec, r)
+	return p.release(ctx, spec, exact, r)
 }
 
 // TableFileName returns the file name of a released table: its dimensions'
@@ -1252,6 +1287,15 @@ func (w *Release) Metadata() Metadata {
 	case w.Conditional:
 		m.Guarantee = privacy.GuaranteeConditional
 		m.GuaranteeNote = "a sensitivity given by the caller, where knowdp could not compute one, must be at least the true generic sensitivity"
+	}
+	if c := w.solve; c != nil {
+		m.Estimate = fmt.Sprintf("one generalised least-squares estimate of the leaf table (weights 1/variance) subject to the exact views, "+
+			"by preconditioned conjugate gradients with Kronecker products: the normal equations met to a relative residual of %.3g (asked: %.3g) in %d iterations; "+
+			"every table is derived from it, so all agree with each other and with the exact views", c.Residual, c.Tolerance, c.Iterations)
+		if w.Mechanism != MechanismGaussian {
+			m.MOE = "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
+				"1.645 times the exact standard deviation of the cell's error, a sum of independent Laplace variables (for one Laplace variable this covers 90.2%; the coverage is tested by simulation)"
+		}
 	}
 	if w.postProcessed() {
 		m.Estimate += "; then post-processed table by table, smallest first, each kept consistent with the exact cuboids and with the tables processed before it (see each table's nonneg and integer fields)"

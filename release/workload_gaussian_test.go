@@ -123,7 +123,10 @@ func TestGaussianOptimalSplit(t *testing.T) {
 				t.Errorf("%s: gradient %v, finite difference %v", tc.name, g[k], fd)
 			}
 		}
-		opt := p.optimalFractions()
+		opt, err := p.optimalFractions(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
 		fopt := o.value(opt)
 		equal := make([]float64, len(opt))
 		for i := range equal {

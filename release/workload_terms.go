@@ -56,7 +56,13 @@ type WorkloadPlan struct {
 // (Epsilon, Rho and Delta as ReleaseWorkload fills them; Seeded as given,
 // since the plan draws no noise itself). It reads no data.
 func PlanWorkload(s *domain.Schema, spec WorkloadSpec, seeded bool) (*WorkloadPlan, error) {
-	p, err := planWorkload(s, spec)
+	return PlanWorkloadContext(context.Background(), s, spec, seeded)
+}
+
+// PlanWorkloadContext is PlanWorkload under ctx: the optimal split's
+// search stops when ctx ends, and the plan fails with ctx's error.
+func PlanWorkloadContext(ctx context.Context, s *domain.Schema, spec WorkloadSpec, seeded bool) (*WorkloadPlan, error) {
+	p, err := planWorkloadCtx(ctx, s, spec)
 	if err != nil {
 		return nil, err
 	}

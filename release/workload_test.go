@@ -401,7 +401,10 @@ func TestOptimalSplit(t *testing.T) {
 		for i := range equal {
 			equal[i] = 1 / float64(len(equal))
 		}
-		opt := p.optimalFractions()
+		opt, err := p.optimalFractions(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
 		if o.value(opt) > o.value(equal)*(1+1e-12) {
 			t.Errorf("optimal %v (%v) worse than equal (%v)", opt, o.value(opt), o.value(equal))
 		}
@@ -431,7 +434,11 @@ func TestOptimalSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := p.objective()
-	closed, opt := o.closedForm(), p.optimalFractions()
+	opt, err := p.optimalFractions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := o.closedForm()
 	for k := range closed {
 		if math.Abs(closed[k]-opt[k]) > 1e-6 {
 			t.Errorf("disjoint: optimum %v, closed form %v", opt, closed)

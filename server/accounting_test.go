@@ -134,7 +134,7 @@ func TestLinearGenericSensitivity(t *testing.T) {
 // discrete Laplace noise it is the sum over answers of |mu - mu'|/lambda,
 // attained far in the tails (checked with noise.DiscreteLaplace.Prob).
 // Neighbours are the induced neighbours of the invariants: the Graver basis
-// of their constraints (cube.GraverBasis), or single added or removed rows
+// of their constraints (sensitivity.GraverBasis), or single added or removed rows
 // without invariants, where Protocol 1's bound is attained exactly.
 func TestLinearPrivacy(t *testing.T) {
 	schema, err := domain.NewSchema([]domain.Dimension{

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	splitplan "github.com/knowdp/knowdp/plan"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/sensitivity"
 )
@@ -171,15 +172,82 @@ func (s *Server) affordWork(keyID string, work int) error {
 }
 
 // chargeRefusedWork counts the planning work of a refused request against
-// its key's rate limit: one token per workPerToken base cells, at most a
-// burst. The bucket may go below zero; the key's next requests then wait
-// for it to refill.
+// its key's rate limit: one token per workPerToken base cells, reserved a
+// burst at a time (at most maxRefusedTokens). The bucket goes below zero;
+// the key's next requests then wait for it to refill.
 func (s *Server) chargeRefusedWork(keyID string, work int) {
-	n := work / workPerToken
+	n := min(work/workPerToken, maxRefusedTokens)
 	if s.cfg.RateLimit == 0 || n == 0 {
 		return
 	}
-	s.limiter(keyID).ReserveN(time.Now(), min(n, s.cfg.RateBurst))
+	l, now := s.limiter(keyID), time.Now()
+	for n > 0 {
+		k := min(n, s.cfg.RateBurst)
+		l.ReserveN(now, k)
+		n -= k
+	}
+}
+
+// maxRefusedTokens caps what one refused request costs its key's rate
+// limit: 2^16 tokens, more than any planning costs (a split at the bound of
+// a branch-and-bound over six cuboids, about 5e9 units of work or 12 s of
+// CPU, is about 2,800).
+const maxRefusedTokens = 1 << 16
+
+// splitWorkPerCell converts the split solvers' work (plan.Result.Work's
+// unit, in which cube's SplitWork bounds it) to the rate limiter's unit,
+// base cells of planning (workPerToken): planning a linear query takes
+// about 65 ns of CPU per base cell, a unit of the solvers' work about 2.4
+// ns (BenchmarkPlanCells here and BenchmarkSplitWorkUnits in cube, on the
+// 2-core development machine; on the same machine loaded, 110-130 and
+// 4.3-4.8 ns: the ratio, 27, holds).
+const splitWorkPerCell = 27
+
+// heavyPrepare is the bound of a preparation's work (base cells of
+// planning) beyond which it waits for a heavy slot: about 70 ms of CPU at
+// its bound, which a branch-and-bound over up to six Laplace measurements
+// or a split of dozens of Gaussian ones can reach, and ordinary splits of
+// a few cuboids cannot.
+const heavyPrepare = 1 << 20
+
+// splitCells converts the split solvers' work to base cells of planning.
+func splitCells(work float64) int {
+	return int(min(work/splitWorkPerCell, 1<<40))
+}
+
+// prepare runs the plan's costly preparation (the optimal split's solver)
+// once the query is affordable and not a repeat, under the request's
+// context bounded by the compute timeout: a client that goes away, or a
+// deadline, stops it, and no budget is charged for it (it depends on the
+// request and public data only). A preparation whose bound (pl.work, known
+// from the request before it starts) is large (heavyPrepare) waits for a
+// heavy slot, so that such preparations never take every core. One that does not end in
+// an answer (an input error it finds, a client that left, a deadline)
+// costs the key's rate limit the work the solvers did, which they count
+// (plan.Meter): a function of the request alone, at most its bound.
+func (s *Server) prepare(ctx context.Context, keyID string, pl *plan) error {
+	heavy := pl.work > heavyPrepare
+	if heavy {
+		select {
+		case s.heavy <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-s.heavy }()
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ComputeTimeout)
+	defer cancel()
+	var meter splitplan.Meter
+	pctx = splitplan.WithMeter(pctx, &meter)
+	s.prepared.Add(1)
+	err := pl.prepare(pctx)
+	if err != nil {
+		s.chargeRefusedWork(keyID, splitCells(meter.Work()))
+		if ctx.Err() == nil && pctx.Err() != nil {
+			return context.DeadlineExceeded // the compute timeout, not the client's
+		}
+	}
+	return err
 }
 
 // computeContext returns the context a query is computed under once it has

@@ -93,7 +93,10 @@
 // answered by the least-squares estimate from all their measurements of
 // its mechanism and the invariants, charged 0: post-processing of answers
 // the analyst holds. It is decided before planning, from the request and
-// the analyst's earlier answers only, and stored once per cuboid.
+// the analyst's earlier answers only, and stored once per cuboid. The
+// response says that the budget asked for was not spent, the answer's
+// margin of error, and what a fresh measurement would cost and how
+// accurate it would be; "fresh": true buys it instead.
 //
 // # Admission
 //
@@ -101,7 +104,12 @@
 // bound of its cost from the request, the public schema and policy and the
 // analyst's own budget), so an unaffordable query is refused without the
 // work of planning it, unless it may be a cheap repeat; the planning work
-// of a refused query counts against its key's rate limit. Once planned,
+// of a refused query counts against its key's rate limit. A workload's
+// optimal split, the costly part of planning, is solved only once the
+// query is affordable and not a repeat, under the request's context (a
+// client that leaves stops it, and nothing is charged), within a budget of
+// work known from the request (cube's SplitWork); the work it did counts
+// against the key's rate limit when it ends in no answer. Once planned,
 // affordable and within the analyst's quotas, a query is admitted: it is
 // computed under a context that ignores the client and ends at a timeout
 // that does not depend on the data, and charged and stored whatever the

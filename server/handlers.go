@@ -284,8 +284,11 @@ func idempotencyKey(r *http.Request) (string, error) {
 // refused planning work is charged to the key's rate limit); return the
 // stored answer if this query or idempotency key was answered before (free,
 // and the same answer); refuse if the analyst's budget or ledger quota
-// cannot take it, before touching the data. Once past these checks the
-// query is admitted: it is computed whatever the client does (under
+// cannot take it, before touching the data; only then prepare it (the
+// optimal split: costly but data-independent, under the request's context,
+// so a client that leaves stops it, and charged to the rate limit by its
+// bound if it ends in no answer). Once past these checks the query is
+// admitted: it is computed whatever the client does (under
 // computeContext), its charge and answer are committed in one transaction,
 // and only then is the response written.
 func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err error) {
@@ -306,6 +309,9 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 	}
 	q, err := decodeQuery(body)
 	if err != nil {
+		return err
+	}
+	if err := checkRequest(d.schema, &q); err != nil {
 		return err
 	}
 	slots, leave, err := s.enter(p.analystID)
@@ -386,11 +392,17 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 	if err != nil {
 		return err
 	}
+	var notice *derivedNotice
+	if drv != nil {
+		if notice, err = drv.notice(d, q, pl); err != nil {
+			return err
+		}
+	}
 	if found != nil {
 		if found.failed() {
 			return failedError(found)
 		}
-		return writeJSON(w, http.StatusOK, viewEntry(found, true, &b, d.unit()))
+		return writeJSON(w, http.StatusOK, respond(viewEntry(found, true, &b, d.unit()), found, drv, notice))
 	}
 	if drv != nil {
 		drv.apply(d, pl)
@@ -404,6 +416,13 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 	}
 	if b.LedgerBytes >= s.cfg.LedgerQuota {
 		return &apiError{http.StatusTooManyRequests, "ledger_quota", fmt.Sprintf("your stored answers on this dataset reached the ledger quota of %d bytes; ask the curator", s.cfg.LedgerQuota)}
+	}
+	// Affordable, new and within quota: now the costly, data-independent
+	// part of planning (the optimal split), which the client can stop.
+	if pl.prepare != nil {
+		if err := s.prepare(ctx, p.keyID, pl); err != nil {
+			return err
+		}
 	}
 	// Admitted. From here the query is computed and its charge committed
 	// even if the client goes away: the answer exists, and a retry with the
@@ -431,7 +450,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 	if repeat {
 		status = http.StatusOK
 	}
-	return writeJSON(w, status, viewEntry(stored, repeat, &b, d.unit()))
+	return writeJSON(w, status, respond(viewEntry(stored, repeat, &b, d.unit()), stored, drv, notice))
 }
 
 // refusal reports whether err refuses a request for what it asked (as
@@ -447,21 +466,15 @@ func refusal(err error) bool {
 }
 
 // computeAnswer draws the plan's answer and encodes it, under ctx (see
-// Server.computeContext). The preparation depends on the request and public
-// data only: its errors, a timeout included, are returned and nothing is
-// charged. Any failure of the computation itself, its timeout included,
-// becomes a stored failure: whether and when the computation fails might
-// depend on the data, so a failure is charged like an answer and reported
-// the same way whatever the cause. Only the server's closing is not
+// Server.computeContext), once the plan is prepared (Server.prepare). Any
+// failure of the computation, its timeout included, becomes a stored
+// failure: whether and when the computation fails might depend on the
+// data, so a failure is charged like an answer and reported the same way
+// whatever the cause. Only the server's closing is not
 // charged (errClosed). The answer's noisy measurements, when it keeps them
 // (measuredAnswer), are returned encoded beside it, to be stored with it.
 func (s *Server) computeAnswer(ctx context.Context, pl *plan) (answer, measurements []byte, err error) {
 	s.computed.Add(1)
-	if pl.prepare != nil {
-		if err := pl.prepare(ctx); err != nil {
-			return nil, nil, err
-		}
-	}
 	ans, err := pl.compute(ctx, newRand())
 	if err == nil {
 		var rec *measurementRecord

@@ -8,7 +8,7 @@ package server
 // whose cuboid is contained in one of that analyst's measured cuboids is
 // determined by those measurements and the invariants: it is answered by
 // the least-squares estimate from all of the analyst's measurements of the
-// query's mechanism (cube.SavedMeasurements.Estimate), and charged
+// query's mechanism (release.SavedMeasurements.Estimate), and charged
 // nothing. That estimate is post-processing of answers the analyst already
 // has: it looks at no private data, and whether a query is free depends
 // only on the request and on what the analyst was answered before.
@@ -295,8 +295,8 @@ func decodeMeasurement(id, raw string) (m storedMeasurement, ok bool, err error)
 }
 
 // derivable returns the derivation of q from the analyst's stored
-// measurements on d, or nil when q is not a query that can be derived or
-// is not determined by them. Only one-cuboid queries without
+// measurements on d, or nil when q is not a query that can be derived, is
+// not determined by them, or asks for a fresh measurement. Only one-cuboid queries without
 // post-processing on a flat dataset are derived; a public cuboid is left
 // to the usual path (it is free already). The decision reads the request,
 // the public schema and invariants and the analyst's own earlier answers,
@@ -304,7 +304,7 @@ func decodeMeasurement(id, raw string) (m storedMeasurement, ok bool, err error)
 func (s *Server) derivable(ctx context.Context, d *dataset, analyst string, b budgetState, q QueryRequest) (*derivation, error) {
 	mech := "laplace"
 	switch {
-	case q.Kind != "cuboid" || q.Cuboid == nil || q.Cuboids != nil || q.NonNeg || q.Integer || q.Weights != nil || q.Split != "":
+	case q.Kind != "cuboid" || q.Cuboid == nil || q.Cuboids != nil || q.NonNeg || q.Integer || q.Weights != nil || q.Split != "" || q.Fresh:
 		return nil, nil
 	case q.Mechanism == "gaussian":
 		mech = "gaussian"
@@ -412,4 +412,95 @@ func (dv *derivation) apply(d *dataset, pl *plan) {
 			Variance: t.Variance, MOE90: t.MOE90, Note: derivedNote, Guarantee: dv.guarantee,
 		}}, nil
 	}
+}
+
+// derivedNotice is what the response to a derivable query says beside a
+// derived answer: that the budget asked for was not spent, the accuracy
+// the answer has (that of the earlier measurements), and what a fresh
+// measurement would cost and how accurate it would be, so that the analyst
+// can choose to buy it ("fresh": true) knowing its price. It depends on
+// the request, the public schema and policy and the stored answer only.
+type derivedNotice struct {
+	Note string `json:"note"`
+	// MOE90 is the derived answer's margin of error (its privacy.moe90).
+	MOE90 float64 `json:"moe90"`
+	// Requested is the budget the query asked for, not spent.
+	Requested budgetAmount `json:"requested"`
+	// Fresh is what a fresh measurement at that budget would be.
+	Fresh freshMeasurement `json:"fresh"`
+}
+
+// budgetAmount is an epsilon (Laplace noise) or a rho (Gaussian noise).
+type budgetAmount struct {
+	Epsilon float64 `json:"epsilon,omitempty"`
+	Rho     float64 `json:"rho,omitempty"`
+}
+
+// freshMeasurement is the price and accuracy of a fresh measurement.
+type freshMeasurement struct {
+	budgetAmount
+	// Unit and Steps are its charge in the dataset's budget unit (an
+	// epsilon is charged as its rho on a dataset with zCDP budgets).
+	Unit  string `json:"unit"`
+	Steps int64  `json:"charged_steps"`
+	// MOE90 is the margin of error its cells would have, from the
+	// mechanism alone.
+	MOE90 float64 `json:"moe90"`
+	// Request says how to ask for it.
+	Request string `json:"request"`
+}
+
+// notice returns the notice of a derived answer to q, whose plan pl is the
+// fresh measurement's (before apply makes it the derivation).
+func (dv *derivation) notice(d *dataset, q QueryRequest, pl *plan) (*derivedNotice, error) {
+	if pl.fresh == nil {
+		return nil, fmt.Errorf("derivable query %s without a fresh plan", pl.kind)
+	}
+	moe, err := pl.fresh()
+	if err != nil {
+		return nil, fmt.Errorf("the margin of error of a fresh measurement: %w", err)
+	}
+	n := &derivedNotice{Fresh: freshMeasurement{Unit: d.unit(), Steps: pl.uniform, MOE90: moe,
+		Request: `ask again with "fresh": true: a new measurement at this budget, charged it`}}
+	what := fmt.Sprintf("epsilon %v", q.Epsilon)
+	if q.Mechanism == "gaussian" {
+		n.Requested.Rho = q.Rho
+		what = fmt.Sprintf("rho %v", q.Rho)
+	} else {
+		n.Requested.Epsilon = q.Epsilon
+	}
+	n.Fresh.budgetAmount = n.Requested
+	// %%.4g is filled with the answer's own margin of error (respond).
+	n.Note = fmt.Sprintf("derived from your earlier measurements (privacy.derived_from), free: the %s you asked for was not spent, "+
+		"and this answer's accuracy is theirs (moe90 %%.4g), not what %s would buy. "+
+		"A fresh measurement at %s would be charged %d steps of %s and its cells would have moe90 %.4g; "+
+		`to buy it, ask again with "fresh": true`, what, what, what, pl.uniform, d.unit(), moe)
+	return n, nil
+}
+
+// derivedResponse is a query response with the notice of a derived answer.
+type derivedResponse struct {
+	queryResponse
+	Derived *derivedNotice `json:"derived,omitempty"`
+}
+
+// respond returns the response for entry e: with the derivation's notice
+// when e is its derived answer (a query answered earlier by a measurement
+// of its own, fresh or charged before it was derivable, is not derived).
+func respond(r queryResponse, e *entry, dv *derivation, n *derivedNotice) any {
+	if dv == nil || n == nil || e.Hash != dv.hash {
+		return r
+	}
+	var a struct {
+		Privacy struct {
+			MOE90 float64 `json:"moe90"`
+		} `json:"privacy"`
+	}
+	if json.Unmarshal(e.Answer, &a) != nil {
+		return r
+	}
+	with := *n
+	with.MOE90 = a.Privacy.MOE90
+	with.Note = fmt.Sprintf(n.Note, a.Privacy.MOE90)
+	return derivedResponse{queryResponse: r, Derived: &with}
 }

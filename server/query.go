@@ -47,20 +47,24 @@ type QueryRequest struct {
 	// Cuboid names the dimensions of the cuboid to release; a
 	// hierarchical dimension may stand at a coarser level, "geo:state".
 	// A cuboid at a level, and every cuboid on a dataset with an invariant
-	// at a coarser level, is released as a view (cube.ReleaseViews; see
+	// at a coarser level, is released as a view (release.ReleaseViews; see
 	// query_views.go).
 	Cuboid []string `json:"cuboid,omitempty"`
 	// Cuboids, instead of Cuboid, asks for a workload: several cuboids
 	// released together for Epsilon in all, estimated once and consistent
-	// with each other (cube.ReleaseWorkload, or cube.ReleaseViews when
+	// with each other (release.ReleaseWorkload, or release.ReleaseViews when
 	// they name levels), with optional Weights and Split ("optimal",
 	// "equal" or, for views, "spine", their default).
 	Cuboids [][]string `json:"cuboids,omitempty"`
 	Weights []float64  `json:"weights,omitempty"`
 	Split   string     `json:"split,omitempty"`
 	NonNeg  bool       `json:"nonneg,omitempty"`
+	// Fresh asks for a new measurement of a cuboid that the analyst's
+	// earlier measurements determine, at the requested budget and charged
+	// it, instead of the free estimate from them (measurements.go).
+	Fresh bool `json:"fresh,omitempty"`
 	// Integer asks for non-negative integer counts that keep the
-	// invariants (cube.ReleaseSpec.Integer).
+	// invariants (release.ReleaseSpec.Integer).
 	Integer bool `json:"integer,omitempty"`
 
 	Queries []LinearQuery `json:"queries,omitempty"`
@@ -124,8 +128,17 @@ type plan struct {
 	cells   []cellCharge
 	// prepare, if set, does the part of the work that depends on the
 	// request and public data only but is too costly to do before the
-	// budget check (a refinement's SVDs); its errors are input errors.
+	// budget check (a workload's optimal split, a refinement's SVDs): it
+	// runs once the query is affordable and not a repeat, under the
+	// request's context; its errors are input errors or ctx's.
 	prepare func(ctx context.Context) error
+	// work bounds prepare's work, in base cells of planning (see
+	// splitCells), from the request alone.
+	work int
+	// fresh, set on a one-cuboid query that could be derived from earlier
+	// measurements, returns the margin of error a fresh measurement at the
+	// requested budget would have (from the mechanism alone).
+	fresh func() (float64, error)
 	// compute draws the answer. Its errors are internal (never shown in
 	// detail to the analyst), and charged.
 	compute func(ctx context.Context, r *noise.Rand) (any, error)
@@ -147,6 +160,9 @@ func decodeQuery(body []byte) (QueryRequest, error) {
 
 // planQuery validates q against the dataset and returns its plan.
 func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
+	if err := checkRequest(d.schema, &q); err != nil {
+		return nil, err
+	}
 	gaussian := q.Mechanism == "gaussian"
 	switch {
 	case q.Mechanism != "" && q.Mechanism != "laplace" && !gaussian:
@@ -170,13 +186,13 @@ func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
 	used := map[string]bool{
 		"mechanism": q.Mechanism != "", "rho": q.Rho != 0, "delta": q.Delta != 0,
 		"cuboid": q.Cuboid != nil, "nonneg": q.NonNeg, "integer": q.Integer,
-		"cuboids": q.Cuboids != nil, "weights": q.Weights != nil, "split": q.Split != "",
+		"cuboids": q.Cuboids != nil, "weights": q.Weights != nil, "split": q.Split != "", "fresh": q.Fresh,
 		"queries": q.Queries != nil, "refine": q.Refine,
 		"query": q.Query != nil, "fraction": q.Fraction, "prior": q.Prior != nil, "alpha_u": q.AlphaU != 0,
 		"strategy": q.Strategy != "",
 	}
 	allowed := map[string][]string{
-		"cuboid": {"cuboid", "nonneg", "integer", "cuboids", "weights", "split", "mechanism", "rho", "delta"},
+		"cuboid": {"cuboid", "nonneg", "integer", "cuboids", "weights", "split", "mechanism", "rho", "delta", "fresh"},
 		"linear": {"queries", "refine"},
 		"prior":  {"query", "fraction", "prior", "alpha_u"},
 		"dx":     {"queries", "strategy"},
@@ -254,7 +270,7 @@ func epsSteps(eps privacy.Epsilon) int64 {
 func stepsEpsilon(steps int64) float64 { return float64(steps) * privacy.EpsilonStep }
 
 // neighbourText describes the neighbour relation of a dataset's guarantees, in
-// the words of cube.Release's metadata.
+// the words of release.Release's metadata.
 func (d *dataset) neighbourText() string {
 	if len(d.views) == 0 {
 		return "add or remove one row"
@@ -340,7 +356,24 @@ func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) 
 	h.int(int64(cb))
 	h.postProcessing(q)
 	q.Cuboid = d.schema.Names(cb)
-	return &plan{hash: h.sum(), uniform: charge, compute: releaseCuboid(d, spec, guarantee)}, nil
+	return &plan{hash: h.sum(), uniform: charge, compute: releaseCuboid(d, spec, guarantee), fresh: freshMOE90(d.schema, spec)}, nil
+}
+
+// freshMOE90 returns the margin of error of a release of spec's cuboid,
+// from the mechanism alone (release.PlanRelease reads no data), or nil for a
+// release with post-processing, which is never derived (its margin of
+// error does not cover what the post-processing moves).
+func freshMOE90(s *domain.Schema, spec release.ReleaseSpec) func() (float64, error) {
+	if spec.NonNegative || spec.Integer {
+		return nil
+	}
+	return func() (float64, error) {
+		rel, err := release.PlanRelease(s, spec, false)
+		if err != nil {
+			return 0, err
+		}
+		return rel.CellMOE90(), nil
+	}
 }
 
 // workload adds a workload query's tables, weights, split and

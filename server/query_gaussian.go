@@ -70,7 +70,7 @@ func planGaussianCuboid(d *dataset, q QueryRequest) (*plan, error) {
 	h.int(int64(cb))
 	h.postProcessing(q)
 	spec := release.ReleaseSpec{Mechanism: release.MechanismGaussian, Rho: rho, Delta: delta, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg, Integer: q.Integer}
-	return &plan{hash: h.sum(), uniform: charge, compute: releaseCuboid(d, spec, "")}, nil
+	return &plan{hash: h.sum(), uniform: charge, compute: releaseCuboid(d, spec, ""), fresh: freshMOE90(d.schema, spec)}, nil
 }
 
 // planGaussianWorkload plans a workload ("cuboids") with Gaussian noise, as
@@ -87,12 +87,6 @@ func planGaussianWorkload(d *dataset, q QueryRequest, rho privacy.Rho, delta flo
 		return nil, err
 	}
 	spec.Mechanism, spec.Rho, spec.Delta = release.MechanismGaussian, rho, delta
-	// Refuse what the release would refuse (duplicates, weights <= 0, a
-	// cuboid without an L2 sensitivity, a rho too small for the noise),
-	// from the request alone.
-	if _, err := spec.Needs(s); err != nil {
-		return nil, badInput("cuboids: %v", err)
-	}
 	charge := rho.Steps()
 	h := newHasher("cuboid/gaussian", privacy.Epsilon{})
 	if public {
@@ -102,5 +96,12 @@ func planGaussianWorkload(d *dataset, q QueryRequest, rho privacy.Rho, delta flo
 		h.float(delta)
 	}
 	h.workload(spec, q)
-	return &plan{hash: h.sum(), uniform: charge, compute: releaseWorkload(d, spec, q, "")}, nil
+	p := &plan{hash: h.sum(), uniform: charge}
+	// Refuse what the release would refuse (duplicates, a cuboid without
+	// an L2 sensitivity, a rho too small for the noise), from the request
+	// alone, once the query is affordable: the plan solves the split.
+	if p.prepare, p.compute, p.work, err = planWorkloadRelease(d, s, spec, q, ""); err != nil {
+		return nil, err
+	}
+	return p, nil
 }

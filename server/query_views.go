@@ -19,7 +19,7 @@ import (
 // cuboid may name a hierarchical dimension at a coarser level,
 // "geo:state", and a policy may declare invariants at levels. Such a query
 // (and every cuboid query on a dataset with an invariant at a coarser
-// level, or with the spine split) is released by cube.ReleaseViews: each
+// level, or with the spine split) is released by release.ReleaseViews: each
 // measured view gets noise calibrated to its generic sensitivity under the
 // invariants at their levels, and every table comes from one least-squares
 // estimate subject to the invariants. Every decision of the plan comes
@@ -222,25 +222,6 @@ func planViewQuery(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.
 	} else {
 		spec.Epsilon = eps
 	}
-	// Refuse what the release would refuse (duplicates, weights <= 0, two
-	// hierarchies at coarser levels, a budget too small for the noise),
-	// from the request and the policy alone.
-	vplan, err := release.PlanViews(s, spec)
-	if err != nil {
-		if split == release.SplitOptimal {
-			eq := spec
-			eq.Split = release.SplitEqual
-			if _, e2 := eq.Needs(s); e2 == nil {
-				return nil, badInput("split: %v", err)
-			}
-		}
-		return nil, badInput("%s: %v", field, err)
-	}
-	if q.Integer && !public {
-		if err := checkRoundViews(s, spec, d); err != nil {
-			return nil, badInput("integer: %v", err)
-		}
-	}
 	var h *hasher
 	var charge int64
 	switch {
@@ -274,14 +255,49 @@ func planViewQuery(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.
 	}
 	h.int(int64(split))
 	h.postProcessing(q)
-	return &plan{hash: h.sum(), uniform: charge, compute: releaseViewsAnswer(d, vplan, !workload, q.Integer, guarantee)}, nil
+	work, err := spec.SplitWork(s)
+	if err != nil {
+		return nil, badInput("%s: %v", field, err)
+	}
+	var vplan *release.ViewPlan
+	// Refuse what the release would refuse (duplicates, two hierarchies at
+	// coarser levels, a budget too small for the noise, views integer
+	// rounding cannot make add up), from the request and the policy alone,
+	// once the query is affordable: the plan solves the split.
+	prepare := func(ctx context.Context) error {
+		var err error
+		if vplan, err = release.PlanViewsContext(ctx, s, spec); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if split == release.SplitOptimal {
+				eq := spec
+				eq.Split = release.SplitEqual
+				if _, e2 := release.PlanViewsContext(ctx, s, eq); e2 == nil {
+					return badInput("split: %v", err)
+				}
+			}
+			return badInput("%s: %v", field, err)
+		}
+		if q.Integer && !public {
+			if err := checkRoundViews(ctx, s, spec, d); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return badInput("integer: %v", err)
+			}
+		}
+		return nil
+	}
+	return &plan{hash: h.sum(), uniform: charge, prepare: prepare, work: splitCells(work),
+		compute: releaseViewsAnswer(d, &vplan, !workload, q.Integer, guarantee)}, nil
 }
 
 // checkRoundViews refuses, before any data is read, views that integer
 // rounding cannot make add up (a level with no published view to round
 // it from): it rounds all-zero tables of the same views, which depends on
 // the views and the invariants' levels only.
-func checkRoundViews(s *domain.Schema, spec release.ViewSpec, d *dataset) error {
+func checkRoundViews(ctx context.Context, s *domain.Schema, spec release.ViewSpec, d *dataset) error {
 	tables := map[domain.View][]float64{}
 	for _, v := range spec.Views {
 		if !d.viewPublic(v) {
@@ -292,7 +308,7 @@ func checkRoundViews(s *domain.Schema, spec release.ViewSpec, d *dataset) error 
 	for _, e := range spec.Exact {
 		exact[e] = make([]float64, s.ViewSize(e))
 	}
-	_, err := integer.RoundViews(context.Background(), s, tables, exact, noise.NewSeeded(1))
+	_, err := integer.RoundViews(ctx, s, tables, exact, noise.NewSeeded(1))
 	return err
 }
 
@@ -317,10 +333,15 @@ func (d *dataset) viewCounts(views []domain.View) (map[domain.View][]float64, er
 }
 
 // releaseViewsAnswer returns the computation of an answer released as
-// views: the release, then integer rounding if asked for.
-func releaseViewsAnswer(d *dataset, vplan *release.ViewPlan, single, integer bool, guarantee string) func(context.Context, *noise.Rand) (any, error) {
+// views from its plan (*planned, set by the preparation): the release,
+// then integer rounding if asked for.
+func releaseViewsAnswer(d *dataset, planned **release.ViewPlan, single, integer bool, guarantee string) func(context.Context, *noise.Rand) (any, error) {
 	s := d.schema
 	return func(ctx context.Context, r *noise.Rand) (any, error) {
+		vplan := *planned
+		if vplan == nil {
+			return nil, errors.New("release views: computed before it was planned")
+		}
 		counts, err := d.viewCounts(vplan.Needs())
 		if err != nil {
 			return nil, err

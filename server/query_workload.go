@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/release"
@@ -43,11 +44,6 @@ func planWorkload(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error
 	if spec.Sensitivity > 0 {
 		guarantee = conditionalGuarantee
 	}
-	// Refuse what the release would refuse (duplicates, weights <= 0, an
-	// epsilon too small for the noise), from the request alone.
-	if _, err := release.ExpectedRMSE(s, spec, release.StrategyOptimal); err != nil {
-		return nil, badInput("cuboids: %v", err)
-	}
 	charge := epsSteps(eps)
 	h := newHasher("cuboid", eps)
 	if public {
@@ -55,7 +51,38 @@ func planWorkload(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error
 		h = newHasher("cuboid", privacy.Epsilon{})
 	}
 	h.workload(spec, q)
-	return &plan{hash: h.sum(), uniform: charge, compute: releaseWorkload(d, spec, q, guarantee)}, nil
+	p := &plan{hash: h.sum(), uniform: charge}
+	// Refuse what the release would refuse (duplicates, an epsilon too
+	// small for the noise), from the request alone, once the query is
+	// affordable: the plan solves the split.
+	if p.prepare, p.compute, p.work, err = planWorkloadRelease(d, s, spec, q, guarantee); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// planWorkloadRelease returns the preparation of a workload answer, which
+// plans the release under the request's context (an error of the plan is
+// the analyst's input error), its computation from that plan, and the
+// bound of the preparation's work, in base cells of planning.
+func planWorkloadRelease(d *dataset, s *domain.Schema, spec release.WorkloadSpec, q QueryRequest, guarantee string) (func(context.Context) error, func(context.Context, *noise.Rand) (any, error), int, error) {
+	spec.KeepMeasurements = true
+	work, err := spec.SplitWork(s)
+	if err != nil {
+		return nil, nil, 0, badInput("cuboids: %v", err)
+	}
+	var wp *release.WorkloadPlan
+	prepare := func(ctx context.Context) error {
+		var err error
+		if wp, err = release.PlanWorkloadContext(ctx, s, spec, false); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return badInput("cuboids: %v", err)
+		}
+		return nil
+	}
+	return prepare, releaseWorkload(d, &wp, q, guarantee), splitCells(work), nil
 }
 
 // workloadCuboids validates the cuboids, weights, split and post-processing
@@ -109,13 +136,21 @@ func workloadCuboids(d *dataset, q QueryRequest) (release.WorkloadSpec, bool, er
 	return spec, public, nil
 }
 
-// releaseWorkload returns the computation of a workload answer: the
-// release, then the post-processing the query asks for.
-func releaseWorkload(d *dataset, spec release.WorkloadSpec, q QueryRequest, guarantee string) func(context.Context, *noise.Rand) (any, error) {
+// releaseWorkload returns the computation of a workload answer from its
+// plan (*wp, set by the preparation): the release, then the
+// post-processing the query asks for.
+func releaseWorkload(d *dataset, wp **release.WorkloadPlan, q QueryRequest, guarantee string) func(context.Context, *noise.Rand) (any, error) {
 	s := d.schema
-	spec.KeepMeasurements = true
 	return func(ctx context.Context, r *noise.Rand) (any, error) {
-		w, err := release.ReleaseWorkloadCube(ctx, d.cube, spec, r)
+		if *wp == nil {
+			return nil, errors.New("workload: computed before it was planned")
+		}
+		needs := (*wp).Needs()
+		exact := make(map[domain.Cuboid][]float64, len(needs))
+		for _, c := range needs {
+			exact[c] = d.cube.Project(c)
+		}
+		w, err := (*wp).ReleaseFrom(ctx, exact, r)
 		if err != nil {
 			return nil, err
 		}

@@ -126,6 +126,9 @@ type Server struct {
 	// planned counts the queries planned (expanded and hashed): planning
 	// costs CPU before any budget is charged.
 	planned atomic.Int64
+	// prepared counts the queries whose costly preparation (a split's
+	// solver, a refinement's SVDs) ran.
+	prepared atomic.Int64
 	// afterAdmit, if set (tests only), is called with the request's
 	// context and the computation's once a query has been admitted, before
 	// it is computed.
@@ -476,6 +479,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		be *budgetError
 		me *http.MaxBytesError
 	)
+	if errors.Is(err, errClientGone) {
+		// Nobody to answer: say what happened, not that the store failed.
+		s.log.Info("client went away before its response was written", "method", r.Method, "path", r.URL.Path, "err", err)
+		return
+	}
 	switch {
 	case errors.As(err, &ae):
 	case errors.Is(r.Context().Err(), context.Canceled) && !errors.Is(err, errCommitFailed):
@@ -544,9 +552,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_, err := w.Write(buf.Bytes())
-	return err
+	if _, err := w.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("%w: %w", errClientGone, err)
+	}
+	return nil
 }
+
+// errClientGone marks a response that could not be written: the client
+// went away (its connection is closed), which is no failure of the server.
+var errClientGone = errors.New("the client went away before its response was written")
 
 // readBody reads a request body up to its limit.
 func readBody(r *http.Request) ([]byte, error) {

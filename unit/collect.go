@@ -114,9 +114,9 @@ func (r reader) Select(ctx context.Context, columns []string) error {
 	dims := c.cells.dims
 	c.at = make([]int, len(dims))
 	for j, d := range dims {
-		c.at[j] = slices.Index(columns, c.s.Dims[d].Name)
+		c.at[j] = slices.Index(columns, c.s.Dim(d).Name)
 		if c.at[j] < 0 {
-			return fmt.Errorf("unit: dimension %q is needed by the measured views but was not read", c.s.Dims[d].Name)
+			return fmt.Errorf("unit: dimension %q is needed by the measured views but was not read", c.s.Dim(d).Name)
 		}
 	}
 	if slices.Contains(columns, c.column) {
@@ -347,7 +347,7 @@ func (c Cells) Index(pos []int) (uint64, error) {
 	var x uint64
 	for j, p := range pos {
 		if p < 0 || p >= c.sizes[j] {
-			return 0, fmt.Errorf("unit: position %d of dimension %q outside [0, %d)", p, c.s.Dims[c.dims[j]].Name, c.sizes[j])
+			return 0, fmt.Errorf("unit: position %d of dimension %q outside [0, %d)", p, c.s.Dim(c.dims[j]).Name, c.sizes[j])
 		}
 		x = x*uint64(c.sizes[j]) + uint64(p)
 	}

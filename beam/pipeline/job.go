@@ -73,7 +73,7 @@ func jobErr(format string, a ...any) error {
 // request returns the release j asks for in the core's words, a zero field
 // standing for the flag's default.
 func (j Job) request() release.Request {
-	j.Mechanism, j.Split, j.Strategy = cmp.Or(j.Mechanism, "laplace"), cmp.Or(j.Split, "optimal"), cmp.Or(j.Strategy, "best")
+	j.Mechanism, j.Split, j.Strategy = cmp.Or(j.Mechanism, "laplace"), cmp.Or(j.Split, "auto"), cmp.Or(j.Strategy, "best")
 	j.Tol = cmp.Or(j.Tol, 1e-6)
 	return release.Request{Tables: j.Cuboids, Workload: j.Workload, WorkloadName: j.WorkloadName, Exact: j.Exact,
 		Mechanism: j.Mechanism, Epsilon: j.Epsilon, Rho: j.Rho, Delta: j.Delta, Split: j.Split, Strategy: j.Strategy,

@@ -164,7 +164,6 @@ func slicesContain(s []string, x string) bool {
 func TestRefusals(t *testing.T) {
 	dir := t.TempDir()
 	tb := writeTable(t, dir, []int{6, 5, 4}, 100, 1, 42)
-	geo := geoTable(t, dir, 100)
 	existing := filepath.Join(dir, "exists")
 	if err := os.Mkdir(existing, 0o755); err != nil {
 		t.Fatal(err)
@@ -180,7 +179,6 @@ func TestRefusals(t *testing.T) {
 		{"existing dir", Spec{Job: Job{Cuboids: []string{"d0", "d1"}, Epsilon: 1}, Out: existing}, true, "exists; a release creates a new directory"},
 		{"existing dir one cuboid", Spec{Job: Job{Epsilon: 1, Integer: true}, Out: existing}, true, "exists; a release creates a new directory"},
 		{"measurements path one cuboid", Spec{Job: Job{Epsilon: 1}, Out: "m", Measurements: "m.json"}, true, "--measurements: the job does not keep its measurements"},
-		{"measurements views", Spec{Files: geo.shards, Schema: geo.schema, Job: Job{Cuboids: []string{"geo:state", "sex"}, Epsilon: 1, KeepMeasurements: true}, Out: "v", Measurements: "m.json"}, false, "saving the measurements of tables at coarser levels of a hierarchy is not supported yet"},
 		{"nonneg and integer", Spec{Job: Job{Cuboids: []string{"d0", "d1"}, Epsilon: 1, NonNeg: true, Integer: true}, Out: "x"}, true, "--nonneg and --integer exclude each other"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -61,7 +61,7 @@ func runEstimate(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "estimate", "estimate --measurements FILE --cuboid DIMS [--cuboid DIMS]... [--out DIR] [--json]")
 	var cuboids stringList
 	path := fs.String("measurements", "", "JSON `FILE` written by knowdp release --measurements (required)")
-	fs.Var(&cuboids, "cuboid", "comma-separated `DIMS` of a cuboid to estimate (\"\" is the grand total); repeatable (required)")
+	fs.Var(&cuboids, "cuboid", "comma-separated `DIMS` of a table to estimate, each DIM or DIM:LEVEL of a hierarchy (\"\" is the grand total); repeatable (required)")
 	out := fs.String("out", "", "write one CSV per cuboid and estimate.json into this new `DIR` (default: the CSVs to stdout)")
 	asJSON := fs.Bool("json", false, "print the privacy story and the tables' errors as JSON")
 	if err := parseFlags(fs, args); err != nil {
@@ -90,15 +90,15 @@ func runEstimate(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--measurements %s: %w", *path, err)
 	}
-	var cs []domain.Cuboid
+	var vs []domain.View
 	for _, x := range cuboids {
-		c, err := s.ParseCuboid(x)
+		v, err := s.ParseView(x)
 		if err != nil {
 			return fmt.Errorf("--cuboid %q: %w", x, err)
 		}
-		cs = append(cs, c)
+		vs = append(vs, v)
 	}
-	tables, err := saved.Estimate(s, cs)
+	tables, err := saved.EstimateViews(ctx, s, vs)
 	if err != nil {
 		return err
 	}
@@ -112,12 +112,12 @@ func runEstimate(ctx context.Context, e *env, args []string) error {
 	}
 	var files []fileio.File
 	for _, t := range tables {
-		ts := estimateTable{Cuboid: s.Names(t.Cuboid), Public: t.Public, Variance: t.Variance, MOE90: t.MOE90}
+		ts := estimateTable{Cuboid: s.ViewNames(t.TableView()), Public: t.Public, Variance: t.Variance, MOE90: t.MOE90}
 		if ts.Cuboid == nil {
 			ts.Cuboid = []string{}
 		}
 		if *out != "" {
-			ts.File = release.TableFileName(s, t.Cuboid)
+			ts.File = s.ViewFileName(t.TableView())
 			files = append(files, fileio.File{Path: ts.File, Write: func(w io.Writer) error { return t.WriteCSV(w, s) }})
 		}
 		sum.Tables = append(sum.Tables, ts)

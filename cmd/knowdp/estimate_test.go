@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -96,5 +97,70 @@ func TestEstimateCommand(t *testing.T) {
 		"--cuboid", "year,colour", "--cuboid", "sex", "--epsilon", "1", "--strategy", "all", "--out", filepath.Join(tmp, "y"))
 	if code != 2 || !strings.Contains(stderr, "--strategy") {
 		t.Errorf("--strategy all: exit %d, %q", code, stderr)
+	}
+}
+
+// TestEstimateAtLevels: a release's measurements round-trip at levels —
+// one hierarchy and two crossed — and knowdp estimate gives the release's
+// own tables back, to 1e-9, margins of error included.
+func TestEstimateAtLevels(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema string
+		args         []string
+		tables       []string
+	}{
+		{"one hierarchy", "data/us-geo.schema.json", []string{"--epsilon", "1", "--exact", "geo:state"},
+			[]string{"geo:region", "geo:state,sex", "geo:division,agegroup"}},
+		{"one hierarchy gaussian", "data/us-geo.schema.json", []string{"--mechanism", "gaussian", "--rho", "0.5", "--exact", "geo:state"},
+			[]string{"geo:state,sex", "geo,agegroup"}},
+		{"two hierarchies", "data/us-geo-age.schema.json", []string{"--epsilon", "1", "--exact", "geo:state"},
+			[]string{"geo:state,agegroup:broad", "geo:division,agegroup", "geo:region,sex"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := append([]string{"release", "--data", repoFile("data/us-persons.csv"), "--schema", repoFile(tc.schema), "--seed", "4",
+				"--measurements", filepath.Join(dir, "m.json"), "--out", filepath.Join(dir, "rel")}, tc.args...)
+			for _, v := range tc.tables {
+				args = append(args, "--cuboid", v)
+			}
+			if code, stdout, stderr := runCLI(t, args...); code != 0 {
+				t.Fatalf("release: exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			est := []string{"estimate", "--measurements", filepath.Join(dir, "m.json"), "--out", filepath.Join(dir, "est")}
+			for _, v := range tc.tables {
+				est = append(est, "--cuboid", v)
+			}
+			if code, stdout, stderr := runCLI(t, est...); code != 0 {
+				t.Fatalf("estimate: exit %d\n%s\n%s", code, stdout, stderr)
+			}
+			entries, err := os.ReadDir(filepath.Join(dir, "est"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, e := range entries {
+				if e.Name() == "estimate.json" {
+					continue
+				}
+				n++
+				rel := readCSVFile(t, filepath.Join(dir, "rel", e.Name()))
+				got := readCSVFile(t, filepath.Join(dir, "est", e.Name()))
+				if len(rel) != len(got) {
+					t.Fatalf("%s: %d rows, the release has %d", e.Name(), len(got), len(rel))
+				}
+				for i := 1; i < len(rel); i++ {
+					for j := len(rel[i]) - 2; j < len(rel[i]); j++ {
+						a, _ := strconv.ParseFloat(rel[i][j], 64)
+						b, _ := strconv.ParseFloat(got[i][j], 64)
+						if math.Abs(a-b) > 1e-9*math.Max(1, math.Abs(a)) {
+							t.Fatalf("%s row %d column %d: estimate %v, release %v", e.Name(), i+1, j+1, b, a)
+						}
+					}
+				}
+			}
+			if n != len(tc.tables) {
+				t.Fatalf("%d tables estimated, want %d", n, len(tc.tables))
+			}
+		})
 	}
 }

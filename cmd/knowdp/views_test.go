@@ -5,9 +5,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/knowdp/knowdp/domain"
 )
 
 // TestReleaseViews releases the bundled US places at three levels with
@@ -259,4 +262,86 @@ func TestReleaseViewsPrintedSumsHold(t *testing.T) {
 			t.Errorf("%s: %v, invariant %v", st, n, truth[st])
 		}
 	}
+}
+
+// TestReleaseCrossingHierarchies: tables at the levels of two hierarchies
+// (geography and age bands), released together as non-negative integers
+// that keep the state totals and add up on every common roll-up.
+func TestReleaseCrossingHierarchies(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cross")
+	code, stdout, stderr := runCLI(t, "release", "--data", repoFile("data/us-persons.csv"), "--schema", repoFile("data/us-geo-age.schema.json"),
+		"--epsilon", "1", "--exact", "geo:state", "--integer", "--seed", "9",
+		"--cuboid", "geo:state,agegroup:broad", "--cuboid", "geo:division,agegroup", "--cuboid", "geo,agegroup:broad", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "split spine") || !strings.Contains(stdout, "state x broad") {
+		t.Errorf("summary:\n%s", stdout)
+	}
+	schema, err := domain.LoadSchema(repoFile("data/us-geo-age.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(file, view string) (domain.View, []float64) {
+		v, err := schema.ParseView(view)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := readCSVFile(t, filepath.Join(dir, file))[1:]
+		if len(rows) != schema.ViewSize(v) {
+			t.Fatalf("%s: %d rows, want %d", file, len(rows), schema.ViewSize(v))
+		}
+		x := make([]float64, len(rows))
+		for i, r := range rows {
+			if x[i], err = strconv.ParseFloat(r[len(r)-2], 64); err != nil || x[i] < 0 || x[i] != math.Round(x[i]) {
+				t.Fatalf("%s row %d: count %q", file, i+2, r[len(r)-2])
+			}
+		}
+		return v, x
+	}
+	sb, sbx := read("geo.state-agegroup.broad.csv", "geo:state,agegroup:broad")
+	da, dax := read("geo.division-agegroup.csv", "geo:division,agegroup")
+	pb, pbx := read("geo-agegroup.broad.csv", "geo,agegroup:broad")
+	same := func(a domain.View, x []float64, b domain.View, y []float64, to string) {
+		m, err := schema.ParseView(to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ra, err := schema.RollUp(a, x, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := schema.RollUp(b, y, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ra, rb) {
+			t.Errorf("%s and %s disagree on %s", schema.FormatView(a), schema.FormatView(b), to)
+		}
+	}
+	same(sb, sbx, pb, pbx, "geo:state,agegroup:broad")
+	same(sb, sbx, da, dax, "geo:division,agegroup:broad")
+	same(da, dax, pb, pbx, "geo:division,agegroup:broad")
+	states, err := schema.RollUp(sb, sbx, mustParseView(t, schema, "geo:state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := map[string]float64{}
+	for _, r := range readCSVFile(t, repoFile("data/us-persons.csv"))[1:] {
+		truth[strings.SplitN(r[0], "/", 2)[0]]++
+	}
+	for i, st := range schema.LevelValues(0, 1) {
+		if states[i] != truth[st] {
+			t.Errorf("state %s: %v, invariant %v", st, states[i], truth[st])
+		}
+	}
+}
+
+func mustParseView(t *testing.T, s *domain.Schema, x string) domain.View {
+	t.Helper()
+	v, err := s.ParseView(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

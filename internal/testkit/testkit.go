@@ -274,3 +274,26 @@ func Noisy(r *noise.Rand, x []float64, scale float64) []float64 {
 	l.AddTo(r, y)
 	return y
 }
+
+// CrossedJSON is geography (2 regions > 4 states > 9 counties, unequal
+// groups) crossed with age (2 broad bands > 4 bands > 8 years) and sex.
+const CrossedJSON = `{"dimensions":[
+ {"name":"geo","levels":["region","state","county"],
+  "values":["c1","c2","c3","c4","c5","c6","c7","c8","c9"],
+  "parents":{"state":{"c1":"s1","c2":"s1","c3":"s2","c4":"s2","c5":"s2","c6":"s3","c7":"s4","c8":"s4","c9":"s4"},
+             "region":{"s1":"r1","s2":"r1","s3":"r2","s4":"r2"}}},
+ {"name":"sex","values":["F","M"]},
+ {"name":"age","levels":["broad","band","year"],
+  "values":["0","1","2","3","4","5","6","7"],
+  "parents":{"band":{"0":"b0","1":"b0","2":"b1","3":"b1","4":"b2","5":"b2","6":"b3","7":"b3"},
+             "broad":{"b0":"young","b1":"young","b2":"old","b3":"old"}}}]}`
+
+// Crossed parses CrossedJSON.
+func Crossed(t testing.TB) *domain.Schema {
+	t.Helper()
+	s, err := domain.ParseSchema([]byte(CrossedJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

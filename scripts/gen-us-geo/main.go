@@ -1,5 +1,6 @@
 // Command gen-us-geo regenerates data/us-geo.schema.json (the real hierarchy
-// of US places: region, division, state, place) and data/us-persons.csv (its
+// of US places: region, division, state, place), data/us-geo-age.schema.json
+// (the same with the age groups in broad bands) and data/us-persons.csv (its
 // synthetic persons) from data/us-places.csv; see package usgeo and
 // data/README.md. It is deterministic and needs no network:
 //
@@ -30,14 +31,14 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("%w (run from the repository root)", err)
 	}
-	schema, persons, err := usgeo.Generate(places)
+	schema, schemaAge, persons, err := usgeo.Generate(places)
 	if err != nil {
 		return err
 	}
 	for _, f := range []struct {
 		name string
 		b    []byte
-	}{{"us-geo.schema.json", schema}, {"us-persons.csv", persons}} {
+	}{{"us-geo.schema.json", schema}, {"us-geo-age.schema.json", schemaAge}, {"us-persons.csv", persons}} {
 		path := filepath.Join("data", f.name)
 		if err := os.WriteFile(path+".tmp", f.b, 0o644); err != nil {
 			return err

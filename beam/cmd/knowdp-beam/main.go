@@ -119,7 +119,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&job.Mechanism, "mechanism", "laplace", "`NAME` of the noise: laplace (pure eps, --epsilon) or gaussian (zCDP, --rho)")
 	fs.Float64Var(&job.Rho, "rho", 0, "with --mechanism gaussian: the zCDP parameter rho > 0 with respect to the neighbours the invariants induce")
 	fs.Float64Var(&job.Delta, "delta", 1e-6, "with --mechanism gaussian: the delta at which the sidecar states the equivalent (eps, delta) guarantee")
-	fs.StringVar(&job.Split, "split", "optimal", "with several cuboids, `HOW` the budget is shared among them: optimal (least weighted total variance), equal, or spine (each level of a hierarchy the same share)")
+	fs.StringVar(&job.Split, "split", "auto", "with several tables, `HOW` the budget is shared among their measurements: optimal (least weighted total variance, certified), equal, spine (each level of a hierarchy the same share), or auto (optimal where knowdp certifies it: flat dimensions or one hierarchy; spine across two or more hierarchies)")
 	fs.StringVar(&job.Strategy, "strategy", "best", "with several cuboids, `WHAT` to measure: requested (the cuboids themselves), marginals (any cuboid under them, chosen by the optimal split) or best")
 	measurements := fs.String("measurements", "", "with several cuboids: also write the noisy measurements, invariants and noise to this JSON `FILE`, for knowdp estimate (as private as the release)")
 	fs.IntVar(&job.Sensitivity, "sensitivity", 0, "calibrate the noise to this generic sensitivity: refused below the value knowdp computes; where it has no closed form, the guarantee is conditional on this claim")

@@ -424,6 +424,7 @@ func TestParity(t *testing.T) {
 		{name: "views nonneg", args: cat(lap, []string{"--cuboid", "geo:state,sex", "--cuboid", "geo:region", "--nonneg"}), kout: "rel", bout: "rel"},
 		{name: "views nonneg split spine", args: cat(lap, []string{"--cuboid", "geo", "--cuboid", "geo:region", "--split", "spine", "--nonneg"}), kout: "rel", bout: "rel"},
 		{name: "one cuboid measurements", args: cat(lap, []string{"--cuboid", "geo,sex", "--exact", "sex"}), measurements: true},
+		{name: "views measurements", args: cat(lap, []string{"--cuboid", "geo:state,sex", "--cuboid", "geo,age", "--exact", "geo:region"}), kout: "rel", bout: "rel", measurements: true},
 		{name: "views integer", args: cat(lap, []string{"--cuboid", "geo:state,sex", "--cuboid", "geo:region", "--integer"}), kout: "rel", bout: "rel"},
 		{name: "views gaussian", args: cat(gauss, []string{"--cuboid", "geo:state,sex", "--cuboid", "geo:region", "--cuboid", "geo,age"}), kout: "rel", bout: "rel"},
 		{name: "views workload", args: cat(lap, []string{"--workload", d.viewWorkload, "--exact", "geo:region"}), kout: "rel", bout: "rel"},

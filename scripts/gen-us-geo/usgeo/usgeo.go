@@ -202,23 +202,34 @@ func stateDivisions() map[string]int {
 	return m
 }
 
-// Generate returns the schema (data/us-geo.schema.json) and the synthetic
-// persons (data/us-persons.csv) for the places of data/us-places.csv.
-func Generate(placesCSV []byte) (schema, persons []byte, err error) {
+// BroadAge gives each age group its broad band: the level "broad" above
+// agegroup in data/us-geo-age.schema.json, so that tables can cross two
+// hierarchies (geography and age).
+var BroadAge = [][2]string{
+	{"0-17", "child"}, {"18-24", "adult"}, {"25-34", "adult"}, {"35-44", "adult"},
+	{"45-54", "adult"}, {"55-64", "adult"}, {"65+", "senior"},
+}
+
+// Generate returns the schema (data/us-geo.schema.json), the same schema
+// with the age groups in broad bands (data/us-geo-age.schema.json) and the
+// synthetic persons (data/us-persons.csv) for the places of
+// data/us-places.csv.
+func Generate(placesCSV []byte) (schema, schemaAge, persons []byte, err error) {
 	places, err := Places(placesCSV)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return Schema(places), Persons(places), nil
+	return Schema(places, false), Schema(places, true), Persons(places), nil
 }
 
 // Schema writes the schema: the hierarchical dimension geo (levels region,
 // division, state, place; the leaves are the places; parents maps, per
 // non-leaf level, each value of the next finer level to its parent), then
 // sex and agegroup. Only states, divisions and regions that have a place
-// appear. It is laid out one value or one parent per line, so that diffs
-// stay readable.
-func Schema(places []Place) []byte {
+// appear. With ageBands, agegroup is hierarchical too: levels broad and
+// agegroup (BroadAge). It is laid out one value or one parent per line, so
+// that diffs stay readable.
+func Schema(places []Place, ageBands bool) []byte {
 	division := stateDivisions()
 	var b bytes.Buffer
 	b.WriteString("{\n  \"dimensions\": [\n    {\n")
@@ -256,7 +267,20 @@ func Schema(places []Place) []byte {
 	}
 	b.WriteString("      }\n    },\n")
 	b.WriteString("    {\"name\": \"sex\", \"values\": [" + quoteList(values(Sex)) + "]},\n")
-	b.WriteString("    {\"name\": \"agegroup\", \"values\": [" + quoteList(values(AgeGroup)) + "]}\n")
+	if !ageBands {
+		b.WriteString("    {\"name\": \"agegroup\", \"values\": [" + quoteList(values(AgeGroup)) + "]}\n")
+	} else {
+		b.WriteString("    {\"name\": \"agegroup\", \"levels\": [\"broad\", \"agegroup\"],\n")
+		b.WriteString("     \"values\": [" + quoteList(values(AgeGroup)) + "],\n")
+		b.WriteString("     \"parents\": {\"broad\": {")
+		for i, kv := range BroadAge {
+			b.WriteString(quote(kv[0]) + ": " + quote(kv[1]) + comma(i, len(BroadAge)))
+			if i < len(BroadAge)-1 {
+				b.WriteString(" ")
+			}
+		}
+		b.WriteString("}}}\n")
+	}
 	b.WriteString("  ]\n}\n")
 	return b.Bytes()
 }
