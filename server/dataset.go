@@ -92,6 +92,10 @@ type Policy struct {
 	// source's rows belong to units named by a column, each bounded to
 	// max_rows rows (units.go).
 	PrivacyUnit *UnitPolicy `json:"privacy_unit,omitempty"`
+	// RowLevel says every row of the source is a different person (or
+	// household...): a CSV source with a column that looks like an
+	// identifier is refused without privacy_unit unless it is set.
+	RowLevel bool `json:"row_level,omitempty"`
 }
 
 // maxRows bounds a dataset's number of rows so that every linear answer
@@ -207,7 +211,7 @@ func buildDataset(ctx context.Context, req DatasetRequest, cellLimit int, source
 		}
 		if d.policy.PrivacyUnit != nil {
 			c, err = d.countCSVUnits(ctx, path, req.Source.CountColumn, cellLimit)
-		} else {
+		} else if err = d.checkIdentifiers(path); err == nil {
 			c, err = countCSV(ctx, path, req.Source.CountColumn, schema, cellLimit)
 		}
 		if err != nil {

@@ -67,9 +67,34 @@ func (d *dataset) applyUnitPolicy() error {
 		return errors.New("policy.metric: dx queries are per row; a dataset with a privacy unit offers cuboid queries only")
 	case d.policy.Sensitivity != 0:
 		return errors.New("policy.sensitivity: not supported with a privacy unit (every answer is calibrated to max_rows times the sensitivity knowdp computes)")
+	case d.policy.RowLevel:
+		return errors.New("policy.row_level and policy.privacy_unit exclude each other")
 	}
 	if _, ok := d.schema.Lookup(u.Column); ok {
 		return fmt.Errorf("policy.privacy_unit.column: %q is a dimension of the schema; a unit is never released, so it cannot be one", clip(u.Column))
+	}
+	return nil
+}
+
+// checkIdentifiers refuses a CSV source with a column (other than the
+// schema's dimensions and the count column) whose name looks like an
+// identifier of a person, when the policy has neither privacy_unit nor
+// row_level: a guarantee per row does not protect a person with several
+// rows. It reads the header only.
+func (d *dataset) checkIdentifiers(path string) error {
+	if d.policy.RowLevel {
+		return nil
+	}
+	t, err := source.OpenCSV(path)
+	if err != nil {
+		return fmt.Errorf("source.csv: %s: not a readable CSV file with a header row", path)
+	}
+	defer t.Close()
+	for _, c := range t.Header() {
+		if _, dim := d.schema.Lookup(c); !dim && unit.LooksLikeIdentifier(c) {
+			return fmt.Errorf("source.csv: %s: column %q looks like it names who each row is about; a guarantee per row does not protect a person with several rows: "+
+				"give policy.privacy_unit {\"column\": %q, \"max_rows\": K} for a guarantee per unit, or policy.row_level true if every row is a different person", path, clip(c), clip(c))
+		}
 	}
 	return nil
 }

@@ -153,6 +153,8 @@ func TestUnitDatasetRefusals(t *testing.T) {
 		src  Source
 		want string
 	}{
+		{"identifier column per row", Policy{EpsilonPerAnalyst: 1}, csv, `looks like it names who each row is about`},
+		{"row level and unit", Policy{EpsilonPerAnalyst: 1, RowLevel: true, PrivacyUnit: &UnitPolicy{Column: "student", MaxRows: 3}}, csv, "exclude each other"},
 		{"unit is a dimension", Policy{EpsilonPerAnalyst: 1, PrivacyUnit: &UnitPolicy{Column: "dept", MaxRows: 3}}, csv, "is a dimension"},
 		{"no rows", Policy{EpsilonPerAnalyst: 1, PrivacyUnit: &UnitPolicy{Column: "student"}}, csv, "max_rows"},
 		{"no column", Policy{EpsilonPerAnalyst: 1, PrivacyUnit: &UnitPolicy{Column: "pupil", MaxRows: 3}}, csv, "pupil"},
@@ -165,4 +167,7 @@ func TestUnitDatasetRefusals(t *testing.T) {
 			t.Errorf("%s: status %d: %s", tc.name, st, raw)
 		}
 	}
+	// Per row when the curator says every row is a different person.
+	req := DatasetRequest{ID: "perrow", Schema: schema, Source: csv, Policy: Policy{EpsilonPerAnalyst: 1, RowLevel: true}}
+	s.must(http.StatusCreated, "POST", "/admin/v1/datasets", s.admin, req, nil)
 }
