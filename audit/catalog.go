@@ -98,7 +98,7 @@ func (c Case) Run(ctx context.Context, r *noise.Rand, cfg SampleConfig) ([]Row, 
 //   - the exponential mechanism (noise.Choose) on utilities that change by
 //     the sensitivity in opposite directions, its worst case;
 //   - the cube release (cube.Cube.Release) on the worst-case induced
-//     neighbours that cube.BruteForceSensitivity finds for paper 3's
+//     neighbours that sensitivity.BruteForceSensitivity finds for paper 3's
 //     Example 4.1, exact for the noisy cells before consistency and
 //     sampled, after it, through the projection on the neighbours'
 //     difference;

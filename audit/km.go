@@ -152,8 +152,8 @@ func kmEstimate(c, noisy []float64) float64 {
 
 // chainSensitivity returns the generic sensitivity of a table of k counts
 // given the sums of adjacent counts: the largest L1 norm of a Graver basis
-// element of the constraints, computed by cube.GraverBasis for k up to
-// cube.MaxGraverCells. The basis is always the one move (+1, -1, +1, ...),
+// element of the constraints, computed by sensitivity.GraverBasis for k up to
+// sensitivity.MaxGraverCells. The basis is always the one move (+1, -1, +1, ...),
 // so the value is k, which is used beyond that size.
 func chainSensitivity(ctx context.Context, k int) (int, error) {
 	if k > sensitivity.MaxGraverCells {
@@ -189,7 +189,7 @@ func KMAttack() Attack {
 			"2/(k eps^2), so rounding recovers c(r_1), and with it the whole table, almost surely once k is in the hundreds. " +
 			"The noise was calibrated to neighbours that add or remove one row, but the public sums only allow moving a table " +
 			"to another with the same sums, and the smallest such move, (+1,-1,+1,...), changes k rows: the generic " +
-			"sensitivity is k (computed here with cube.GraverBasis). Lap(k/eps), what knowdp's cube release uses, makes the " +
+			"sensitivity is k (computed here with sensitivity.GraverBasis). Lap(k/eps), what knowdp's cube release uses, makes the " +
 			"attacker's variance grow as 2k/eps^2 and the reconstruction rate fall with k instead.",
 		Run: runKM,
 	}

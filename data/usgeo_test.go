@@ -27,7 +27,7 @@ const (
 	usPersons   = 134935
 )
 
-// TestUSGeoRegenerates regenerates us-geo.schema.json and us-persons.csv
+// TestUSGeoRegenerates regenerates us-geo.schema.json, us-geo-places.csv and us-persons.csv
 // from us-places.csv in memory and checks that the committed files are
 // exactly what scripts/gen-us-geo writes, and that README.md gives their
 // current checksums.
@@ -40,10 +40,18 @@ func TestUSGeoRegenerates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	places, err := usgeo.Places(usPlacesCSV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookup, err := os.ReadFile("us-geo-places.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range []struct {
 		name      string
 		got, want []byte
-	}{{"us-geo.schema.json", usGeoSchema, schema}, {"us-geo-age.schema.json", schemaAge, wantAge}, {"us-persons.csv", usPersonsCSV, persons}} {
+	}{{"us-geo.schema.json", usGeoSchema, schema}, {"us-geo-age.schema.json", schemaAge, wantAge}, {"us-geo-places.csv", lookup, usgeo.Lookup(places)}, {"us-persons.csv", usPersonsCSV, persons}} {
 		if !bytes.Equal(f.got, f.want) {
 			t.Errorf("%s differs from what the generator makes (%d bytes, want %d): run go run ./scripts/gen-us-geo from the repository root", f.name, len(f.got), len(f.want))
 		}
@@ -52,7 +60,7 @@ func TestUSGeoRegenerates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, b := range map[string][]byte{"us-geo.schema.json": usGeoSchema, "us-geo-age.schema.json": schemaAge, "us-persons.csv": usPersonsCSV} {
+	for name, b := range map[string][]byte{"us-geo.schema.json": usGeoSchema, "us-geo-age.schema.json": schemaAge, "us-geo-places.csv": lookup, "us-persons.csv": usPersonsCSV} {
 		sum := md5.Sum(b)
 		line := fmt.Sprintf("`md5sum %s` = `%s`", name, hex.EncodeToString(sum[:]))
 		if !bytes.Contains(readme, []byte(line)) {

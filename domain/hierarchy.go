@@ -315,19 +315,56 @@ func (s *Schema) FormatView(v View) string {
 	return "{" + strings.Join(s.ViewNames(v), ",") + "}"
 }
 
-// ViewFileName returns the file name of a released view: its dimensions'
-// names joined with "-", a coarser level after a ".", as in
-// "geo.state-sex.csv"; "total.csv" for the grand total. Path separators in
-// names become "_".
+// ViewColumns returns the column names of a table of view v, one per
+// dimension: a flat dimension's name, and for a hierarchical one the name
+// of the level the view stands at ("state" for geo:state, "place" for the
+// finest level of geo), which is what its values are. A level name that
+// another dimension or another hierarchy's level also bears, or that is
+// "count" or "moe90", would be ambiguous: it is written "geo.state".
+func (s *Schema) ViewColumns(v View) []string {
+	var cols []string
+	for _, i := range v.Dims.Dims() {
+		name := s.dims[i].Name
+		if h := s.hier[i]; h != nil {
+			level := h.names[len(h.names)-1-int(v.Up[i])]
+			if s.levelNameUnique(i, level) {
+				name = level
+			} else {
+				name += "." + level
+			}
+		}
+		cols = append(cols, name)
+	}
+	return cols
+}
+
+// levelNameUnique reports whether a level name of dimension i names
+// nothing else in the schema (another dimension, a level of another
+// dimension) and no count column.
+func (s *Schema) levelNameUnique(i int, level string) bool {
+	if level == "count" || level == "moe90" {
+		return false
+	}
+	for j, d := range s.dims {
+		if d.Name == level && j != i {
+			return false
+		}
+		if j != i && s.hier[j] != nil && slices.Contains(s.hier[j].names, level) {
+			return false
+		}
+	}
+	return true
+}
+
+// ViewFileName returns the file name of a released view: its columns
+// (ViewColumns) joined with "-", as in "state-sex.csv" for {geo:state,sex}
+// and "place-sex.csv" for {geo,sex}; "total.csv" for the grand total. Path
+// separators in names become "_".
 func (s *Schema) ViewFileName(v View) string {
 	if v.Dims == 0 {
 		return "total.csv"
 	}
-	names := s.ViewNames(v)
-	for k, n := range names {
-		names[k] = strings.Replace(n, ":", ".", 1)
-	}
-	return strings.NewReplacer("/", "_", `\`, "_").Replace(strings.Join(names, "-")) + ".csv"
+	return strings.NewReplacer("/", "_", `\`, "_").Replace(strings.Join(s.ViewColumns(v), "-")) + ".csv"
 }
 
 // ViewSize returns the number of cells of view v.

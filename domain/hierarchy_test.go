@@ -81,10 +81,10 @@ func TestParseView(t *testing.T) {
 		in, format, file string
 		cells            int
 	}{
-		{"geo:state,sex", "{geo:state,sex}", "geo.state-sex.csv", 8},
-		{"sex, geo:region", "{geo:region,sex}", "geo.region-sex.csv", 4},
-		{"geo,sex,age", "{geo,sex,age}", "geo-sex-age.csv", 60},
-		{"geo:county", "{geo}", "geo.csv", 10},
+		{"geo:state,sex", "{geo:state,sex}", "state-sex.csv", 8},
+		{"sex, geo:region", "{geo:region,sex}", "region-sex.csv", 4},
+		{"geo,sex,age", "{geo,sex,age}", "county-sex-age.csv", 60},
+		{"geo:county", "{geo}", "county.csv", 10},
 		{"", "{}", "total.csv", 1},
 		{"age", "{age}", "age.csv", 3},
 	} {
@@ -244,6 +244,36 @@ func TestTermMatchesRollUp(t *testing.T) {
 		got := s.Term(v).Apply(base)
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: term %v, roll-up %v", x, got, want)
+		}
+	}
+}
+
+// TestViewColumns checks that a hierarchy's column is named by its level,
+// and by dimension and level where the level's name alone would be
+// ambiguous: another dimension's name, another hierarchy's level, or a
+// count column's name.
+func TestViewColumns(t *testing.T) {
+	s, err := ParseSchema([]byte(`{"dimensions":[
+ {"name":"home","levels":["state","town"],"values":["a","b"],"parents":{"state":{"a":"S","b":"S"}}},
+ {"name":"work","levels":["state","count"],"values":["x"],"parents":{"state":{"x":"S"}}},
+ {"name":"town","values":["t"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ view, cols, file string }{
+		{"home:state,work:state", "home.state work.state", "home.state-work.state.csv"},
+		{"home,town", "home.town town", "home.town-town.csv"},
+		{"work", "work.count", "work.count.csv"},
+	} {
+		v, err := s.ParseView(tc.view)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(s.ViewColumns(v), " "); got != tc.cols {
+			t.Errorf("%s: columns %s, want %s", tc.view, got, tc.cols)
+		}
+		if got := s.ViewFileName(v); got != tc.file {
+			t.Errorf("%s: file %s, want %s", tc.view, got, tc.file)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
-	"sort"
 )
 
 // The discrete Laplace sampler.
@@ -30,19 +29,22 @@ import (
 // relative), and the sampler compares the bits of U it has drawn with
 // them. When those bits cannot decide (U's interval meets
 // [lo_j, hi_j+1) 2^-64: probability at most about n 2^-(hb-1), hb being
-// U's bits in the word: 2^-19 for scales just below 2^24, 2^-22 at 2^20,
-// 2^-32 at 1000), searchSlow draws one more word, and in the rare cases
+// U's bits in the word: 2^-19 for scales just below 2^24, 2^-22 at 2^20;
+// 2^-8 just below 4096 and 2^-10 at 1000, where U has 17 to 23 bits of
+// half a word), searchSlow draws one more word, and in the rare cases
 // where 64 bits of U do not decide either, compares with arbitrary
 // precision, so every comparison is exact.
 //
 // A guide table gives the answer up to one comparison. It is indexed by
 // the exponent and the first guideSub bits of the significand of
-// float64(x>>11|1), x U's word (a shift, an or, a conversion, a shift):
+// float64(max(x>>11, 2^22)), x U's word (a shift, a max, a conversion, a
+// shift; every U below about 2^-30 shares the first bucket):
 // its buckets span a factor of at most 1+2^-6 in U, less than the
 // thresholds' ratio 1/rho >= e^(1/64), so a bucket holds at most one
 // threshold where U's quantum is small against U, and the constructor
 // stores no threshold below that (buildGuide). Past the last stored
-// threshold (probability below 2^-24, 2^-30 for most scales),
+// threshold (probability below 2^-24, 2^-30 for most scales; 2^-11 to
+// 2^-20 for the half-word samples below 4096),
 // H = (n-1) + a fresh geometric variable with ratio rho: the geometric law
 // is memoryless. It is drawn by magnitude, the exact inversion by
 // logarithm.
@@ -53,21 +55,32 @@ import (
 // ceil(2^64/t): an integer multiply and an add whose carry says no. It
 // fails with probability about l/t, nearly always a true rejection, which
 // a quick table of upper bounds on exp(-k 2^s/t) confirms; the rest go to
-// float64 exp with an error bound, then to arbitrary precision. A rejected
-// l costs one more word (probability 1-exp(-l/t) < 1/32, 1/128 to 1/64 on
-// average).
+// float64 exp with an error bound (after completing u's first 64 bits
+// with one word), then to arbitrary precision. A rejected l costs one more
+// word (probability 1-exp(-l/t) < 1/32, 1/128 to 1/64 on average).
 //
-// One 64-bit word w usually suffices: its top 16 bits begin u, the next
-// 47-m bits begin U (U's word is w << 16), the next m bits are l and bit 0
-// is the sign, so that u's upper bound is w | uLow. When m >= 19
-// (t >= 2^24) U takes a second word and u the 63-m bits above l. For m = 0
-// (t < 64) there is no L, and u is not used.
+// Below t = 4096 (m <= 6) half a word usually suffices: a sample takes the
+// upper or the lower half of a word in turn (Rand.splitWord), placed in
+// the upper half of w, whose top 8 bits begin u, the next 23-m bits begin
+// U (U's word is w << 8), the next m bits are l and bit 32 is the sign.
+// With 17 to 23 bits of U the search leaves U undecided at about 2^-10 and
+// the guide stores thresholds down to 2^-15 to 2^-21; with 8 bits of u the
+// quick test fails one time in 256 more. From t = 4096 one 64-bit word w
+// usually suffices: its top 16 bits begin u, the next 47-m bits begin U
+// (U's word is w << 16), the next m bits are l and bit 0 is the sign. In
+// both, u's upper bound is w | uLow. When m >= 19 (t >= 2^24) U takes a
+// second word and u the 63-m bits above l. For m = 0 (t < 64) there is no
+// L, and u is not used.
 type dlSampler struct {
+	draw     func(*dlSampler, *Rand) int64 // sample, or sampleHalf for half
 	t        float64
 	m        uint    // L has m bits
 	jMin     int     // 1, or 0 when m = 0: j in [jMin, n) takes the common path
 	tHigh    float64 // t/2^m, exactly: H has ratio exp(-1/tHigh)
 	twoWords bool    // U comes from a second word
+	half     bool    // a sample's bits are half a word (Rand.splitWord), the upper half of w
+	lShift   uint    // l is (w >> lShift) & lMask: 1, or 33 for half
+	sShift   uint    // the sign is bit sShift of w: 0, or 32 for half
 	xLow     uint64  // bits of U's word that are not U's: 2^(64-hb)-1
 	lMask    uint64  // 2^m - 1
 	lo, hi   []uint64
@@ -80,35 +93,44 @@ type dlSampler struct {
 	rejHi    [accLen]uint64 // rejHi[k] >= floor(exp(-k 2^accShift/t) 2^64)
 }
 
+// halfMaxM is the largest m (scales below 2^(m+6) = 4096) whose samples
+// take half a word: 8 bits of u, 23-m of U (at least 17), m of l and the
+// sign. Fewer bits of U leave more thresholds undecided by them (about
+// 44 hb 2^-hb: 0.6% at 17 bits), each costing one more word; more bits of
+// l leave too few for U.
+const halfMaxM = 6
+
 // guideSub is the number of significand bits in a guide bucket's index:
 // buckets span a factor of at most 1+2^-6 in U, less than the thresholds'
 // ratio 1/rho >= e^(1/64).
 const guideSub = 6
 
-// guideBuckets is the guide's size: the exponents of x>>11|1 (0 to 52)
-// times the significand bits.
-const guideBuckets = 53 << guideSub
+// guideBuckets is the guide's size: the exponents of
+// max(x>>11, 2^guideMinExp) (guideMinExp to 52) times the significand
+// bits.
+const guideBuckets = (53 - guideMinExp) << guideSub
 
-// bucket returns the guide bucket of U's word x: the exponent and the first
-// guideSub significand bits of float64(x>>11|1), exact since x>>11 < 2^53.
-// It is non-decreasing in x.
+// guideMinExp is the exponent of the guide's first bucket: every word x
+// with x>>11 below 2^guideMinExp (U below about 2^-30) falls in it. No
+// threshold but th_0 is stored below 2^-30 (newDLSampler's floor), so
+// those words need no finer buckets, and the guide is 40% smaller.
+const guideMinExp = 22
+
+// bucket returns the guide bucket of U's word x: the exponent (from
+// guideMinExp) and the first guideSub significand bits of
+// float64(max(x>>11, 2^guideMinExp)), exact since x>>11 < 2^53. It is
+// non-decreasing in x.
 func bucket(x uint64) int {
-	return int(math.Float64bits(float64(int64(x>>11|1)))>>(52-guideSub)) - 1023<<guideSub
+	return int(math.Float64bits(float64(int64(max(x>>11, 1<<guideMinExp))))>>(52-guideSub)) - (1023+guideMinExp)<<guideSub
 }
 
 // bucketEnd returns the first v = x>>11 whose bucket is above b, or 2^53:
-// the smallest v with float64(v|1) >= F, F the smallest float64 of bucket
-// b+1.
+// F, the smallest float64 of bucket b+1, an integer.
 func bucketEnd(b int) uint64 {
 	if b+1 >= guideBuckets {
 		return 1 << 53
 	}
-	f := math.Float64frombits(uint64(b+1+1023<<guideSub) << (52 - guideSub))
-	c := uint64(math.Ceil(f))
-	if c&1 == 1 {
-		return c - 1 // (c-1)|1 = c
-	}
-	return c
+	return uint64(math.Float64frombits(uint64(b+1+(1023+guideMinExp)<<guideSub) << (52 - guideSub)))
 }
 
 // guideEntry holds, for one bucket of U, the number g of thresholds
@@ -134,9 +156,17 @@ func newDLSampler(t float64) *dlSampler {
 	s.tHigh = math.Ldexp(t, -int(s.m))
 	s.lMask = 1<<s.m - 1
 	hb := 47 - s.m
-	s.ub = 16
-	if s.m >= 19 {
+	s.ub, s.lShift = 16, 1
+	switch {
+	case s.m <= halfMaxM:
+		s.half, s.ub, hb = true, 8, 23-s.m
+		s.sShift, s.lShift = 32, 33
+	case s.m >= 19:
 		s.twoWords, s.ub, hb = true, 63-s.m, 64
+	}
+	s.draw = (*dlSampler).sample
+	if s.half {
+		s.draw = (*dlSampler).sampleHalf
 	}
 	s.uLow = math.MaxUint64 >> s.ub
 	if hb < 64 {
@@ -147,9 +177,10 @@ func newDLSampler(t float64) *dlSampler {
 	// at most down to 2^-30: the far tail costs a logarithm, but keeping the
 	// tables small keeps them in cache.
 	floor := max(uint64(4)<<(64-min(hb, 62)), 1<<34)
+	den := 1 + math.Exp(-1/t)
 	for i := 0; ; i++ {
 		n := 1 + math.Ldexp(float64(i), int(s.m)) // th_i = 2 exp(-n/t) / (1 + exp(-1/t))
-		lo, hi := thresholdBounds(n, t)
+		lo, hi := thresholdBounds(n, t, den)
 		// th_0 is always stored, so that j = 0 means M = 0 even when
 		// th_0 is tiny (small t).
 		if i > 0 && (lo <= floor || i >= 1<<15) {
@@ -195,9 +226,12 @@ func newDLSampler(t float64) *dlSampler {
 // value at the exact argument x; the sum and the quotient add 2^-53 each.
 // The total is below (n/t + 1/t + 6) 2^-53 <= (x + 5) 2^-52 with x = n/t;
 // ulpGuard leaves a factor of 8.
-func thresholdBounds(n, t float64) (lo, hi uint64) {
+//
+// den is 1 + exp(-1/t), the same for every threshold: the caller computes
+// it once.
+func thresholdBounds(n, t, den float64) (lo, hi uint64) {
 	x := n / t
-	p := 2 * math.Exp(-x) / (1 + math.Exp(-1/t))
+	p := 2 * math.Exp(-x) / den
 	e := p * (x + 5) * ulpGuard
 	return toU64Floor(p - e), toU64Floor(p + e)
 }
@@ -231,23 +265,32 @@ func toU64Floor(p float64) uint64 {
 func (s *dlSampler) buildGuide() bool {
 	n := len(s.hi)
 	cut := n
-	start := uint64(0) // the bucket's first word
-	for b := range s.guide {
+	// From the last bucket down, up does not increase, so the first
+	// threshold below it, g, does not decrease: one pass over the buckets
+	// and the thresholds together.
+	g := 0
+	end := bucketEnd(guideBuckets - 1)
+	for b := guideBuckets - 1; b >= 0; b-- {
 		// U 2^64 < (x|xLow) + 1 <= up for every word x in bucket b
 		// (x|xLow is non-decreasing in x).
-		up, end := uint64(math.MaxUint64), bucketEnd(b)
+		up := uint64(math.MaxUint64)
 		if end < 1<<53 {
 			if u, c := bits.Add64((end<<11-1)|s.xLow, 1, 0); c == 0 {
 				up = u
 			}
 		}
-		// The first threshold below up (lo is non-increasing).
-		g := sort.Search(n, func(i int) bool { return s.lo[i] < up })
+		for g < n && s.lo[g] >= up {
+			g++
+		}
+		start := uint64(0) // the bucket's first word
+		if b > 0 {
+			end = bucketEnd(b - 1)
+			start = end << 11
+		}
 		s.guide[b] = guideEntry{lo0: s.lo[g], lo1: s.lo[g+1], g: g}
 		if s.lo[g+1] > start {
 			cut = min(cut, g+1)
 		}
-		start = end << 11
 	}
 	if cut == n {
 		return true
@@ -256,9 +299,12 @@ func (s *dlSampler) buildGuide() bool {
 	return false
 }
 
-// sample draws Z. The common path is straight-line code: one word, a
-// guide lookup, a select without a branch, the quick test of L and the sign
-// applied without a branch; the rest is in functions called rarely.
+// sample draws Z. The common path is straight-line code: one word (half
+// a word below t = 4096, in sampleHalf), a guide lookup, a select without
+// a branch, the quick test of L and the sign applied without a branch;
+// the rest is in functions called rarely.
+//
+// It is for the whole-word layouts; callers call sampleHalf for s.half.
 func (s *dlSampler) sample(r *Rand) int64 {
 	w := r.Uint64()
 	x := w << 16 // U's word
@@ -283,6 +329,39 @@ func (s *dlSampler) sample(r *Rand) int64 {
 	}
 	neg := w & 1
 	return int64((mag ^ -neg) + neg) // -mag if neg
+}
+
+// sampleHalf is sample for the half-word layout (s.half): the same steps,
+// written out again with its constant shifts, as a shared function would
+// be too large for Go to inline and its call would cost a tenth of a
+// sample.
+func (s *dlSampler) sampleHalf(r *Rand) int64 {
+	// Half a word (splitWord), by hand, as Go does not inline it either.
+	var w uint64
+	if r.hasSpare {
+		w, r.hasSpare = r.spare, false
+	} else {
+		w = r.splitWord()
+	}
+	x := w << 8 // U's word
+	j, undecided := s.search(x)
+	n := len(s.hi)
+	if undecided {
+		j = s.searchSlow(r, x&^s.xLow, j)
+	}
+	var mag uint64
+	if uint(j-s.jMin) < uint(n-s.jMin) {
+		l := (w >> 33) & s.lMask
+		uHi := w | s.uLow
+		if !s.quickAccept(l, uHi) {
+			l = s.lowSlow(r, l, uHi&^s.uLow)
+		}
+		mag = 1 + uint64(j-1)<<(s.m&63) + l
+	} else if j != 0 {
+		mag = s.magnitudeTail(r, w)
+	}
+	neg := (w >> 32) & 1
+	return int64((mag ^ -neg) + neg)
 }
 
 // search returns the first j with U >= th_j for U's word x, unless it
@@ -327,7 +406,7 @@ func (s *dlSampler) magnitudeTail(r *Rand, w uint64) uint64 {
 	h = min(h, 1<<(62-s.m)-1)
 	mag := 1 + h<<s.m
 	if s.m > 0 {
-		mag += s.lowSlow(r, (w>>1)&s.lMask, w&^s.uLow)
+		mag += s.lowSlow(r, (w>>s.lShift)&s.lMask, w&^s.uLow)
 	}
 	return mag
 }
@@ -379,6 +458,20 @@ func (s *dlSampler) acceptLow(r *Rand, l, u uint64, ub uint) bool {
 	}
 	if u > hi {
 		return false
+	}
+	if ub < 64 {
+		// Complete u's first 64 bits with one word, which decides unless
+		// u is within about 2^-43 relative of exp(-l/t): with the 8 bits
+		// of a half-word sample, the interval holds exp(-l/t) for small l
+		// one time in 256, too often for arbitrary precision.
+		u |= r.Uint64() & low
+		if u < lo {
+			return true
+		}
+		if u > hi {
+			return false
+		}
+		ub = 64
 	}
 	lu := newLazyU(u, ub)
 	return lu.less(r, func(prec uint) (*big.Float, *big.Float) { return expBig(float64(l), s.t, prec) })

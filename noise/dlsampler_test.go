@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 	"slices"
 	"sort"
 	"testing"
@@ -51,7 +52,11 @@ func TestDLSamplerTables(t *testing.T) {
 			if hb != 64 || s.ub != 63-s.m {
 				t.Errorf("scale %v: two-word layout hb %d ub %d m %d", scale, hb, s.ub, s.m)
 			}
-		} else if s.m > 0 && 1+s.m+s.ub+hb != 64 {
+		} else if s.half {
+			if s.m > halfMaxM || 1+s.m+s.ub+hb != 32 || s.sShift != 32 || s.lShift != 33 {
+				t.Errorf("scale %v: half-word layout 1+%d+%d+%d != 32, sign at %d, l at %d", scale, s.m, s.ub, hb, s.sShift, s.lShift)
+			}
+		} else if s.m <= halfMaxM || 1+s.m+s.ub+hb != 64 {
 			t.Errorf("scale %v: layout 1+%d+%d+%d != 64", scale, s.m, s.ub, hb)
 		}
 		for i := range n {
@@ -330,7 +335,7 @@ func dlCDF(t float64, z int64) float64 {
 // law is (1-a)/(1+a) (a^r + a^(64-r)) / (1-a^64), which probes the low bits.
 func TestDiscreteLaplaceFitAllScales(t *testing.T) {
 	const n = 200_000
-	for si, scale := range []float64{1, 2.5, 60, 1000, 1 << 20, 1<<24 - 1, 1 << 30, 0x1p40} {
+	for si, scale := range []float64{1, 2.5, 60, 1000, 4095, 1 << 20, 1<<24 - 1, 1 << 30, 0x1p40} {
 		d, _ := NewDiscreteLaplace(scale)
 		r := NewSeeded(uint64(100 + si))
 		zs := make([]int64, n)
@@ -392,5 +397,56 @@ func TestDLQuickAccept(t *testing.T) {
 				t.Fatalf("scale %v l %d: accepts u up to %v, not below exp(-l/t)", scale, l, end)
 			}
 		}
+	}
+}
+
+// TestGuideMatchesBinarySearch checks the one-pass guide against a binary
+// search per bucket (the definition: the first threshold below the
+// bucket's bound), at scales on both sides of every change of layout.
+func TestGuideMatchesBinarySearch(t *testing.T) {
+	for _, scale := range []float64{0.01, 1, 2.5, 63.9, 64, 100, 1000, 12345.6, 1 << 20, 1<<24 - 1, 1 << 24, 1 << 30, 0x1p40} {
+		s := newDLSampler(scale)
+		n := len(s.hi)
+		for b := range s.guide {
+			up, end := uint64(math.MaxUint64), bucketEnd(b)
+			if end < 1<<53 {
+				if u, c := bits.Add64((end<<11-1)|s.xLow, 1, 0); c == 0 {
+					up = u
+				}
+			}
+			g := sort.Search(n, func(i int) bool { return s.lo[i] < up })
+			if want := (guideEntry{lo0: s.lo[g], lo1: s.lo[g+1], g: g}); s.guide[b] != want {
+				t.Fatalf("scale %v bucket %d: %+v, want %+v", scale, b, s.guide[b], want)
+			}
+		}
+	}
+}
+
+// TestHalfWords: the half-word samples take the upper half of a word, then
+// its lower half, each in the upper half of w with the lower half 0, and a
+// sampler in between (Uint64) does not disturb the order.
+func TestHalfWords(t *testing.T) {
+	a, b := NewSeeded(5), NewSeeded(5)
+	for range 1000 {
+		w := a.Uint64()
+		hi := b.splitWord()
+		if !b.hasSpare || b.spare != w<<32 || hi != w&^(1<<32-1) {
+			t.Fatalf("word %#x split into %#x and %#x", w, hi, b.spare)
+		}
+		b.hasSpare = false
+		if a.Uint64() != b.Uint64() {
+			t.Fatal("a half-word draw moved the stream")
+		}
+	}
+	// A half-word sampler leaves the spare for the next half-word sample.
+	d, _ := NewDiscreteLaplace(10)
+	r := NewSeeded(6)
+	d.Sample(r)
+	if !r.hasSpare {
+		t.Fatal("no spare half after one sample")
+	}
+	d.Sample(r)
+	if r.hasSpare {
+		t.Fatal("the spare half was not used by the second sample")
 	}
 }

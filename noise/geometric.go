@@ -26,7 +26,7 @@ type DiscreteLaplace struct {
 
 // NewDiscreteLaplace returns the discrete Laplace distribution with the given
 // scale, which must be finite, positive and at most MaxScale. It precomputes
-// the sampler's tables: up to about 70 KB, in about 0.1 ms.
+// the sampler's tables: up to about 70 KB, in 9 to 40 microseconds.
 func NewDiscreteLaplace(scale float64) (DiscreteLaplace, error) {
 	if math.IsNaN(scale) || scale <= 0 || scale > MaxScale {
 		return DiscreteLaplace{}, fmt.Errorf("noise: discrete Laplace scale must be in (0, 2^40], got %v", scale)
@@ -57,7 +57,7 @@ func (d DiscreteLaplace) Sample(r *Rand) int64 {
 	if d.s == nil {
 		panic("noise: Sample of a zero DiscreteLaplace; use NewDiscreteLaplace")
 	}
-	return d.s.sample(r)
+	return d.s.draw(d.s, r)
 }
 
 // magnitude returns floor(-t ln U) for U uniform on (0, 1), so that

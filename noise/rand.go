@@ -28,7 +28,8 @@
 // precomputed in float64 with a rigorous error bound, or computed with such
 // a bound on the spot. When the comparison is the same everywhere in the
 // interval it is returned. Otherwise, which is rare (at most about 2^-19
-// per sample), the sampler draws more bits, and where 64 bits of U do not
+// per sample for discrete Laplace scales from 4096, 2^-8 below, where a
+// sample starts from half a word), the sampler draws more bits, and where 64 bits of U do not
 // decide either (about 2^-40), it decides with arbitrary-precision
 // arithmetic.
 //
@@ -36,14 +37,16 @@
 //
 // The samplers' running time depends on the value they draw (not on the
 // data, except through the value: the output is data plus noise). A
-// DiscreteLaplace sample usually costs one 64-bit word from the generator,
-// a table lookup and a multiply (two words for scales of 2^24 and more).
+// DiscreteLaplace sample usually costs one 64-bit word from the generator
+// (half a word below scale 4096, two words from 2^24), a table lookup and
+// a multiply.
 // Values whose low part l (|z|-1 mod 2^m, 2^m being about t/64) is large
 // are rejected and redrawn a little more often (probability
 // 1-exp(-l/t) < 1/32, one more word each); values in the far tail
-// (probability below 2^-24) take a logarithm; comparisons the word cannot
-// decide (at most about 2^-19) take one more word, and the very rare ones
-// 64 bits cannot decide (about 2^-40) take tens of microseconds.
+// (probability below 2^-24, below 2^-11 for scales under 4096) take a
+// logarithm; comparisons the word cannot decide (at most about 2^-19, 2^-8
+// for scales under 4096) take one more word, and the very rare ones 64
+// bits cannot decide (about 2^-40) take tens of microseconds.
 // A DiscreteGaussian sample takes a geometric number of discrete Laplace
 // proposals (1.3 to 1.4 on average for sigma >= 3, at most about 2.2),
 // each with one more word for its acceptance. Release timings per vector,
@@ -66,6 +69,10 @@ import (
 type Rand struct {
 	src    *rand.ChaCha8
 	seeded bool
+	// spare holds, in its upper half, the unused half of the last word
+	// half split (hasSpare says whether it does).
+	spare    uint64
+	hasSpare bool
 }
 
 // NewRand returns a cryptographically secure generator: ChaCha8 keyed with
@@ -94,6 +101,18 @@ func (r *Rand) Seeded() bool { return r.seeded }
 
 // Uint64 returns 64 uniformly random bits. It makes Rand a rand.Source.
 func (r *Rand) Uint64() uint64 { return r.src.Uint64() }
+
+// The samplers whose common path needs 32 bits take the two halves of one
+// word in turn, so that they draw a word every other sample: the upper
+// half first (splitWord), then the lower one, kept in spare.
+
+// splitWord draws a word and returns its upper half (the lower half 0),
+// keeping the lower half in the upper half of spare for the next sample.
+func (r *Rand) splitWord() uint64 {
+	w := r.src.Uint64()
+	r.spare, r.hasSpare = w<<32, true
+	return w &^ (1<<32 - 1)
+}
 
 // Split returns a new generator keyed with 256 bits drawn from r. Splitting
 // the same seeded generator the same way gives the same children, so work

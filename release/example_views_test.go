@@ -64,9 +64,9 @@ func ExampleReleaseViews() {
 		fmt.Printf("%s: %d cells, mean moe90 %.2f\n", l.Level, l.Cells, l.MeanMOE90)
 	}
 	// Output:
-	// geo.region.csv {geo:region} public=true exact=false [300]
-	// geo.state-sex.csv {geo:state,sex} public=false exact=true [33 27 114 126]
-	// geo-sex.csv {geo,sex} public=false exact=true [6 10 27 17 31 35 51 46 32 45]
+	// region.csv {geo:region} public=true exact=false [300]
+	// state-sex.csv {geo:state,sex} public=false exact=true [33 27 114 126]
+	// county-sex.csv {geo,sex} public=false exact=true [6 10 27 17 31 35 51 46 32 45]
 	// region: 1 cells, mean moe90 0.00
 	// state: 4 cells, mean moe90 5.50
 	// county: 10 cells, mean moe90 7.45

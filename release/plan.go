@@ -33,6 +33,7 @@ import (
 	"slices"
 
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/integer"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 )
@@ -79,9 +80,10 @@ type Spec struct {
 	// Unit, if set, says the rows belong to privacy units: the release is
 	// private per unit and runs with RunUnits (unit.go).
 	Unit *Unit
-	// unitRows is the K every sensitivity is multiplied by (0: rows), set
-	// by NewPlan from Unit for the engines.
+	// unitRows is the K every sensitivity is multiplied by (0: rows), and
+	// unitPlan what checkSpec decided about the units (unit.go).
 	unitRows int
+	unitPlan *unitPlan
 }
 
 // Plan is a release decided from the schema and the spec alone.
@@ -102,55 +104,21 @@ type Plan struct {
 // NewPlan validates the spec and plans the release. Every error it returns
 // is decided by the schema and the spec alone, before any data is read.
 func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
-	if s == nil {
-		return nil, errors.New("release: nil schema")
+	return NewPlanContext(context.Background(), s, spec)
+}
+
+// NewPlanContext is NewPlan under ctx: the optimal split's search stops
+// when ctx ends, and the plan fails with ctx's error.
+func NewPlanContext(ctx context.Context, s *domain.Schema, spec Spec) (*Plan, error) {
+	spec, coarse, err := checkSpec(s, spec)
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case len(spec.Tables) == 0:
-		return nil, errors.New("release: no tables to release")
-	case spec.NonNegative && spec.Integer:
-		return nil, errors.New("release: non-negative and integer exclude each other (integer counts are non-negative)")
-	case spec.Tol < 0 || math.IsNaN(spec.Tol) || math.IsInf(spec.Tol, 0):
-		return nil, fmt.Errorf("release: the tolerance must be a positive number, got %v", spec.Tol)
-	}
-	if spec.Tol == 0 {
-		spec.Tol = 1e-6
-	}
-	for i, v := range spec.Tables {
-		if err := s.CheckView(v); err != nil {
-			return nil, fmt.Errorf("release: table %d: %w", i+1, err)
-		}
-	}
-	for i, v := range spec.Exact {
-		if err := s.CheckView(v); err != nil {
-			return nil, fmt.Errorf("release: exact view %d: %w", i+1, err)
-		}
-	}
-	for i, v := range spec.Measure {
-		if err := s.CheckView(v); err != nil {
-			return nil, fmt.Errorf("release: measured view %d: %w", i+1, err)
-		}
-	}
-	var up *unitPlan
-	if spec.Unit != nil {
-		var err error
-		if up, spec, err = planUnit(s, spec); err != nil {
-			return nil, err
-		}
-	}
-	spec.unitRows = up.rows()
-	p := &Plan{schema: s, spec: spec, unit: up}
-	coarse := coarseDims(spec)
-	if len(coarse) <= 1 && spec.Split == SplitAuto {
-		spec.Split = SplitOptimal
-	}
-	switch {
-	case len(coarse) == 0 && spec.Split != SplitSpine:
-		ws := WorkloadSpec{Epsilon: spec.Epsilon, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
-			DomainsFromData: spec.DomainsFromData, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
-			Strategy: spec.Strategy, KeepMeasurements: spec.KeepMeasurements, unitRows: up.rows()}
-		ws.Cuboids, ws.Exact, ws.Measure = cuboidsOf(spec.Tables), cuboidsOf(spec.Exact), cuboidsOf(spec.Measure)
-		wp, err := PlanWorkload(s, ws, false)
+	p := &Plan{schema: s, spec: spec, unit: spec.unitPlan}
+	switch engineOf(spec, coarse) {
+	case engineFlat:
+		ws := spec.workload()
+		wp, err := PlanWorkloadContext(ctx, s, ws, false)
 		if err != nil {
 			return nil, err
 		}
@@ -158,23 +126,18 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 		if len(spec.Tables) == 1 && spec.Measure == nil && len(wp.Release.Measurements) <= 1 && (len(wp.Release.Measurements) == 0 || wp.Release.Measurements[0].Cuboid == ws.Cuboids[0]) {
 			one := ReleaseSpec{Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta, Epsilon: spec.Epsilon,
 				Exact: ws.Exact, Cuboid: ws.Cuboids[0], Sensitivity: spec.Sensitivity, DomainsFromData: spec.DomainsFromData,
-				NonNegative: spec.NonNegative, Tol: spec.Tol, Integer: spec.Integer, keepNoisy: spec.KeepMeasurements, unitRows: up.rows()}
+				NonNegative: spec.NonNegative, Tol: spec.Tol, Integer: spec.Integer, keepNoisy: spec.KeepMeasurements, unitRows: spec.unitRows}
 			if _, _, err := planRelease(s, one, false); err != nil {
 				return nil, err
 			}
 			p.single = &one
 		}
-	case len(coarse) <= 1:
-		if spec.Measure != nil {
-			return nil, errors.New("release: a list of views to measure is not supported for tables at coarser levels of a hierarchy yet; leave it to the strategy")
-		}
-		if spec.Strategy == MeasureMarginals {
-			return nil, errors.New("release: the marginals strategy is not supported for tables at coarser levels of a hierarchy yet; use requested or best")
-		}
-		vp, err := PlanViews(s, ViewSpec{Epsilon: spec.Epsilon, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
-			Exact: spec.Exact, Views: spec.Tables, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
-			DomainsFromData: spec.DomainsFromData, KeepMeasurements: spec.KeepMeasurements, unitRows: up.rows()})
+	case engineViews:
+		vp, err := PlanViewsContext(ctx, s, spec.views())
 		if err != nil {
+			return nil, err
+		}
+		if err := checkIntegerViews(ctx, s, spec, vp.p); err != nil {
 			return nil, err
 		}
 		p.views = vp
@@ -186,6 +149,161 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 		p.cross = cp
 	}
 	return p, nil
+}
+
+// Checked is what Check finds of a release without solving its split.
+type Checked struct {
+	// Measured says the release adds noise to something; when false every
+	// table is public (determined by the invariants) and the release costs
+	// nothing.
+	Measured bool
+	// Conditional says the guarantee rests on a sensitivity the caller
+	// gave where knowdp has none.
+	Conditional bool
+	// SplitWork bounds the work of the optimal split's search, in
+	// plan.WorkBound's unit (0 when the split is not searched).
+	SplitWork float64
+}
+
+// Check validates the spec as NewPlan does, but for the split's search,
+// which it only prices: for a caller (the server) that decides what a
+// release costs, and refuses it, before paying for its planning. Its
+// errors are NewPlan's, but for those of the split itself.
+func Check(s *domain.Schema, spec Spec) (Checked, error) {
+	spec, coarse, err := checkSpec(s, spec)
+	if err != nil {
+		return Checked{}, err
+	}
+	switch engineOf(spec, coarse) {
+	case engineFlat:
+		ws := spec.workload()
+		req := ws
+		req.Strategy = MeasureRequested
+		p, err := measuredPlan(s, req, nil)
+		if err != nil {
+			return Checked{}, err
+		}
+		work, err := ws.SplitWork(s)
+		if err != nil {
+			return Checked{}, err
+		}
+		return Checked{Measured: len(p.meas) > 0, Conditional: p.conditional, SplitWork: work}, nil
+	case engineViews:
+		vs := spec.views()
+		vp, err := viewPlanOf(s, vs)
+		if err != nil {
+			return Checked{}, err
+		}
+		work, err := vs.SplitWork(s)
+		if err != nil {
+			return Checked{}, err
+		}
+		if err := checkIntegerViews(context.Background(), s, spec, vp); err != nil {
+			return Checked{}, err
+		}
+		return Checked{Measured: len(vp.meas) > 0, Conditional: vp.conditional, SplitWork: work}, nil
+	default:
+		cp, err := planCross(s, spec, coarse)
+		if err != nil {
+			return Checked{}, err
+		}
+		return Checked{Measured: len(cp.meas) > 0, Conditional: cp.conditional}, nil
+	}
+}
+
+// checkSpec validates what every engine needs and returns the spec with
+// its defaults (the tolerance, the automatic split resolved) and the
+// dimensions used at coarser levels.
+func checkSpec(s *domain.Schema, spec Spec) (Spec, []int, error) {
+	if s == nil {
+		return spec, nil, errors.New("release: nil schema")
+	}
+	switch {
+	case len(spec.Tables) == 0:
+		return spec, nil, errors.New("release: no tables to release")
+	case spec.NonNegative && spec.Integer:
+		return spec, nil, errors.New("release: non-negative and integer exclude each other (integer counts are non-negative)")
+	case spec.Tol < 0 || math.IsNaN(spec.Tol) || math.IsInf(spec.Tol, 0):
+		return spec, nil, fmt.Errorf("release: the tolerance must be a positive number, got %v", spec.Tol)
+	}
+	if spec.Tol == 0 {
+		spec.Tol = 1e-6
+	}
+	for i, v := range spec.Tables {
+		if err := s.CheckView(v); err != nil {
+			return spec, nil, fmt.Errorf("release: table %d: %w", i+1, err)
+		}
+	}
+	for i, v := range spec.Exact {
+		if err := s.CheckView(v); err != nil {
+			return spec, nil, fmt.Errorf("release: exact view %d: %w", i+1, err)
+		}
+	}
+	for i, v := range spec.Measure {
+		if err := s.CheckView(v); err != nil {
+			return spec, nil, fmt.Errorf("release: measured view %d: %w", i+1, err)
+		}
+	}
+	coarse := coarseDims(spec)
+	if len(coarse) <= 1 && spec.Split == SplitAuto {
+		spec.Split = SplitOptimal
+	}
+	if engineOf(spec, coarse) == engineViews {
+		switch {
+		case spec.Measure != nil:
+			return spec, nil, errors.New("release: a list of views to measure is not supported for tables at coarser levels of a hierarchy yet; leave it to the strategy")
+		case spec.Strategy == MeasureMarginals:
+			return spec, nil, errors.New("release: the marginals strategy is not supported for tables at coarser levels of a hierarchy yet; use requested or best")
+		}
+	}
+	if spec.Unit != nil && spec.unitPlan == nil {
+		up, rest, err := planUnit(s, spec)
+		if err != nil {
+			return spec, nil, err
+		}
+		spec = rest
+		spec.unitPlan, spec.unitRows = up, up.rows()
+	}
+	return spec, coarse, nil
+}
+
+// engine names how a release is estimated.
+type engine int
+
+const (
+	engineFlat  engine = iota // every table and invariant at its finest levels: the residual basis
+	engineViews               // one hierarchy at coarser levels: tree passes
+	engineCross               // two or more: the iterative GLS
+)
+
+// engineOf chooses the engine, from the dimensions used at coarser levels
+// (and the spine split, which needs the hierarchy's levels).
+func engineOf(spec Spec, coarse []int) engine {
+	switch {
+	case len(coarse) == 0 && spec.Split != SplitSpine:
+		return engineFlat
+	case len(coarse) <= 1:
+		return engineViews
+	}
+	return engineCross
+}
+
+// workload returns the spec of a release at the finest levels as the flat
+// engine takes it.
+func (spec Spec) workload() WorkloadSpec {
+	ws := WorkloadSpec{Epsilon: spec.Epsilon, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
+		DomainsFromData: spec.DomainsFromData, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
+		Strategy: spec.Strategy, KeepMeasurements: spec.KeepMeasurements, unitRows: spec.unitRows}
+	ws.Cuboids, ws.Exact, ws.Measure = cuboidsOf(spec.Tables), cuboidsOf(spec.Exact), cuboidsOf(spec.Measure)
+	return ws
+}
+
+// views returns the spec of a release across one hierarchy as its engine
+// takes it.
+func (spec Spec) views() ViewSpec {
+	return ViewSpec{Epsilon: spec.Epsilon, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
+		Exact: spec.Exact, Views: spec.Tables, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
+		DomainsFromData: spec.DomainsFromData, KeepMeasurements: spec.KeepMeasurements, unitRows: spec.unitRows}
 }
 
 // coarseDims returns the dimensions some view of the spec uses at a level
@@ -343,4 +461,31 @@ func (p *Plan) runSingle(ctx context.Context, counts map[domain.View][]float64, 
 		}
 	}
 	return &w, nil
+}
+
+// checkIntegerViews refuses, before any data is read, integer tables across
+// a hierarchy that top-down rounding cannot make add up (a level with no
+// published table to round it from): it rounds all-zero tables of the same
+// views, which depends on the views and the invariants' levels only.
+func checkIntegerViews(ctx context.Context, s *domain.Schema, spec Spec, p *viewPlan) error {
+	if !spec.Integer || p == nil {
+		return nil
+	}
+	tables := map[domain.View][]float64{}
+	for _, t := range p.tables {
+		if !t.Public {
+			tables[t.View] = make([]float64, s.ViewSize(t.View))
+		}
+	}
+	if len(tables) == 0 {
+		return nil
+	}
+	exact := map[domain.View][]float64{}
+	for _, e := range p.exact {
+		exact[e] = make([]float64, s.ViewSize(e))
+	}
+	if _, err := integer.RoundViews(ctx, s, tables, exact, noise.NewSeeded(1)); err != nil {
+		return fmt.Errorf("release: integer: %w", err)
+	}
+	return nil
 }

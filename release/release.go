@@ -462,7 +462,8 @@ func (rel *CuboidRelease) WriteCSV(w io.Writer) error {
 
 // WriteTableCSV writes the counts of view v of s (row-major over its
 // dimensions at their levels) as CSV: a header row with one column per
-// dimension, "count" and "moe90", then one row per cell with the level's
+// dimension (named by its level for a hierarchy: s.ViewColumns), "count"
+// and "moe90", then one row per cell with the level's
 // values (quoted where they need it), the count and moe90(cell), every
 // number as FormatExact writes it, so that the printed table keeps its
 // sums.
@@ -482,13 +483,14 @@ func WriteTableRowsCSV(w io.Writer, s *domain.Schema, v domain.View, first int, 
 		return fmt.Errorf("cells %d to %d are not all in the %d cells of %s", first, first+len(counts), n, s.FormatView(v))
 	}
 	dims := v.Dims.Dims()
+	cols := s.ViewColumns(v)
 	buf := make([]byte, 0, 1<<16)
 	labels := make([][]string, len(dims))
 	for k, d := range dims {
 		for _, x := range s.LevelValues(d, int(v.Up[d])) {
 			labels[k] = append(labels[k], domain.CsvField(x))
 		}
-		buf = append(buf, domain.CsvField(s.Dim(d).Name)...)
+		buf = append(buf, domain.CsvField(cols[k])...)
 		buf = append(buf, ',')
 	}
 	buf = append(buf, "count,moe90\n"...)

@@ -37,7 +37,7 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strings"
+	"strconv"
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
@@ -1123,15 +1123,10 @@ func ReleaseWorkloadCube(ctx context.Context, c *cube.Cube, spec WorkloadSpec, r
 	return p.release(ctx, spec, exact, r)
 }
 
-// TableFileName returns the file name of a released table: its dimensions'
-// names joined with "-" and ".csv", or "total.csv" for the grand total.
-// Path separators in names become "_".
+// TableFileName returns the file name of a released table at its finest
+// levels (domain.Schema.ViewFileName).
 func TableFileName(s *domain.Schema, c domain.Cuboid) string {
-	if c == 0 {
-		return "total.csv"
-	}
-	name := strings.Join(s.Names(c), "-")
-	return strings.NewReplacer("/", "_", `\`, "_").Replace(name) + ".csv"
+	return s.ViewFileName(domain.ViewOf(c))
 }
 
 // WriteCSV writes the table with one column per dimension of its view,
@@ -1157,13 +1152,20 @@ func (t Table) CellMOE(i int) float64 {
 // Metadata is the privacy story of a workload release, as written
 // to release.json.
 type Metadata struct {
-	Mechanism   string  `json:"mechanism"`
-	Composition string  `json:"composition"`
-	Epsilon     float64 `json:"epsilon"`
-	Budget      float64 `json:"epsilon_budget,omitempty"`
-	// A Gaussian release: its zCDP loss, budget, and the delta at which
-	// Epsilon is its equivalent (eps, delta) guarantee.
+	Mechanism   string `json:"mechanism"`
+	Composition string `json:"composition"`
+	// Epsilon is the loss spent, as a reader reads it: the shortest
+	// decimal at least the exact spend (StatedUp: 1 for a spend of
+	// 0.9999999999990905 on the 2^-40 grid), so that it is never
+	// understated; EpsilonExact is the spend itself.
+	Epsilon      float64 `json:"epsilon"`
+	EpsilonExact float64 `json:"epsilon_exact"`
+	Budget       float64 `json:"epsilon_budget,omitempty"`
+	// A Gaussian release: its zCDP loss (stated up as Epsilon is, and
+	// exactly), budget, and the delta at which Epsilon is its equivalent
+	// (eps, delta) guarantee.
 	Rho        float64 `json:"rho,omitempty"`
+	RhoExact   float64 `json:"rho_exact,omitempty"`
 	RhoBudget  float64 `json:"rho_budget,omitempty"`
 	Delta      float64 `json:"delta,omitempty"`
 	Neighbours string  `json:"neighbours"`
@@ -1247,14 +1249,15 @@ func (w *Release) Metadata() Metadata {
 	m := Metadata{
 		Mechanism: "Laplace noise on a power-of-two grid (exact discrete Laplace) on every cell of the declared domain of each measured cuboid, " +
 			"calibrated to its generic sensitivity under the exact cuboids",
-		Composition: "sequential composition: the total epsilon is the sum of the measurements' shares",
-		Epsilon:     w.Epsilon,
-		Budget:      w.Budget,
-		Neighbours:  w.Neighbours,
-		Split:       w.Split.String(),
-		Strategy:    w.Strategy.String(),
-		Objective:   w.Objective,
-		Guarantee:   privacy.GuaranteeUnconditional,
+		Composition:  "sequential composition: the total epsilon is the sum of the measurements' shares",
+		Epsilon:      StatedUp(w.Epsilon),
+		EpsilonExact: w.Epsilon,
+		Budget:       w.Budget,
+		Neighbours:   w.Neighbours,
+		Split:        w.Split.String(),
+		Strategy:     w.Strategy.String(),
+		Objective:    w.Objective,
+		Guarantee:    privacy.GuaranteeUnconditional,
 		Estimate: "one weighted least-squares estimate of the base table (weights 1/variance) subject to the exact cuboids, " +
 			"computed in the residual basis of the marginals; every table is derived from it, so all agree with each other and with the exact cuboids",
 		MOE: "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
@@ -1270,7 +1273,7 @@ func (w *Release) Metadata() Metadata {
 		m.Mechanism = "Gaussian noise on a power-of-two grid (exact discrete Gaussian) on every cell of the declared domain of each measured cuboid, " +
 			"calibrated to its L2 generic sensitivity under the exact cuboids"
 		m.Composition = "zero-concentrated DP: the total rho is the sum of the measurements' shares; epsilon is its equivalent at delta (Canonne-Kamath-Steinke)"
-		m.Rho, m.RhoBudget, m.Delta = w.Rho, w.RhoBudget, w.Delta
+		m.Rho, m.RhoExact, m.RhoBudget, m.Delta = StatedUp(w.Rho), w.Rho, w.RhoBudget, w.Delta
 		m.MOE = "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
 			"the error of a cell is a fixed linear combination of independent discrete Gaussians, normal to within their grids: 1.645 standard deviations"
 	}
@@ -1301,7 +1304,7 @@ func (w *Release) Metadata() Metadata {
 		m.Estimate += "; then post-processed table by table, smallest first, each kept consistent with the exact cuboids and with the tables processed before it (see each table's nonneg and integer fields)"
 		m.MOE += "; for non-negative and integer tables it is the margin of the least-squares estimate (plus 1 for integer rounding): non-negativity moves cells near zero by data-dependent amounts it does not cover"
 	}
-	m.Hierarchy, m.Levels = w.Hierarchy, w.Levels
+	m.Hierarchy, m.Levels = w.Hierarchy, w.publishedLevels()
 	if w.Unit != nil {
 		m.PrivacyUnit = w.Unit.metadata()
 		m.Mechanism += fmt.Sprintf(", times %d rows per privacy unit (column %q)", w.Unit.MaxRows, w.Unit.Column)
@@ -1353,6 +1356,60 @@ func (w *Release) Metadata() Metadata {
 		m.Exact = append(m.Exact, nonNil(s.ViewNames(measuredView(v.Cuboid, v.View))))
 	}
 	return m
+}
+
+// publishedLevels is the error by level with the margins of error of the
+// tables as published: each cell's moe90 column (Table.CellMOE), which
+// adds 1 to an integer table's margin for the rounding, so that the
+// summary by level and the tables agree.
+func (w *Release) publishedLevels() []LevelError {
+	if len(w.Levels) == 0 {
+		return w.Levels
+	}
+	out := make([]LevelError, len(w.Levels))
+	for i, l := range w.Levels {
+		sum, most, cells := 0.0, 0.0, 0
+		for _, t := range w.Tables {
+			if !slices.Contains(l.Tables, w.Schema.FormatView(t.TableView())) {
+				continue
+			}
+			for c := range t.Counts {
+				m := t.CellMOE(c)
+				sum += m
+				most = max(most, m)
+			}
+			cells += len(t.Counts)
+		}
+		l.Tables = slices.Clone(l.Tables)
+		if cells > 0 {
+			l.MeanMOE90, l.MaxMOE90 = sum/float64(cells), most
+		}
+		out[i] = l
+	}
+	return out
+}
+
+// StatedUp returns x as a loss is stated to a reader: the shortest
+// decimal (fewest significant digits) that is at least x and exceeds it
+// by at most a billionth of it, so that a spend of 0.9999999999990905,
+// the sum of shares on the 2^-40 grid, reads 1 and is never understated.
+// A loss with no such decimal is returned as it is.
+func StatedUp(x float64) float64 {
+	if !(x > 0) || math.IsInf(x, 0) {
+		return x
+	}
+	for sig := 1; sig <= 17; sig++ {
+		d, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'e', sig-1, 64), 64)
+		if d < x {
+			// Rounded to nearest, down: one unit of the last digit up.
+			exp := math.Floor(math.Log10(d))
+			d, _ = strconv.ParseFloat(strconv.FormatFloat(d+math.Pow(10, exp-float64(sig-1)), 'e', sig-1, 64), 64)
+		}
+		if d >= x && d-x <= 1e-9*x {
+			return d
+		}
+	}
+	return x
 }
 
 // Strategy is a way to release a workload, for comparing their errors.

@@ -413,7 +413,7 @@ func errorsOf(rel *Release) (errorView, error) {
 	}
 	e.LevelNote = "Expected |error| and the mean and largest moe90 per level are as release.json states them, from the mechanism alone."
 	if integer {
-		e.LevelNote += " They are those of the least-squares estimate, before integer rounding; the tables' files add 1 to every margin for the rounding, and the last column is read from the files."
+		e.LevelNote += " Expected |error| is that of the least-squares estimate, before integer rounding; the moe90 columns include the 1 the tables add to every margin for the rounding (release.json states them so since knowdp states the level summary as published; older files state them without it), and the last column is read from the files."
 	}
 	if p, err = barPlot("Expected error per level: mean |error| of a cell", "expected |error| (counts)", lnames, abs); err != nil {
 		return e, err

@@ -19,6 +19,8 @@ compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || need+=(postgresql)
 # The Python package's tests run with Debian's python3, with and without
 # pandas.
 [[ -x /usr/bin/python3 ]] || need+=(python3)
+# The documentation's server examples call it with curl.
+[[ -x /usr/bin/curl ]] || need+=(curl)
 /usr/bin/python3 -c 'import pandas' 2>/dev/null || need+=(python3-pandas)
 if ((${#need[@]})); then
 	if [[ $(id -u) -ne 0 ]]; then
@@ -109,3 +111,10 @@ step go test -race -vet=off -timeout 20m -run '^TestServe' ./cmd/knowdp
 # Vet and the tests share one build of the Beam SDK (the same flags, so the
 # tests and the Prism job server they build reuse what vet compiled).
 (cd beam && go mod download && step go vet ./... && step go test -vet=off -count=1 -timeout 20m ./...)
+
+# Every shell block of README.md and docs/*.md, run verbatim on the bundled
+# data, each document in a fresh copy of the repository, so that no example
+# drifts from the code (blocks that cannot run here say why in a
+# "doc-test: skip" comment). After the tests: the Beam SDK is compiled by
+# then, and the documentation's knowdp-beam builds reuse it.
+step go run ./scripts/doctest

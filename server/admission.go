@@ -9,7 +9,6 @@ import (
 
 	splitplan "github.com/knowdp/knowdp/plan"
 	"github.com/knowdp/knowdp/privacy"
-	"github.com/knowdp/knowdp/sensitivity"
 )
 
 // Admission. Planning a query (expanding a linear query to its base cells,
@@ -81,26 +80,12 @@ func (d *dataset) publicCuboids(q QueryRequest) bool {
 	if len(names) == 0 || len(names) > maxWorkloadCuboids {
 		return false
 	}
-	if d.viewQuery(q) {
-		// Cuboids at levels, or invariants at levels: a view is public when
-		// it is a roll-up of an invariant or of generic sensitivity 0.
-		views, ok := d.queryViews(q)
-		if !ok {
-			return false
-		}
-		for _, v := range views {
-			if !d.viewPublic(v) {
-				return false
-			}
-		}
-		return true
+	views, ok := d.queryViews(q)
+	if !ok {
+		return false
 	}
-	for _, n := range names {
-		cb, err := d.schema.CuboidOf(n...)
-		if err != nil {
-			return false
-		}
-		if sens, err := sensitivity.GenericSensitivity(d.schema, d.exact, cb); err != nil || sens.Value != 0 {
+	for _, v := range views {
+		if !d.viewPublic(v) {
 			return false
 		}
 	}

@@ -350,7 +350,10 @@ func TestSensitivityPolicy(t *testing.T) {
 	_, key := s.analyst("checker")
 	lin := map[string]any{"kind": "linear", "epsilon": 0.1, "queries": []LinearQuery{countQuery(1, map[string][]string{"agegroup": {"12-17"}})}}
 	type priv struct {
-		Privacy struct {
+		// Guarantee qualifies a cuboid answer; Privacy.Guarantee a linear
+		// one.
+		Guarantee string `json:"guarantee"`
+		Privacy   struct {
 			Guarantee          string `json:"guarantee"`
 			GenericSensitivity int    `json:"generic_sensitivity"`
 			Sensitivity        int    `json:"sensitivity"`
@@ -369,7 +372,7 @@ func TestSensitivityPolicy(t *testing.T) {
 	for _, q := range []any{lin, map[string]any{"kind": "cuboid", "epsilon": 0.1, "cuboid": []string{"agegroup"}}} {
 		p = priv{}
 		st, r, raw := s.ask("claim", key, q, "")
-		if mustUnmarshal(t, r.Answer, &p); st != http.StatusCreated || !strings.Contains(p.Privacy.Guarantee, "conditional on the curator's sensitivity claim") {
+		if mustUnmarshal(t, r.Answer, &p); st != http.StatusCreated || !strings.Contains(p.Privacy.Guarantee+p.Guarantee, "conditional on the curator's sensitivity claim") {
 			t.Fatalf("claim: %d %s", st, raw)
 		}
 	}

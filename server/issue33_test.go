@@ -354,8 +354,7 @@ func TestDerivedSaysWhatItIs(t *testing.T) {
 			if st != http.StatusCreated || r.Steps != 0 || !a.Privacy.Derived || info.Derived == nil {
 				t.Fatalf("want a derived answer that says so: %d %s", st, raw)
 			}
-			var moe float64
-			mustUnmarshal(t, a.Privacy.MOE90, &moe)
+			moe := a.MOE90
 			dv := info.Derived
 			asked, fresh := dv.Requested.Epsilon, dv.Fresh.Epsilon
 			if tc.unit == "rho" {
@@ -387,8 +386,7 @@ func TestDerivedSaysWhatItIs(t *testing.T) {
 			mustUnmarshal(t, r3.Answer, &a3)
 			var info3 derivedInfo
 			mustUnmarshal(t, raw3, &info3)
-			var moe3 float64
-			mustUnmarshal(t, a3.Privacy.MOE90, &moe3)
+			moe3 := a3.MOE90
 			if st != http.StatusCreated || r3.Steps != dv.Fresh.Steps || a3.Privacy.Derived || info3.Derived != nil || math.Abs(moe3-dv.Fresh.MOE90) > 1e-9*moe3 {
 				t.Fatalf("fresh: %d, %d steps (said %d), moe90 %v (said %v): %.400s", st, r3.Steps, dv.Fresh.Steps, moe3, dv.Fresh.MOE90, raw3)
 			}

@@ -198,17 +198,19 @@ func TestCuboidIntegerAndMOE(t *testing.T) {
 	}
 	var ans struct {
 		Counts  []float64
+		MOE90   float64 `json:"moe90"`
 		Privacy struct {
-			Integer      bool    `json:"integer"`
-			IntegerExact bool    `json:"integer_exact"`
-			MOE90        float64 `json:"moe90"`
+			Tables []struct {
+				Integer      bool `json:"integer"`
+				IntegerExact bool `json:"integer_exact"`
+			} `json:"tables"`
 		}
 	}
 	if err := json.Unmarshal(r.Answer, &ans); err != nil {
 		t.Fatal(err)
 	}
-	if !ans.Privacy.Integer || !ans.Privacy.IntegerExact || ans.Privacy.MOE90 <= 1 {
-		t.Errorf("privacy %+v", ans.Privacy)
+	if len(ans.Privacy.Tables) != 1 || !ans.Privacy.Tables[0].Integer || !ans.Privacy.Tables[0].IntegerExact || ans.MOE90 <= 1 {
+		t.Errorf("answer %s", r.Answer)
 	}
 	for _, v := range ans.Counts {
 		if v < 0 || v != math.Round(v) {
@@ -271,7 +273,7 @@ func TestCuboidWorkload(t *testing.T) {
 		{`{"kind":"cuboid","epsilon":1,"cuboids":[["sex"]],"weights":[1,2]}`, "2 weights for 1 cuboids"},
 		{`{"kind":"cuboid","epsilon":1,"cuboids":[["sex"]],"weights":[-1]}`, "weight"},
 		{`{"kind":"cuboid","epsilon":1,"cuboids":[["sex"]],"split":"best"}`, "split"},
-		{`{"kind":"cuboid","epsilon":1,"cuboid":["sex"],"split":"equal"}`, "apply to a workload"},
+		{`{"kind":"cuboid","epsilon":1,"cuboid":["sex"],"split":"equal"}`, "apply to several tables"},
 	} {
 		if st, _, raw := s.ask("arrests", key, bad.q, ""); st != http.StatusBadRequest || !strings.Contains(string(raw), bad.want) {
 			t.Errorf("%s: %d %s, want 400 with %q", bad.q, st, raw, bad.want)

@@ -255,9 +255,9 @@ func TestLevelsWorkload(t *testing.T) {
 		steps                int64
 		tol                  float64
 	}{
-		{"laplace spine", "lap", `{"kind":"cuboid","epsilon":1,"cuboids":` + cuboids + `}`, "spine", epsSteps(mustEps(t, 1)), 1e-6},
+		{"laplace default", "lap", `{"kind":"cuboid","epsilon":1,"cuboids":` + cuboids + `}`, "optimal", epsSteps(mustEps(t, 1)), 1e-6},
 		{"laplace equal integer", "lap", `{"kind":"cuboid","epsilon":1,"split":"equal","integer":true,"cuboids":` + cuboids + `}`, "equal", epsSteps(mustEps(t, 1)), 0},
-		{"gaussian spine integer", "gau", `{"kind":"cuboid","mechanism":"gaussian","rho":1,"integer":true,"weights":[1,2,1,1],"cuboids":` + cuboids + `}`, "spine", mustRho(t, 1).Steps(), 0},
+		{"gaussian spine integer", "gau", `{"kind":"cuboid","mechanism":"gaussian","rho":1,"integer":true,"split":"spine","weights":[1,2,1,1],"cuboids":` + cuboids + `}`, "spine", mustRho(t, 1).Steps(), 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -361,7 +361,6 @@ func TestLevelsBadInput(t *testing.T) {
 		{"dimension twice", `{"kind":"cuboid","epsilon":0.1,"cuboid":["geo:state","geo:region"]}`, []string{"cuboid", `"geo"`, "twice"}},
 		{"workload level", `{"kind":"cuboid","epsilon":0.1,"cuboids":[["geo:state"],["geo:stat","sex"]]}`, []string{"cuboids[1]", `"stat"`}},
 		{"duplicate view", `{"kind":"cuboid","epsilon":0.1,"cuboids":[["geo:state","sex"],["sex","geo:state"]]}`, []string{"cuboids", "twice"}},
-		{"nonneg", `{"kind":"cuboid","epsilon":0.1,"nonneg":true,"cuboid":["geo:division"]}`, []string{"nonneg", "integer"}},
 		{"integer views that cannot be rounded", `{"kind":"cuboid","epsilon":0.1,"integer":true,"cuboids":[["geo:region","agegroup"],["geo:state","sex"]]}`, []string{"integer", "cannot round", "region"}},
 		{"unknown split", `{"kind":"cuboid","epsilon":0.1,"split":"tree","cuboids":[["geo:division"]]}`, []string{"split", "tree"}},
 		{"refine", `{"kind":"linear","epsilon":0.1,"refine":true,"queries":[{"terms":[{"where":{"sex":["F"]}}]}]}`, []string{"refine", "coarser levels"}},

@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"sync"
 
 	"github.com/knowdp/knowdp/domain"
@@ -74,38 +73,25 @@ func invariantKey(d *dataset) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// cuboidMeasurement returns the record of a one-cuboid release's
-// measurement. The stored counts are the released ones, the noisy counts
-// made consistent with the invariants: they differ from the noisy counts
-// only in the components the invariants fix, which the estimate takes from
-// the invariants, so the least-squares estimate from them is the estimate
-// from the noisy counts. A release with post-processing (nonneg, integer)
-// or without noise keeps no measurement.
-func cuboidMeasurement(d *dataset, spec release.ReleaseSpec, rel *release.CuboidRelease, guarantee string) (*measurementRecord, error) {
-	if spec.NonNegative || spec.Integer || rel.ReleasedExactly || d.coarse {
+// releaseMeasurements returns the record of a release's noisy
+// measurements, kept for later derivations on a dataset whose invariants
+// and tables all stand at their finest levels (nil otherwise, or when
+// nothing was measured). The measurements are the mechanism's output
+// before any post-processing: the answer is computed from them, so
+// deriving more from them is post-processing of what was charged, whatever
+// post-processing (non-negative, integer) the answer itself had.
+func releaseMeasurements(d *dataset, rel *release.Release, guarantee string) (*measurementRecord, error) {
+	if d.coarse || len(rel.Measurements) == 0 || d.units != nil {
+		// Answers per unit keep no measurements: derivations are per row.
 		return nil, nil
 	}
-	m := release.SavedMeasurement{Cuboid: nonNilNames(d.schema.Names(spec.Cuboid)), Counts: slices.Clone(rel.Counts)}
-	if rel.Mechanism == release.MechanismGaussian {
-		m.L2Sensitivity, m.Rho, m.Variance = rel.L2Sensitivity, rel.Rho, rel.Sigma*rel.Sigma
-	} else {
-		lap, err := noise.NewLaplace(float64(rel.Sensitivity), rel.Epsilon)
-		if err != nil {
-			return nil, fmt.Errorf("measurement of %s: %w", d.schema.Format(spec.Cuboid), err)
+	for _, t := range rel.Tables {
+		// Derivations are of flat tables.
+		if !t.TableView().Flat() {
+			return nil, nil
 		}
-		m.Sensitivity, m.Epsilon, m.Variance = rel.Sensitivity, rel.Epsilon, lap.Variance()
 	}
-	return &measurementRecord{Format: measurementsFormat, Invariants: d.invKey, Mechanism: rel.Mechanism.String(),
-		Guarantee: guarantee, Measurements: []release.SavedMeasurement{m}}, nil
-}
-
-// workloadMeasurements returns the record of a workload release's noisy
-// measurements (kept with WorkloadSpec.KeepMeasurements).
-func workloadMeasurements(d *dataset, w *release.Release, guarantee string) (*measurementRecord, error) {
-	if d.coarse || len(w.Measurements) == 0 {
-		return nil, nil
-	}
-	saved, err := w.SaveMeasurements()
+	saved, err := rel.SaveMeasurements()
 	if err != nil {
 		return nil, err
 	}
@@ -304,6 +290,9 @@ func decodeMeasurement(id, raw string) (m storedMeasurement, ok bool, err error)
 func (s *Server) derivable(ctx context.Context, d *dataset, analyst string, b budgetState, q QueryRequest) (*derivation, error) {
 	mech := "laplace"
 	switch {
+	case d.units != nil:
+		// Answers per unit keep no measurements.
+		return nil, nil
 	case q.Kind != "cuboid" || q.Cuboid == nil || q.Cuboids != nil || q.NonNeg || q.Integer || q.Weights != nil || q.Split != "" || q.Fresh:
 		return nil, nil
 	case q.Mechanism == "gaussian":
@@ -311,7 +300,7 @@ func (s *Server) derivable(ctx context.Context, d *dataset, analyst string, b bu
 	case q.Mechanism != "" && q.Mechanism != "laplace":
 		return nil, nil
 	}
-	if d.coarse || d.viewQuery(q) || d.publicCuboids(q) {
+	if d.coarse || d.coarseQuery(q) || d.publicCuboids(q) {
 		return nil, nil
 	}
 	cb, err := d.schema.CuboidOf(q.Cuboid...)
@@ -356,9 +345,8 @@ func (s *Server) derivable(ctx context.Context, d *dataset, analyst string, b bu
 // derivedAnswer is the answer to a cuboid query derived from the analyst's
 // earlier measurements.
 type derivedAnswer struct {
-	Dimensions []string       `json:"dimensions"`
-	Counts     []float64      `json:"counts"`
-	Privacy    derivedPrivacy `json:"privacy"`
+	viewTable
+	Privacy derivedPrivacy `json:"privacy"`
 }
 
 // derivedPrivacy is a derived answer's privacy story: no new noise, no
@@ -406,7 +394,7 @@ func (dv *derivation) apply(d *dataset, pl *plan) {
 			exact[i] = nonNilNames(s.Names(e))
 		}
 		names := nonNilNames(s.Names(dv.cuboid))
-		return derivedAnswer{Dimensions: names, Counts: t.Counts, Privacy: derivedPrivacy{
+		return derivedAnswer{viewTable: viewTableOf(s, t), Privacy: derivedPrivacy{
 			Derived: true, DerivedFrom: dv.from, Mechanism: "none: " + dv.mechanism + " measurements of earlier answers, estimated by least squares",
 			Neighbours: d.neighbourText(), Cuboid: names, Exact: exact,
 			Variance: t.Variance, MOE90: t.MOE90, Note: derivedNote, Guarantee: dv.guarantee,

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net"
@@ -23,19 +22,24 @@ import (
 type measuredView struct {
 	Dimensions []string  `json:"dimensions"`
 	Counts     []float64 `json:"counts"`
-	Privacy    struct {
-		Derived       bool     `json:"derived"`
-		DerivedFrom   []string `json:"derived_from"`
-		Epsilon       float64  `json:"epsilon"`
-		Sensitivity   int      `json:"sensitivity"`
-		Rho           float64  `json:"rho"`
-		L2Sensitivity float64  `json:"l2_sensitivity"`
-		Sigma         float64  `json:"sigma"`
-		Variance      float64  `json:"variance"`
-		// MOE90 is a number for a one-cuboid answer, a note for a
-		// workload's.
-		MOE90 json.RawMessage `json:"moe90"`
-		Note  string          `json:"note"`
+	// MOE90 is a one-table answer's largest margin of error.
+	MOE90   float64 `json:"moe90"`
+	Privacy struct {
+		Derived     bool     `json:"derived"`
+		DerivedFrom []string `json:"derived_from"`
+		Epsilon     float64  `json:"epsilon"`
+		Rho         float64  `json:"rho"`
+		Variance    float64  `json:"variance"`
+		Note        string   `json:"note"`
+		// Measurements are a released answer's: the one measured table's
+		// noise for a one-table answer.
+		Measurements []struct {
+			Sensitivity   int     `json:"sensitivity"`
+			Epsilon       float64 `json:"epsilon"`
+			Rho           float64 `json:"rho"`
+			L2Sensitivity float64 `json:"l2_sensitivity"`
+			Sigma         float64 `json:"sigma"`
+		} `json:"measurements"`
 	} `json:"privacy"`
 	Tables []struct {
 		Dimensions []string  `json:"dimensions"`
@@ -87,7 +91,7 @@ func TestKeptMeasurements(t *testing.T) {
 		{name: "workload", analyst: "cat", dataset: "e", query: `{"kind":"cuboid","epsilon":0.5,"cuboids":[["sex","agegroup"],["agegroup","citizen"]]}`},
 		{name: "cat b", analyst: "cat", dataset: "e", query: `{"kind":"cuboid","epsilon":0.5,"cuboid":["agegroup"]}`, free: true, from: []string{"workload"}},
 		{name: "restarted: b", restart: true, analyst: "ann", dataset: "e", query: `{"kind":"cuboid","epsilon":0.9,"cuboid":["agegroup"]}`, same: "b"},
-		{name: "restarted: c", analyst: "ann", dataset: "e", query: `{"kind":"cuboid","epsilon":0.9,"cuboid":["employed"]}`, free: true, from: []string{"ab", "bc", "ac not determined"}},
+		{name: "restarted: c", analyst: "ann", dataset: "e", query: `{"kind":"cuboid","epsilon":0.9,"cuboid":["employed"]}`, free: true, from: []string{"ab", "bc", "ac not determined", "ab nonneg"}},
 		{name: "gaussian ab", analyst: "ann", dataset: "z", query: `{"kind":"cuboid","mechanism":"gaussian","rho":0.05,"cuboid":["sex","agegroup"]}`},
 		{name: "laplace b on z", analyst: "ann", dataset: "z", query: `{"kind":"cuboid","epsilon":0.1,"cuboid":["agegroup"]}`},
 		{name: "gaussian b", analyst: "ann", dataset: "z", query: `{"kind":"cuboid","mechanism":"gaussian","rho":0.01,"cuboid":["agegroup"]}`, free: true, from: []string{"gaussian ab"}, margin: "gaussian ab"},
@@ -145,7 +149,7 @@ func TestKeptMeasurements(t *testing.T) {
 					}
 				}
 				var moe float64
-				mustUnmarshal(t, ans.Privacy.MOE90, &moe)
+				moe = ans.MOE90
 				if math.Abs(want.Variance-ans.Privacy.Variance) > 1e-9*want.Variance || !(moe > 0) {
 					t.Errorf("%s: variance %v moe90 %v, the estimate's variance %v", st.name, ans.Privacy.Variance, moe, want.Variance)
 				}
@@ -223,13 +227,15 @@ func expectedEstimate(t *testing.T, s *testServer, st measurementStep, answered 
 		}
 		m := release.SavedMeasurement{Cuboid: a.Dimensions, Counts: a.Counts}
 		if mech == "gaussian" {
-			m.L2Sensitivity, m.Rho, m.Variance = a.Privacy.L2Sensitivity, a.Privacy.Rho, a.Privacy.Sigma*a.Privacy.Sigma
+			x := a.Privacy.Measurements[0]
+			m.L2Sensitivity, m.Rho, m.Variance = x.L2Sensitivity, x.Rho, x.Sigma*x.Sigma
 		} else {
-			lap, err := noise.NewLaplace(float64(a.Privacy.Sensitivity), a.Privacy.Epsilon)
+			x := a.Privacy.Measurements[0]
+			lap, err := noise.NewLaplace(float64(x.Sensitivity), x.Epsilon)
 			if err != nil {
 				t.Fatal(err)
 			}
-			m.Sensitivity, m.Epsilon, m.Variance = a.Privacy.Sensitivity, a.Privacy.Epsilon, lap.Variance()
+			m.Sensitivity, m.Epsilon, m.Variance = x.Sensitivity, x.Epsilon, lap.Variance()
 		}
 		sm.Measurements = append(sm.Measurements, m)
 	}
@@ -304,7 +310,7 @@ func TestKeptMeasurementsStored(t *testing.T) {
 		want  [][]string // the measured cuboids kept; nil: none
 	}{
 		{`{"kind":"cuboid","epsilon":0.5,"cuboid":["sex","year"]}`, [][]string{{"year", "sex"}}},
-		{`{"kind":"cuboid","epsilon":0.5,"cuboid":["agegroup"],"integer":true}`, nil},
+		{`{"kind":"cuboid","epsilon":0.5,"cuboid":["agegroup"],"integer":true}`, [][]string{{"agegroup"}}},
 		{`{"kind":"cuboid","epsilon":0.5,"cuboid":["year"]}`, nil}, // public: released exactly
 		{`{"kind":"cuboid","epsilon":0.5,"cuboids":[["citizen"],["employed"]],"integer":true}`, [][]string{{"citizen"}, {"employed"}}},
 	}

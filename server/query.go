@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -16,8 +15,6 @@ import (
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
-	"github.com/knowdp/knowdp/release"
-	"github.com/knowdp/knowdp/sensitivity"
 )
 
 // QueryRequest is an analyst's query on a dataset. Kind selects the
@@ -208,12 +205,12 @@ func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
 	}
 	var p *plan
 	switch {
-	case d.units != nil:
-		p, err = planUnitQuery(d, q, eps)
+	case d.units != nil && q.Kind != "cuboid":
+		return nil, badInput("kind: this dataset's guarantee is per unit (its policy has privacy_unit): only cuboid queries are offered (linear, prior and dx queries are per row)")
 	case gaussian:
-		p, err = planGaussianCuboid(d, q)
+		p, err = planGaussian(d, q)
 	case q.Kind == "cuboid":
-		p, err = planCuboid(d, q, eps)
+		p, err = planTables(d, q, eps, privacy.Rho{}, 0)
 	case q.Kind == "linear":
 		p, err = planLinear(ctx, d, q, eps)
 	case q.Kind == "prior":
@@ -283,146 +280,6 @@ func (d *dataset) neighbourText() string {
 }
 
 // --- cuboid ---
-
-// cuboidAnswer is the answer to a cuboid query.
-type cuboidAnswer struct {
-	Dimensions []string      `json:"dimensions"`
-	Counts     []float64     `json:"counts"`
-	Privacy    cuboidPrivacy `json:"privacy"`
-}
-
-// cuboidPrivacy is a release's privacy metadata, qualified when it rests on
-// the curator's sensitivity claim.
-type cuboidPrivacy struct {
-	release.CuboidMetadata
-	Guarantee string `json:"guarantee,omitempty"`
-}
-
-// conditionalGuarantee qualifies every answer whose sensitivity knowdp could
-// not compute and took from the curator's policy.
-const conditionalGuarantee = "conditional on the curator's sensitivity claim: knowdp cannot compute the generic sensitivity for these invariants, and the epsilon holds only if the policy's sensitivity is at least the true one"
-
-func planCuboid(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) {
-	if d.viewQuery(q) {
-		return planViewQuery(d, q, eps, privacy.Rho{}, 0)
-	}
-	if q.Cuboids != nil {
-		return planWorkload(d, q, eps)
-	}
-	if q.Weights != nil || q.Split != "" {
-		return nil, badInput("weights and split apply to a workload: give cuboids, a list of cuboids")
-	}
-	if q.Cuboid == nil {
-		return nil, badInput("cuboid: required: the dimensions of the cuboid to release ([] is the grand total)")
-	}
-	cb, err := d.schema.CuboidOf(q.Cuboid...)
-	if err != nil {
-		return nil, badInput("cuboid: %v", err)
-	}
-	if size := d.schema.CuboidSize(cb); size > maxAnswerCells {
-		return nil, badInput("cuboid: %s has %d cells; at most %d per answer", d.schema.Format(cb), size, maxAnswerCells)
-	}
-	if q.NonNeg && q.Integer {
-		return nil, badInput("nonneg and integer exclude each other (integer counts are non-negative)")
-	}
-	spec := release.ReleaseSpec{Epsilon: eps, Exact: d.exact, Cuboid: cb, NonNegative: q.NonNeg, Integer: q.Integer}
-	sens, err := sensitivity.GenericSensitivity(d.schema, d.exact, cb)
-	guarantee := ""
-	switch {
-	case err == nil && sens.Value > 0 && d.policy.Sensitivity > sens.Value:
-		// The curator asked for more noise than needed: allowed.
-		spec.Sensitivity = d.policy.Sensitivity
-	case err == nil:
-		// knowdp computed it: the curator's override, if any, is at least
-		// the base cuboid's value (checked at registration), which bounds
-		// this cuboid's (Lemma 4.4); use the computed value.
-	case errors.Is(err, sensitivity.ErrNoClosedForm) && d.policy.Sensitivity > 0:
-		spec.Sensitivity = d.policy.Sensitivity
-		sens = sensitivity.Sensitivity{Value: d.policy.Sensitivity}
-		guarantee = conditionalGuarantee
-	default:
-		return nil, badInput("cuboid: %v", err)
-	}
-	charge := epsSteps(eps)
-	h := newHasher("cuboid", eps)
-	if sens.Value == 0 && spec.Sensitivity == 0 {
-		// Computable from the invariants: public, released exactly, free
-		// and the same whatever epsilon, so stored once per cuboid.
-		charge = 0
-		h = newHasher("cuboid", privacy.Epsilon{})
-	} else if _, err := noise.NewLaplace(float64(max(sens.Value, spec.Sensitivity)), eps.Float64()); err != nil {
-		return nil, badInput("epsilon: %v is too small for this cuboid (generic sensitivity %d): %v", eps.Float64(), max(sens.Value, spec.Sensitivity), err)
-	}
-	h.int(int64(cb))
-	h.postProcessing(q)
-	q.Cuboid = d.schema.Names(cb)
-	return &plan{hash: h.sum(), uniform: charge, compute: releaseCuboid(d, spec, guarantee), fresh: freshMOE90(d.schema, spec)}, nil
-}
-
-// freshMOE90 returns the margin of error of a release of spec's cuboid,
-// from the mechanism alone (release.PlanRelease reads no data), or nil for a
-// release with post-processing, which is never derived (its margin of
-// error does not cover what the post-processing moves).
-func freshMOE90(s *domain.Schema, spec release.ReleaseSpec) func() (float64, error) {
-	if spec.NonNegative || spec.Integer {
-		return nil
-	}
-	return func() (float64, error) {
-		rel, err := release.PlanRelease(s, spec, false)
-		if err != nil {
-			return 0, err
-		}
-		return rel.CellMOE90(), nil
-	}
-}
-
-// workload adds a workload query's tables, weights, split and
-// post-processing to its hash.
-func (h *hasher) workload(spec release.WorkloadSpec, q QueryRequest) {
-	h.int(-1) // a workload, not one cuboid
-	h.int(int64(len(spec.Cuboids)))
-	for i, cb := range spec.Cuboids {
-		h.int(int64(cb))
-		if q.Weights != nil {
-			h.float(q.Weights[i])
-		}
-	}
-	h.int(int64(spec.Split))
-	h.postProcessing(q)
-}
-
-// postProcessing adds a cuboid query's post-processing to its hash.
-func (h *hasher) postProcessing(q QueryRequest) {
-	switch {
-	case q.NonNeg:
-		h.int(1)
-	case q.Integer:
-		h.int(2)
-	}
-}
-
-// releaseCuboid returns the computation of a one-cuboid answer.
-func releaseCuboid(d *dataset, spec release.ReleaseSpec, guarantee string) func(context.Context, *noise.Rand) (any, error) {
-	return func(ctx context.Context, r *noise.Rand) (any, error) {
-		rel, err := release.ReleaseCube(ctx, d.cube, spec, r)
-		if err != nil {
-			return nil, err
-		}
-		names := d.schema.Names(spec.Cuboid)
-		if names == nil {
-			names = []string{}
-		}
-		ans := cuboidAnswer{Dimensions: names, Counts: rel.Counts, Privacy: cuboidPrivacy{CuboidMetadata: rel.Metadata(), Guarantee: guarantee}}
-		rec, err := cuboidMeasurement(d, spec, rel, guarantee)
-		if err != nil {
-			return nil, err
-		}
-		if rec == nil {
-			return ans, nil
-		}
-		return measuredAnswer{answer: ans, record: rec}, nil
-	}
-}
 
 // --- linear queries over the base cuboid ---
 

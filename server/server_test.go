@@ -38,7 +38,7 @@ func TestLedger(t *testing.T) {
 		if status != http.StatusCreated || first.Repeat || first.Steps != steps(0.25) {
 			t.Fatalf("first answer: status %d, repeat %v, charge %d steps: %s", status, first.Repeat, first.Steps, raw)
 		}
-		var ans cuboidAnswer
+		var ans tableAnswer
 		if err := json.Unmarshal(first.Answer, &ans); err != nil || len(ans.Counts) != 12 || ans.Privacy.Epsilon != 0.25 {
 			t.Fatalf("answer %s: %v", first.Answer, err)
 		}

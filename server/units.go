@@ -26,7 +26,6 @@ import (
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
-	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/release"
 	"github.com/knowdp/knowdp/sensitivity"
 	"github.com/knowdp/knowdp/source"
@@ -196,168 +195,35 @@ func (d *dataset) restoreUnits(b []byte, c *cube.Cube) error {
 	return nil
 }
 
-// unitTable is one table of an answer per unit, row-major over its
-// dimensions' values at their levels.
-type unitTable struct {
-	Dimensions []string   `json:"dimensions"`
-	Values     [][]string `json:"values"`
-	Counts     []float64  `json:"counts"`
-	MOE90      float64    `json:"moe90"`
-	MOE90s     []float64  `json:"moe90s"`
+// unitSpec makes a cuboid query's spec one per unit: the dataset's unit
+// and K, and no measurements kept (an answer per unit is not a source of
+// derived answers, whose privacy story is per row).
+func (d *dataset) unitSpec(spec *release.Spec) {
+	if d.units == nil {
+		return
+	}
+	spec.Unit = &release.Unit{Column: d.units.column, MaxRows: d.units.k}
+	spec.KeepMeasurements = false
 }
 
-// unitAnswer is the answer to a cuboid query on a dataset with a privacy
-// unit: its tables and the release's privacy story (with privacy_unit).
-type unitAnswer struct {
-	Tables  []unitTable      `json:"tables"`
-	Privacy release.Metadata `json:"privacy"`
-}
-
-// planUnitQuery plans a cuboid query (one cuboid, cuboids with weights and
-// split, views; Laplace, or Gaussian on a dataset with rho budgets) on a
-// dataset with a privacy unit, from the request, the schema and the policy
-// alone.
-func planUnitQuery(d *dataset, q QueryRequest, eps privacy.Epsilon) (*plan, error) {
-	if q.Kind != "cuboid" {
-		return nil, badInput("kind: this dataset's guarantee is per unit (its policy has privacy_unit): only cuboid queries are offered (linear, prior and dx queries are per row)")
-	}
-	var lists [][]string
-	switch {
-	case q.Cuboid != nil && q.Cuboids != nil:
-		return nil, badInput("cuboid and cuboids exclude each other")
-	case q.Cuboid != nil:
-		if q.Weights != nil || q.Split != "" {
-			return nil, badInput("weights and split apply to a workload: give cuboids, a list of cuboids")
-		}
-		lists = [][]string{q.Cuboid}
-	case q.Cuboids != nil:
-		lists = q.Cuboids
-	default:
-		return nil, badInput("cuboid: required: the dimensions of the cuboid to release ([] is the grand total)")
-	}
-	spec := release.Spec{Exact: d.views, NonNegative: q.NonNeg, Integer: q.Integer,
-		Unit: &release.Unit{Column: d.units.column, MaxRows: d.units.k}, Strategy: release.MeasureBest}
-	if len(lists) == 0 {
-		return nil, badInput("cuboids: give at least one cuboid")
-	}
-	cells := 0
-	for i, names := range lists {
-		v, err := d.schema.ViewOfNames(names...)
-		if err != nil {
-			return nil, badInput("cuboids[%d]: %v", i, err)
-		}
-		if cells += d.schema.ViewSize(v); cells > maxAnswerCells {
-			return nil, badInput("cuboids: more than %d cells in all per answer", maxAnswerCells)
-		}
-		spec.Tables = append(spec.Tables, v)
-	}
-	if q.Weights != nil {
-		if len(q.Weights) != len(lists) {
-			return nil, badInput("weights: %d weights for %d cuboids", len(q.Weights), len(lists))
-		}
-		spec.Weights = q.Weights
-	}
-	if q.Split != "" {
-		split, err := release.ParseSplit(q.Split)
-		if err != nil {
-			return nil, badInput("split: %v", err)
-		}
-		spec.Split = split
-	}
-	h := newHasher("cuboid/unit", eps)
-	charge := epsSteps(eps)
-	if q.Mechanism == "gaussian" {
-		rho, err := privacy.NewRho(q.Rho)
-		if err != nil {
-			return nil, badInput("rho: %v", err)
-		}
-		delta := q.Delta
-		if delta == 0 {
-			delta = defaultGaussianDelta
-		}
-		if !(delta > 0 && delta < 1) {
-			return nil, badInput("delta: must be in (0, 1), got %v", q.Delta)
-		}
-		spec.Mechanism, spec.Rho, spec.Delta = release.MechanismGaussian, rho, delta
-		charge = rho.Steps()
-		h.int(rho.Steps())
-		h.float(delta)
-	} else {
-		spec.Epsilon = eps
-	}
-	pl, err := release.NewPlan(d.schema, spec)
+// runUnits releases a planned query per unit: the invariants and the tables
+// they determine from the dataset's true counts, the measured views from
+// its bounded counts.
+func (d *dataset) runUnits(ctx context.Context, p *release.Plan, r *noise.Rand) (*release.Release, error) {
+	counts, err := d.viewCounts(p.Needs())
 	if err != nil {
-		return nil, badInput("cuboid: %v", err)
+		return nil, err
 	}
-	if len(pl.Measured()) == 0 {
-		// Every table is determined by the invariants: public, free.
-		charge = 0
-		h = newHasher("cuboid/unit", privacy.Epsilon{})
-	}
-	h.int(int64(len(spec.Tables)))
-	for i, v := range spec.Tables {
-		h.str(d.schema.FormatView(v))
-		if q.Weights != nil {
-			h.float(q.Weights[i])
-		}
-	}
-	h.int(int64(spec.Split))
-	h.postProcessing(q)
-	return &plan{hash: h.sum(), uniform: charge, compute: func(ctx context.Context, r *noise.Rand) (any, error) {
-		return answerUnits(ctx, d, pl, r)
-	}}, nil
-}
-
-// answerUnits draws the answer: the invariants and the tables they
-// determine from the dataset's true counts, the measured views from the
-// bounded counts.
-func answerUnits(ctx context.Context, d *dataset, pl *release.Plan, r *noise.Rand) (any, error) {
-	project := func(c *cube.Cube, views []domain.View) (map[domain.View][]float64, error) {
-		out := make(map[domain.View][]float64, len(views))
-		for _, v := range views {
-			x := c.Project(v.Dims)
-			if !v.Flat() {
-				var err error
-				if x, err = d.schema.RollUp(domain.LeafView(v), x, v); err != nil {
-					return nil, err
-				}
+	bounded := make(map[domain.View][]float64)
+	for _, v := range p.Measured() {
+		x := d.units.bounded.Project(v.Dims)
+		if !v.Flat() {
+			if x, err = d.schema.RollUp(domain.LeafView(v), x, v); err != nil {
+				return nil, err
 			}
-			out[v.Normal()] = x
 		}
-		return out, nil
-	}
-	counts, err := project(d.cube, pl.Needs())
-	if err != nil {
-		return nil, err
-	}
-	bounded, err := project(d.units.bounded, pl.Measured())
-	if err != nil {
-		return nil, err
+		bounded[v.Normal()] = x
 	}
 	unit.NewKey(r) // the bounding's draw, as knowdp release makes it
-	w, err := pl.RunBounded(ctx, counts, bounded, d.units.hist, r.Seeded(), r)
-	if err != nil {
-		return nil, err
-	}
-	ans := unitAnswer{Tables: []unitTable{}, Privacy: w.Metadata()}
-	for _, t := range w.Tables {
-		v := t.TableView()
-		tab := unitTable{Dimensions: nonNilStrings(d.schema.ViewNames(v)), Values: [][]string{}, Counts: t.Counts, MOE90: t.CellMOE90()}
-		for _, i := range v.Dims.Dims() {
-			tab.Values = append(tab.Values, d.schema.LevelValues(i, int(v.Up[i])))
-		}
-		tab.MOE90s = make([]float64, len(t.Counts))
-		for c := range t.Counts {
-			tab.MOE90s[c] = t.CellMOE(c)
-		}
-		ans.Tables = append(ans.Tables, tab)
-	}
-	return ans, nil
-}
-
-func nonNilStrings(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
+	return p.RunBounded(ctx, counts, bounded, d.units.hist, r.Seeded(), r)
 }

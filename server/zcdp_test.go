@@ -40,22 +40,24 @@ func TestZCDPDataset(t *testing.T) {
 	}
 	var ans struct {
 		Counts  []float64
+		MOE90   float64 `json:"moe90"`
 		Privacy struct {
-			Mechanism     string  `json:"mechanism"`
-			Rho           float64 `json:"rho"`
-			L2Sensitivity float64 `json:"l2_sensitivity"`
-			Sigma         float64 `json:"sigma"`
-			Epsilon       float64 `json:"epsilon"`
-			Delta         float64 `json:"delta"`
-			MOE90         float64 `json:"moe90"`
+			Mechanism    string  `json:"mechanism"`
+			Rho          float64 `json:"rho"`
+			Epsilon      float64 `json:"epsilon"`
+			Delta        float64 `json:"delta"`
+			Measurements []struct {
+				L2Sensitivity float64 `json:"l2_sensitivity"`
+				Sigma         float64 `json:"sigma"`
+			} `json:"measurements"`
 		}
 	}
 	if err := json.Unmarshal(r.Answer, &ans); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(ans.Privacy.Mechanism, "Gaussian") || ans.Privacy.L2Sensitivity != math.Sqrt2 || ans.Privacy.Sigma <= 0 ||
-		ans.Privacy.Delta != defaultGaussianDelta || ans.Privacy.Epsilon <= 0 || ans.Privacy.MOE90 <= 1 {
-		t.Errorf("privacy %+v", ans.Privacy)
+	if !strings.HasPrefix(ans.Privacy.Mechanism, "Gaussian") || len(ans.Privacy.Measurements) != 1 || ans.Privacy.Measurements[0].L2Sensitivity != math.Sqrt2 ||
+		ans.Privacy.Measurements[0].Sigma <= 0 || ans.Privacy.Delta != defaultGaussianDelta || ans.Privacy.Epsilon <= 0 || ans.MOE90 <= 1 {
+		t.Errorf("answer %s", r.Answer)
 	}
 	for _, v := range ans.Counts {
 		if v < 0 || v != math.Round(v) {
@@ -76,7 +78,7 @@ func TestZCDPDataset(t *testing.T) {
 		{"z", `{"kind":"linear","epsilon":0.1,"queries":[{"terms":[{}]}]}`, "zCDP (rho): only cuboid queries"},
 		{"e", `{"kind":"cuboid","mechanism":"gaussian","rho":0.1,"cuboid":["sex"]}`, "budgets are in epsilon"},
 		{"z", `{"kind":"cuboid","mechanism":"gaussian","rho":0.1,"epsilon":1,"cuboid":["sex"]}`, "leave epsilon out"},
-		{"z", `{"kind":"cuboid","mechanism":"gaussian","rho":0.1,"cuboid":["sex"],"split":"equal"}`, "apply to a workload"},
+		{"z", `{"kind":"cuboid","mechanism":"gaussian","rho":0.1,"cuboid":["sex"],"split":"equal"}`, "apply to several tables"},
 		{"z", `{"kind":"cuboid","epsilon":0.1,"rho":0.1,"cuboid":["sex"]}`, "only for mechanism gaussian"},
 		{"z", `{"kind":"cuboid","mechanism":"poisson","rho":0.1,"cuboid":["sex"]}`, "mechanism"},
 		{"z", `{"kind":"cuboid","mechanism":"gaussian","rho":0.3,"cuboid":["agegroup"]}`, "needs rho"},

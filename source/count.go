@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -90,4 +91,34 @@ func ParseCount[T ~string | ~[]byte](b T) (int64, bool) {
 		n = n*10 + uint64(c-'0')
 	}
 	return int64(n), true
+}
+
+// splitter is cube.Splitter, which this package does not import.
+type splitter interface {
+	Split(n int, minBytes int64) (parts []func() ([][]byte, int64, error), joined func() bool)
+}
+
+// Split splits the table read under the count column, if it can be split
+// (cube.Splitter): each part returns its rows' counts as their weights.
+func (c *counted) Split(n int, minBytes int64) (parts []func() ([][]byte, int64, error), joined func() bool) {
+	sp, ok := c.Table.(splitter)
+	if !ok {
+		return nil, nil
+	}
+	parts, joined = sp.Split(n, minBytes)
+	for i, next := range parts {
+		parts[i] = func() ([][]byte, int64, error) {
+			rec, w, err := next()
+			if err != nil {
+				return nil, 0, err
+			}
+			k, ok := ParseCount(rec[c.n])
+			if !ok || w != 1 {
+				// The whole read names the row and column.
+				return nil, 0, errors.New("a count that is not a non-negative integer below 2^63")
+			}
+			return rec[:c.n], k, nil
+		}
+	}
+	return parts, joined
 }

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 )
 
 // CSV streams a CSV file with a header row. Fields may be quoted (RFC 4180,
@@ -24,6 +26,8 @@ type CSV struct {
 	sel    []int
 	vals   [][]byte
 	strs   []string
+	// partBytes counts the bytes read by the parts of Split.
+	partBytes atomic.Int64
 }
 
 // OpenCSV opens path and reads its header. Close the result when done.
@@ -173,7 +177,7 @@ func (c *CSV) Errorf(col int, format string, args ...any) error {
 
 // BytesRead returns how many bytes of the input have been consumed, for
 // progress reporting.
-func (c *CSV) BytesRead() int64 { return c.r.n }
+func (c *CSV) BytesRead() int64 { return c.r.n + c.partBytes.Load() }
 
 // Close closes the file opened by OpenCSV.
 func (c *CSV) Close() error {
@@ -181,4 +185,123 @@ func (c *CSV) Close() error {
 		return nil
 	}
 	return c.f.Close()
+}
+
+// Split cuts the rows of a file opened by OpenCSV into at most n byte
+// ranges of at least minBytes bytes each, each starting after a newline,
+// for reading at once (cube.Splitter). It must be called after Select and
+// before the first row is read; the rows stay readable with NextRecord.
+// A newline may lie inside a quoted field, so where a range starts is only
+// a guess: joined reports whether each part's first record started where
+// the part before it found its next record, which makes every part's
+// records exactly the file's. The parts return errors without row numbers:
+// on any error the caller reads the file whole, with NextRecord, which
+// numbers them.
+func (c *CSV) Split(n int, minBytes int64) (parts []func() ([][]byte, int64, error), joined func() bool) {
+	if c.f == nil || c.sel == nil || c.row != 1 || c.r.rerr != nil || n < 1 {
+		return nil, nil
+	}
+	st, err := c.f.Stat()
+	if err != nil {
+		return nil, nil
+	}
+	size := st.Size()
+	// The header's end: the data after it is where the rows begin.
+	from := c.r.n - int64(c.r.end-c.r.pos)
+	k := int(min(int64(n), (size-from)/max(minBytes, 1)))
+	if k < 1 {
+		return nil, nil
+	}
+	cuts := []int64{from}
+	for i := 1; i < k; i++ {
+		at := from + int64(i)*((size-from)/int64(k))
+		nl, ok := c.nextNewline(max(at-1, cuts[len(cuts)-1]))
+		if !ok || nl+1 >= size {
+			break
+		}
+		if nl+1 > cuts[len(cuts)-1] {
+			cuts = append(cuts, nl+1)
+		}
+	}
+	cuts = append(cuts, size)
+	ps := make([]*csvPart, len(cuts)-1)
+	parts = make([]func() ([][]byte, int64, error), len(ps))
+	for i := range ps {
+		p := &csvPart{c: c, from: cuts[i], limit: cuts[i+1], first: -1, vals: make([][]byte, len(c.sel))}
+		p.r = newCSVReader(&countingReader{r: io.NewSectionReader(c.f, cuts[i], size-cuts[i]), n: &c.partBytes})
+		ps[i], parts[i] = p, p.next
+	}
+	joined = func() bool {
+		for i := 1; i < len(ps); i++ {
+			if !ps[i-1].done || ps[i-1].end != ps[i].first {
+				return false
+			}
+		}
+		return ps[len(ps)-1].done
+	}
+	return parts, joined
+}
+
+// nextNewline returns the offset of the first newline at or after off.
+func (c *CSV) nextNewline(off int64) (int64, bool) {
+	buf := make([]byte, 64<<10)
+	for {
+		k, err := c.f.ReadAt(buf, off)
+		if i := bytes.IndexByte(buf[:k], '\n'); i >= 0 {
+			return off + int64(i), true
+		}
+		if err != nil || k == 0 {
+			return 0, false
+		}
+		off += int64(k)
+	}
+}
+
+// csvPart reads the records of a CSV file that start in [from, limit).
+type csvPart struct {
+	c           *CSV
+	r           *csvReader
+	from, limit int64
+	first, end  int64 // offsets of the first record at or after from and at or after limit (the file's size if none)
+	done        bool  // end is known
+	vals        [][]byte
+}
+
+func (p *csvPart) next() ([][]byte, int64, error) {
+	if p.done {
+		return nil, 0, io.EOF
+	}
+	rec, err := p.r.read()
+	at := p.from + p.r.recStart
+	if err == io.EOF {
+		at = p.from + p.r.n
+	} else if err != nil {
+		return nil, 0, err
+	}
+	if p.first < 0 {
+		p.first = at
+	}
+	if err == io.EOF || at >= p.limit {
+		p.end, p.done = at, true
+		return nil, 0, io.EOF
+	}
+	if len(rec) != len(p.c.header) {
+		return nil, 0, csv.ErrFieldCount
+	}
+	for i, j := range p.c.sel {
+		p.vals[i] = rec[j]
+	}
+	return p.vals, 1, nil
+}
+
+// countingReader adds the bytes read through it to n.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	k, err := c.r.Read(b)
+	c.n.Add(int64(k))
+	return k, err
 }

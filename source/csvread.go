@@ -25,8 +25,10 @@ type csvReader struct {
 	line  int   // lines consumed so far
 	start int   // line on which the last record started
 	// startRel is the line, counted from the parse position, on which the
-	// record being parsed starts.
-	startRel int
+	// record being parsed starts, and startOff its byte offset there.
+	startRel, startOff int
+	// recStart is the offset in the input of the last record returned.
+	recStart int64
 
 	fields  [][]byte
 	spans   []span
@@ -100,6 +102,7 @@ func (r *csvReader) read() ([][]byte, error) {
 			return nil, io.EOF
 		}
 		r.start = r.line + r.startRel
+		r.recStart = r.n - int64(r.end-r.pos) + int64(r.startOff)
 		r.pos += next
 		r.line += lines
 		if r.fields == nil && len(r.spans) == 0 {
@@ -181,7 +184,7 @@ func (r *csvReader) parse(data []byte, atEOF bool) (lines, consumed int, err err
 		p = next
 	}
 	startLine := lines + 1
-	r.startRel = startLine
+	r.startRel, r.startOff = startLine, p
 	lines++
 	// Fast path: split on commas in one pass over the line, unless it has
 	// a quote (byte loops beat bytes.IndexByte on fields this short).

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding"
 )
 
 // Parquet streams a Parquet file row group by row group, reading only the
@@ -27,18 +28,32 @@ type Parquet struct {
 	leaf []int // column index of each selected column
 
 	group    int   // current row group (0-based)
+	endGroup int   // the row group after the last one read (all of them if 0)
 	groupRow int64 // rows of the current group already returned
 	before   int64 // rows in the groups before the current one
 	pages    []parquet.Pages
 	readers  []parquet.ValueReader
 	current  []parquet.Page
 
-	batch  []parquet.Value
-	arena  [][]byte // per column: the values of the batch, concatenated
-	offs   [][]int  // per column: arena offsets, one more than the batch
-	n, i   int      // rows in the batch, next row to return
-	out    [][]byte
-	failed error
+	batch []parquet.Value
+	arena [][]byte   // per column: the values of the batch read one by one, concatenated
+	offs  [][][2]int // per column: the rows read one by one, and their span of arena
+	vals  [][][]byte // per column: the batch's values
+	// The current page of a column, when it is dictionary-encoded and has
+	// no nulls, is read as its indices into the dictionary (idx), whose
+	// values are formatted once per dictionary (dicts): a row's value is
+	// then a slice of the dictionary's text, valid for the row group.
+	idx   [][]int32
+	dicts []parquetDict
+	// For the parts of SplitIndexed: each selected column's domain
+	// (value to position), the batch's positions (-1 outside the
+	// domain), and the positions of the current dictionary's values.
+	index   []map[string]int32
+	pos     [][]int32
+	dictPos [][]int32
+	n, i    int // rows in the batch, next row to return
+	out     [][]byte
+	failed  error
 }
 
 const parquetBatch = 1024
@@ -100,16 +115,24 @@ func (p *Parquet) Select(_ context.Context, columns []string) error {
 		}
 		p.leaf[i] = leaf.ColumnIndex
 	}
-	k := len(columns)
+	p.alloc()
+	return nil
+}
+
+// alloc makes the buffers of the selected columns.
+func (p *Parquet) alloc() {
+	k := len(p.sel)
 	p.pages = make([]parquet.Pages, k)
 	p.readers = make([]parquet.ValueReader, k)
 	p.current = make([]parquet.Page, k)
 	p.arena = make([][]byte, k)
-	p.offs = make([][]int, k)
+	p.offs = make([][][2]int, k)
+	p.vals = make([][][]byte, k)
+	p.idx = make([][]int32, k)
+	p.dicts = make([]parquetDict, k)
 	p.out = make([][]byte, k)
 	p.batch = make([]parquet.Value, parquetBatch)
 	p.group = -1
-	return nil
 }
 
 // NextRecord returns the selected values of the next row, with weight 1,
@@ -130,8 +153,7 @@ func (p *Parquet) NextRecord() ([][]byte, int64, error) {
 		}
 	}
 	for c := range p.out {
-		o := p.offs[c]
-		p.out[c] = p.arena[c][o[p.i]:o[p.i+1]:o[p.i+1]]
+		p.out[c] = p.vals[c][p.i]
 	}
 	p.i++
 	p.groupRow++
@@ -150,7 +172,7 @@ func (p *Parquet) fill() error {
 		p.group++
 		p.groupRow = 0
 		p.n, p.i = 0, 0
-		if p.group >= len(groups) {
+		if p.group >= len(groups) || p.endGroup > 0 && p.group >= p.endGroup {
 			return io.EOF
 		}
 		chunks := groups[p.group].ColumnChunks()
@@ -161,10 +183,12 @@ func (p *Parquet) fill() error {
 	left := groups[p.group].NumRows() - p.groupRow
 	n := int(min(left, parquetBatch))
 	for c := range p.leaf {
-		p.arena[c] = p.arena[c][:0]
-		p.offs[c] = append(p.offs[c][:0], 0)
+		p.arena[c], p.offs[c], p.vals[c] = p.arena[c][:0], p.offs[c][:0], p.vals[c][:0]
+		if p.index != nil {
+			p.pos[c] = p.pos[c][:0]
+		}
 		for got := 0; got < n; {
-			if p.readers[c] == nil {
+			if p.readers[c] == nil && p.idx[c] == nil {
 				pg, err := p.pages[c].ReadPage()
 				if err != nil {
 					if err == io.EOF {
@@ -172,7 +196,41 @@ func (p *Parquet) fill() error {
 					}
 					return p.errorf(c, p.groupRow+int64(got)+1, "%v", err)
 				}
-				p.current[c], p.readers[c] = pg, pg.Values()
+				p.current[c] = pg
+				if idx, ok := dictIndices(pg); ok {
+					if p.dicts[c].d != pg.Dictionary() {
+						p.dicts[c] = newParquetDict(pg.Dictionary())
+						if p.index != nil {
+							p.dictPos[c] = p.dictPos[c][:0]
+							for _, v := range p.dicts[c].vals {
+								p.dictPos[c] = append(p.dictPos[c], p.position(c, v))
+							}
+						}
+					}
+					p.idx[c] = idx
+				} else {
+					p.readers[c] = pg.Values()
+				}
+			}
+			if idx := p.idx[c]; idx != nil {
+				k := min(n-got, len(idx))
+				dv := p.dicts[c].vals
+				for _, i := range idx[:k] {
+					got++
+					if uint(i) >= uint(len(dv)) {
+						return p.errorf(c, p.groupRow+int64(got), "dictionary index %d, the dictionary has %d values", i, len(dv))
+					}
+					if p.index != nil {
+						p.pos[c] = append(p.pos[c], p.dictPos[c][i])
+						continue
+					}
+					p.vals[c] = append(p.vals[c], dv[i])
+				}
+				if p.idx[c] = idx[k:]; len(p.idx[c]) == 0 {
+					parquet.Release(p.current[c])
+					p.current[c], p.idx[c] = nil, nil
+				}
+				continue
 			}
 			k, err := p.readers[c].ReadValues(p.batch[:n-got])
 			for _, v := range p.batch[:k] {
@@ -180,19 +238,17 @@ func (p *Parquet) fill() error {
 				if v.IsNull() {
 					return p.errorf(c, p.groupRow+int64(got), "null value; every row needs a value in the declared domain")
 				}
-				a := p.arena[c]
-				switch v.Kind() {
-				case parquet.ByteArray, parquet.FixedLenByteArray:
-					a = append(a, v.ByteArray()...)
-				case parquet.Int32:
-					a = strconv.AppendInt(a, int64(v.Int32()), 10)
-				case parquet.Int64:
-					a = strconv.AppendInt(a, v.Int64(), 10)
-				case parquet.Boolean:
-					a = strconv.AppendBool(a, v.Boolean())
+				if p.index != nil {
+					// The arena is reused for each value: only its position is kept.
+					p.arena[c] = appendText(p.arena[c][:0], v)
+					p.pos[c] = append(p.pos[c], p.position(c, p.arena[c]))
+					continue
 				}
-				p.arena[c] = a
-				p.offs[c] = append(p.offs[c], len(a))
+				a := len(p.arena[c])
+				p.arena[c] = appendText(p.arena[c], v)
+				// The arena may move: the slice is taken when the batch is done.
+				p.offs[c] = append(p.offs[c], [2]int{len(p.vals[c]), a})
+				p.vals[c] = append(p.vals[c], nil)
 			}
 			if err == io.EOF {
 				parquet.Release(p.current[c])
@@ -201,9 +257,82 @@ func (p *Parquet) fill() error {
 				return p.errorf(c, p.groupRow+int64(got)+1, "%v", err)
 			}
 		}
+		offs, arena := p.offs[c], p.arena[c]
+		for k, o := range offs {
+			end := len(arena)
+			if k+1 < len(offs) {
+				end = offs[k+1][1]
+			}
+			p.vals[c][o[0]] = arena[o[1]:end:end]
+		}
 	}
 	p.n, p.i = n, 0
 	return nil
+}
+
+// position returns the position of value v of selected column c in its
+// domain, or -1.
+func (p *Parquet) position(c int, v []byte) int32 {
+	if j, ok := p.index[c][string(v)]; ok {
+		return j
+	}
+	return -1
+}
+
+// appendText appends a value's text: its bytes, or an integer's decimal
+// form, or "true" or "false".
+func appendText(a []byte, v parquet.Value) []byte {
+	switch v.Kind() {
+	case parquet.ByteArray, parquet.FixedLenByteArray:
+		return append(a, v.ByteArray()...)
+	case parquet.Int32:
+		return strconv.AppendInt(a, int64(v.Int32()), 10)
+	case parquet.Int64:
+		return strconv.AppendInt(a, v.Int64(), 10)
+	case parquet.Boolean:
+		return strconv.AppendBool(a, v.Boolean())
+	}
+	return a
+}
+
+// dictIndices returns the indices of a dictionary-encoded page without
+// nulls, one per row.
+func dictIndices(pg parquet.Page) ([]int32, bool) {
+	if pg.Dictionary() == nil || pg.NumNulls() != 0 {
+		return nil, false
+	}
+	data := pg.Data()
+	if data.Kind() != encoding.Int32 {
+		return nil, false
+	}
+	idx := data.Int32()
+	if int64(len(idx)) != pg.NumValues() || len(idx) == 0 {
+		return nil, false
+	}
+	return idx, true
+}
+
+// parquetDict is a column chunk's dictionary with the text of each value.
+type parquetDict struct {
+	d    parquet.Dictionary
+	vals [][]byte
+}
+
+func newParquetDict(d parquet.Dictionary) parquetDict {
+	n := d.Len()
+	var text []byte
+	ends := make([]int, n)
+	for i := range n {
+		text = appendText(text, d.Index(int32(i)))
+		ends[i] = len(text)
+	}
+	vals := make([][]byte, n)
+	start := 0
+	for i, e := range ends {
+		vals[i] = text[start:e:e]
+		start = e
+	}
+	return parquetDict{d: d, vals: vals}
 }
 
 func (p *Parquet) closePages() {
@@ -211,7 +340,7 @@ func (p *Parquet) closePages() {
 		if pg != nil {
 			pg.Close()
 		}
-		p.pages[c], p.readers[c] = nil, nil
+		p.pages[c], p.readers[c], p.idx[c] = nil, nil, nil
 		if p.current[c] != nil {
 			parquet.Release(p.current[c])
 			p.current[c] = nil
@@ -241,4 +370,123 @@ func (p *Parquet) Close() error {
 		p.closePages()
 	}
 	return p.f.Close()
+}
+
+// Split cuts the row groups into at most n runs of consecutive groups, of
+// at least minBytes bytes of the file each (in proportion to their rows),
+// for reading at once (cube.Splitter). It must be called after Select and
+// before the first row is read; the rows stay readable with NextRecord.
+// The parts return errors without their row numbers: on any error the
+// caller reads the file whole, with NextRecord, which numbers them.
+func (p *Parquet) Split(n int, minBytes int64) (parts []func() ([][]byte, int64, error), joined func() bool) {
+	for _, q := range p.splitParts(n, minBytes) {
+		parts = append(parts, q.partNext)
+	}
+	if parts == nil {
+		return nil, nil
+	}
+	return parts, func() bool { return true }
+}
+
+// SplitIndexed is Split for parts that give each value's position in
+// domains[i], the values of selected column i (cube.IndexSplitter): the
+// values of a dictionary-encoded page are looked up once per dictionary,
+// not once per row. A value outside its domain fails its part, and the
+// caller then reads the file whole, which names the row and column.
+func (p *Parquet) SplitIndexed(n int, minBytes int64, domains [][]string) (parts []func(pos [][]int32) (int, error), joined func() bool) {
+	if len(domains) != len(p.sel) {
+		return nil, nil
+	}
+	index := make([]map[string]int32, len(domains))
+	for i, d := range domains {
+		index[i] = make(map[string]int32, len(d))
+		for j, v := range d {
+			index[i][v] = int32(j)
+		}
+	}
+	for _, q := range p.splitParts(n, minBytes) {
+		q.index = index
+		q.pos = make([][]int32, len(p.sel))
+		q.dictPos = make([][]int32, len(p.sel))
+		parts = append(parts, q.nextPositions)
+	}
+	if parts == nil {
+		return nil, nil
+	}
+	return parts, func() bool { return true }
+}
+
+// errNotInDomain fails a part of SplitIndexed.
+var errNotInDomain = errors.New("a value outside its domain")
+
+// nextPositions fills pos[i][r] with the positions of the next rows'
+// values, for up to len(pos[0]) rows, and returns how many.
+func (p *Parquet) nextPositions(pos [][]int32) (int, error) {
+	for p.i == p.n {
+		if err := p.fill(); err != nil {
+			p.closePages()
+			return 0, err
+		}
+	}
+	k := min(len(pos[0]), p.n-p.i)
+	for c := range pos {
+		for r, j := range p.pos[c][p.i : p.i+k] {
+			if j < 0 {
+				p.closePages()
+				return 0, errNotInDomain
+			}
+			pos[c][r] = j
+		}
+	}
+	p.i += k
+	p.groupRow += int64(k)
+	return k, nil
+}
+
+// splitParts cuts the row groups for Split and SplitIndexed.
+func (p *Parquet) splitParts(n int, minBytes int64) []*Parquet {
+	groups := p.pf.RowGroups()
+	total := p.pf.NumRows()
+	if p.batch == nil || p.group != -1 || n < 1 || total == 0 {
+		return nil
+	}
+	st, err := p.f.Stat()
+	if err != nil {
+		return nil
+	}
+	k := int(min(int64(n), int64(len(groups)), st.Size()/max(minBytes, 1)))
+	if k < 1 {
+		return nil
+	}
+	// Cut before the group where the rows so far first reach i/k of all.
+	var cuts []int
+	var rows int64
+	for g, rg := range groups {
+		if g > 0 && rows*int64(k) >= int64(len(cuts)+1)*total && len(cuts)+1 < k {
+			cuts = append(cuts, g)
+		}
+		rows += rg.NumRows()
+	}
+	cuts = append(append([]int{0}, cuts...), len(groups))
+	var parts []*Parquet
+	for i := range len(cuts) - 1 {
+		q := &Parquet{name: p.name, f: p.f, cr: p.cr, pf: p.pf, sel: p.sel, leaf: p.leaf, endGroup: cuts[i+1]}
+		q.alloc()
+		if q.group = cuts[i] - 1; q.group >= 0 {
+			// As if the group before were done: fill moves on.
+			q.groupRow = groups[q.group].NumRows()
+		}
+		parts = append(parts, q)
+	}
+	return parts
+}
+
+// partNext returns the next row of a part of Split, and closes its pages
+// after the last.
+func (p *Parquet) partNext() ([][]byte, int64, error) {
+	rec, w, err := p.NextRecord()
+	if err != nil {
+		p.closePages()
+	}
+	return rec, w, err
 }

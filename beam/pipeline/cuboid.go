@@ -370,5 +370,5 @@ func (f *writeFn) process(ctx context.Context, b int64) error {
 		}
 	}
 	moe := f.Cfg.MOE90
-	return writePart(ctx, f.st.s, domain.ViewOf(f.st.c), f.Cfg.Stage, "", int(b), x, func(int) float64 { return moe }, tablefile.Format(f.Cfg.Job.Format))
+	return writePart(ctx, f.st.s, domain.ViewOf(f.st.c), f.Cfg.Stage, "", int(b), x, func(int) float64 { return moe }, tablefile.Format(f.Cfg.Job.Format), false)
 }

@@ -67,7 +67,7 @@ func (f *gatherFn) process(ctx context.Context, parts func(*[]byte) bool) error 
 	}
 	for parts(&p) {
 		if len(p) == 0 {
-			return errors.New("corrupt gathered element")
+			continue // the element that makes this worker run without rows
 		}
 		tag := p[0]
 		p = p[1:]
@@ -140,7 +140,7 @@ func (f *gatherFn) write(ctx context.Context, s *domain.Schema, jb *job, out *re
 			for p := range next {
 				tab := out.tables[p.t]
 				x := tab.counts[p.b*BlockSize : min((p.b+1)*BlockSize, len(tab.counts))]
-				if err := writePart(ctx, s, tab.view, f.Cfg.Stage, stems[p.t], p.b, x, tab.moe90, tablefile.Format(f.Cfg.Job.Format)); err != nil {
+				if err := writePart(ctx, s, tab.view, f.Cfg.Stage, stems[p.t], p.b, x, tab.moe90, tablefile.Format(f.Cfg.Job.Format), tab.integer); err != nil {
 					mu.Lock()
 					first = cmp.Or(first, err)
 					mu.Unlock()
@@ -171,9 +171,10 @@ type released struct {
 }
 
 type releasedTable struct {
-	view   domain.View
-	counts []float64
-	moe90  func(cell int) float64
+	view    domain.View
+	counts  []float64
+	moe90   func(cell int) float64
+	integer bool
 }
 
 // releaseOnOne releases jb from the exact counts of its counted cuboids as
@@ -216,7 +217,7 @@ func describe(s *domain.Schema, jb *job, w *release.Release, directory bool, fil
 	m := w.Metadata()
 	stems := jb.tableStems(s)
 	for i, t := range w.Tables {
-		out.tables = append(out.tables, releasedTable{view: t.TableView(), counts: t.Counts, moe90: t.CellMOE})
+		out.tables = append(out.tables, releasedTable{view: t.TableView(), counts: t.Counts, moe90: t.CellMOE, integer: t.Integer})
 		switch {
 		case stems[i] != "":
 			m.Tables[i].File = tableFile(stems[i], len(t.Counts), jb.format)

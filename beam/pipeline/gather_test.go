@@ -77,7 +77,7 @@ func releaseCSV(t *testing.T, rel *release.Release) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	tab := rel.Tables[0]
-	if err := tablefile.WriteRows(&b, tablefile.CSV, rel.Schema, tab.TableView(), 0, tab.Counts, tab.CellMOE); err != nil {
+	if err := tablefile.WriteRows(&b, tablefile.CSV, rel.Schema, tab.TableView(), 0, tab.Counts, tab.CellMOE, tab.Integer); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()

@@ -46,11 +46,12 @@ func partFile(stem string, blocks, b int, f tablefile.Format) string {
 // staging directory stage, atomically under a temporary name of its own
 // (fileio.WriteAtomic: two attempts at a bundle never write into one
 // file, and a failed one leaves no half file). moe90 is given the cell's
-// index in the whole table.
-func writePart(ctx context.Context, s *domain.Schema, v domain.View, stage, stem string, b int, x []float64, moe90 func(cell int) float64, f tablefile.Format) error {
+// index in the whole table; integer says the table's counts are integers
+// (tablefile.WriteRows).
+func writePart(ctx context.Context, s *domain.Schema, v domain.View, stage, stem string, b int, x []float64, moe90 func(cell int) float64, f tablefile.Format, integer bool) error {
 	path := filepath.Join(stage, partFile(stem, Blocks(s.ViewSize(v)), b, f))
 	return fileio.WriteAtomic(path, func(w io.Writer) error {
-		if err := tablefile.WriteRows(w, f, s, v, b*BlockSize, x, moe90); err != nil {
+		if err := tablefile.WriteRows(w, f, s, v, b*BlockSize, x, moe90, integer); err != nil {
 			return err
 		}
 		return ctx.Err()

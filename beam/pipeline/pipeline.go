@@ -225,7 +225,10 @@ func Build(s beam.Scope, cfg Config, files []string) {
 	partials := beam.ParDo(s, &countFn{Cfg: cfg}, paths)
 	switch cfg.Mode {
 	case ModeGather:
-		gathered := beam.ParDo(s, &gatherKeyFn{}, partials)
+		// With an empty element beside the partial counts, so that the one
+		// worker runs even when no file has a row (a header-only CSV).
+		keyed := beam.ParDo(s, &gatherKeyFn{}, partials)
+		gathered := beam.Flatten(s, keyed, beam.ParDo(s, &emptyFn{}, beam.Impulse(s)))
 		if cfg.Job.PrivacyUnit != "" {
 			gathered = beam.Flatten(s, gathered, buildUnits(s, cfg, paths))
 		}

@@ -46,7 +46,11 @@ func parquetRows(t *testing.T, path string) (names []string, labels [][]string, 
 				l = append(l, row[j].String())
 			}
 			labels = append(labels, l)
-			counts, moes = append(counts, row[k].Double()), append(moes, row[k+1].Double())
+			c := row[k].Double()
+			if row[k].Kind() == parquet.Int64 { // an integer table
+				c = float64(row[k].Int64())
+			}
+			counts, moes = append(counts, c), append(moes, row[k+1].Double())
 		}
 		if err != nil {
 			break
@@ -176,8 +180,8 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"csv format for a parquet file", Spec{Job: Job{Cuboids: []string{"d0,d1"}, Epsilon: 1, Format: "csv"}, Out: "t.PARQUET"}, true, "--format csv does not match --out"},
 		{"format mismatch", Spec{Job: Job{Epsilon: 1, Format: "parquet"}, Out: "t.csv"}, true, "--format parquet does not match --out"},
-		{"existing dir", Spec{Job: Job{Cuboids: []string{"d0", "d1"}, Epsilon: 1}, Out: existing}, true, "exists; a release creates a new directory"},
-		{"existing dir one cuboid", Spec{Job: Job{Epsilon: 1, Integer: true}, Out: existing}, true, "exists; a release creates a new directory"},
+		{"existing dir", Spec{Job: Job{Cuboids: []string{"d0", "d1"}, Epsilon: 1}, Out: existing}, true, "the directory exists; nothing is overwritten: give --force to replace it"},
+		{"existing dir one cuboid", Spec{Job: Job{Epsilon: 1, Integer: true}, Out: existing}, true, "the directory exists; nothing is overwritten: give --force to replace it"},
 		{"measurements path one cuboid", Spec{Job: Job{Epsilon: 1}, Out: "m", Measurements: "m.json"}, true, "--measurements: the job does not keep its measurements"},
 		{"nonneg and integer", Spec{Job: Job{Cuboids: []string{"d0", "d1"}, Epsilon: 1, NonNeg: true, Integer: true}, Out: "x"}, true, "--nonneg and --integer exclude each other"},
 	} {

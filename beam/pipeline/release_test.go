@@ -117,7 +117,8 @@ func cuboidSpec(tb table, c domain.Cuboid, exact []domain.Cuboid, eps privacy.Ep
 	for _, e := range exact {
 		j.Exact = append(j.Exact, flagDims(tb.schema, e))
 	}
-	return Spec{Files: tb.shards, Schema: tb.schema, Job: j, Out: out}
+	// Force: the tests release into the same path again and again.
+	return Spec{Files: tb.shards, Schema: tb.schema, Job: j, Out: out, Force: true}
 }
 
 // seeded is spec with --seed seed.

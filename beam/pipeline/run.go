@@ -56,6 +56,9 @@ type Spec struct {
 	// Measurements, if set, receives the noisy measurements of a workload
 	// (Job.KeepMeasurements).
 	Measurements string
+	// Force replaces outputs that exist (atomically); without it an
+	// output that exists is refused before anything runs.
+	Force bool
 	// WorkerMemory is the memory of one worker, in bytes, which bounds a
 	// release computed on one worker when the pipeline runs on a cluster
 	// (in process, the memory of this machine does).
@@ -327,10 +330,10 @@ func (pl *Plan) setSidecar(meta any) error {
 // ModeGather).
 func (pl *Plan) Mode() int { return pl.mode }
 
-// Outputs are the files the release writes, for checking that none of
-// them is an input.
+// Outputs are the files the release writes (the directory, for a
+// release written as one), for fileio.CheckOutputs.
 func (pl *Plan) Outputs() []fileio.Named {
-	out := []fileio.Named{{Flag: "--out", Path: pl.spec.Out}}
+	out := []fileio.Named{{Flag: "--out", Path: pl.spec.Out, Dir: !pl.single}}
 	if pl.single {
 		out = append(out, fileio.Named{Flag: "sidecar", Path: pl.sidecarPath()})
 	}
@@ -374,16 +377,7 @@ func (pl *Plan) Run(ctx context.Context) (*Result, error) {
 		}
 		inputs = append(inputs, fileio.Named{Flag: "--data", Path: f})
 	}
-	// Checked before CheckOutputs, which would call an existing directory
-	// "is a directory" (knowdp release checks it first too).
-	if !pl.single {
-		if _, err := os.Lstat(spec.Out); err == nil {
-			return nil, jobErr("--out: %s exists; a release creates a new directory (nothing is overwritten)", spec.Out)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
-		}
-	}
-	if err := fileio.CheckOutputs(inputs, pl.Outputs()); err != nil {
+	if err := fileio.CheckOutputs(inputs, pl.Outputs(), spec.Force); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	parent, base := filepath.Split(filepath.Clean(spec.Out))
@@ -476,7 +470,7 @@ func (pl *Plan) Run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	if measurements != nil {
-		if err := fileio.WriteFileAtomic(spec.Measurements, measurements); err != nil {
+		if err := fileio.WriteFile(spec.Measurements, spec.Force, func(w io.Writer) error { _, err := w.Write(measurements); return err }); err != nil {
 			return nil, err
 		}
 		res.Files = append(res.Files, spec.Measurements)
@@ -512,46 +506,57 @@ func (pl *Plan) writeSingle(stage string, sidecar []byte) error {
 	if pl.jb.format == tablefile.Parquet {
 		// Parquet files do not concatenate: the counts and margins are
 		// read back and written by the single machine's writer.
-		counts, moe, err := readParquetParts(stage, blocks)
+		counts, moe, integer, err := readParquetParts(stage, blocks)
 		if err != nil {
 			return err
 		}
 		join = func(w io.Writer) error {
-			return tablefile.WriteRows(w, tablefile.Parquet, s, v, 0, counts, func(cell int) float64 { return moe[cell] })
+			return tablefile.WriteRows(w, tablefile.Parquet, s, v, 0, counts, func(cell int) float64 { return moe[cell] }, integer)
 		}
 	}
-	return fileio.WritePairAtomic(
+	return fileio.WritePair(
 		fileio.File{Path: pl.spec.Out, Write: join},
 		fileio.File{Path: pl.sidecarPath(), Write: func(w io.Writer) error { _, err := w.Write(sidecar); return err }},
+		pl.spec.Force,
 	)
 }
 
 // readParquetParts reads the count and moe90 columns (the last two) of the
 // only table's Parquet shards, in order.
-func readParquetParts(stage string, blocks int) (counts, moe []float64, err error) {
+func readParquetParts(stage string, blocks int) (counts, moe []float64, integer bool, err error) {
 	for b := range blocks {
 		path := filepath.Join(stage, partFile("", 0, b, tablefile.Parquet))
 		f, err := os.Open(path)
 		if err != nil {
-			return nil, nil, fmt.Errorf("block %d of the release is missing: %w", b, err)
+			return nil, nil, false, fmt.Errorf("block %d of the release is missing: %w", b, err)
 		}
 		st, err := f.Stat()
 		if err == nil {
 			var pf *parquet.File
 			if pf, err = parquet.OpenFile(f, st.Size()); err == nil {
 				counts, moe, err = appendParquetColumns(pf, counts, moe)
+				// An integer table's counts are INT64 (tablefile.WriteRows),
+				// and stay so in the joined file.
+				fields := pf.Schema().Fields()
+				integer = len(fields) >= 2 && fields[len(fields)-2].Type().Kind() == parquet.Int64
 			}
 		}
 		f.Close()
 		if err != nil {
-			return nil, nil, fmt.Errorf("block %d of the release: %w", b, err)
+			return nil, nil, false, fmt.Errorf("block %d of the release: %w", b, err)
 		}
 	}
-	return counts, moe, nil
+	return counts, moe, integer, nil
 }
 
 func appendParquetColumns(pf *parquet.File, counts, moe []float64) ([]float64, []float64, error) {
 	n := len(pf.Schema().Fields())
+	number := func(v parquet.Value) float64 {
+		if v.Kind() == parquet.Int64 {
+			return float64(v.Int64())
+		}
+		return v.Double()
+	}
 	r := parquet.NewReader(pf)
 	defer r.Close()
 	rows := make([]parquet.Row, 1024)
@@ -561,7 +566,7 @@ func appendParquetColumns(pf *parquet.File, counts, moe []float64) ([]float64, [
 			if len(row) != n {
 				return nil, nil, fmt.Errorf("a row of %d columns, want %d", len(row), n)
 			}
-			counts, moe = append(counts, row[n-2].Double()), append(moe, row[n-1].Double())
+			counts, moe = append(counts, number(row[n-2])), append(moe, row[n-1].Double())
 		}
 		if errors.Is(err, io.EOF) {
 			return counts, moe, nil
@@ -611,11 +616,8 @@ func (pl *Plan) writeDir(stage string, sidecar []byte) ([]string, error) {
 	if err := os.Chmod(stage, 0o755); err != nil {
 		return nil, err
 	}
-	if _, err := os.Lstat(pl.spec.Out); err == nil {
-		return nil, fmt.Errorf("write %s: it was created while the release ran; nothing is overwritten (the release is lost: run it again)", pl.spec.Out)
-	}
-	if err := os.Rename(stage, pl.spec.Out); err != nil {
-		return nil, fmt.Errorf("write %s: %w", pl.spec.Out, err)
+	if err := fileio.CommitDir(stage, pl.spec.Out, pl.spec.Force); err != nil {
+		return nil, err
 	}
 	return files, nil
 }

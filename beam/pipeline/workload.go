@@ -431,5 +431,5 @@ func (f *tableFn) process(ctx context.Context, key int64, joined func(*[]byte) b
 		}
 	}
 	moe := tab.MOE90
-	return writePart(ctx, s, domain.ViewOf(c), f.Cfg.Stage, tab.Stem, b, y, func(int) float64 { return moe }, tablefile.Format(f.Cfg.Job.Format))
+	return writePart(ctx, s, domain.ViewOf(c), f.Cfg.Stage, tab.Stem, b, y, func(int) float64 { return moe }, tablefile.Format(f.Cfg.Job.Format), false)
 }

@@ -30,7 +30,8 @@ func runAttack(ctx context.Context, e *env, args []string) error {
 		names = append(names, a.Name)
 	}
 	fs := newFlagSet(e, "attack", "attack [flags] <"+strings.Join(append(names, "all"), "|")+">")
-	out := fs.String("out", "attack-out", "output `DIR` (created if missing); a knowdp-run.json there says how the files were made")
+	out := fs.String("out", "attack-out", "output `DIR`, created when the run has finished (an existing one is refused unless --force); a knowdp-run.json there says how the files were made")
+	force := fs.Bool("force", false, forceUsage)
 	quick := fs.Bool("quick", false, "reduced settings that run in seconds (as in CI)")
 	var seed seedFlag
 	fs.Var(&seed, "seed", seedUsage)
@@ -56,35 +57,50 @@ func runAttack(ctx context.Context, e *env, args []string) error {
 	if len(run) == 0 {
 		return usageErr(fs, "unknown attack %q; choose one of %s or all", which, strings.Join(names, ", "))
 	}
-	if err := prepareOutDir(fs, *out); err != nil {
+	stage, err := stageOutDir(fs, *out, *force)
+	if err != nil {
 		return err
 	}
+	defer os.RemoveAll(stage)
 	r := seed.rand(e)
 	m := runManifest{Command: commandLine("attack", args), Seeded: r.Seeded(),
 		Note: "attack demonstrations on bundled or synthetic data: the files are experiment results, not differentially private releases"}
 	if seed.set {
 		m.Seed = &seed.seed
 	}
-	if err := writeRunManifest(*out, m); err != nil {
+	if err := writeRunManifest(stage, m); err != nil {
 		return err
 	}
-	for i, a := range run {
-		if i > 0 {
-			fmt.Fprintln(e.stdout)
-		}
+	var reports []string
+	for _, a := range run {
 		e.log.Info("attack", "name", a.Name, "out", *out, "quick", *quick)
-		rep, err := a.Run(ctx, audit.AttackConfig{Dir: *out, Quick: *quick, Rand: r})
+		rep, err := a.Run(ctx, audit.AttackConfig{Dir: stage, Quick: *quick, Rand: r})
 		if err != nil {
 			return fmt.Errorf("%s: %w", a.Name, err)
 		}
-		fmt.Fprintf(e.stdout, "== %s: %s\n\n", a.Name, a.Summary)
-		wrap(e.stdout, a.Explanation, 100)
-		fmt.Fprintln(e.stdout)
-		for _, h := range rep.Headline {
-			fmt.Fprintln(e.stdout, h)
+		// The files are in the staging directory until the run ends: they
+		// are named where they will be.
+		var files []string
+		for _, f := range rep.Files {
+			if rel, err := filepath.Rel(stage, f); err == nil {
+				f = filepath.Join(*out, rel)
+			}
+			files = append(files, f)
 		}
-		fmt.Fprintf(e.stdout, "wrote %s\n", strings.Join(rep.Files, ", "))
+		var b strings.Builder
+		fmt.Fprintf(&b, "== %s: %s\n\n", a.Name, a.Summary)
+		wrap(&b, a.Explanation, 100)
+		fmt.Fprintln(&b)
+		for _, h := range rep.Headline {
+			fmt.Fprintln(&b, h)
+		}
+		fmt.Fprintf(&b, "wrote %s\n", strings.Join(files, ", "))
+		reports = append(reports, b.String())
 	}
+	if err := fileio.CommitDir(stage, *out, *force); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	fmt.Fprint(e.stdout, strings.Join(reports, "\n"))
 	if r.Seeded() {
 		fmt.Fprintln(e.stdout, "\n(seeded run: the noise is reproducible and NOT private)")
 	}
@@ -148,14 +164,18 @@ func writeRunManifest(dir string, m runManifest) error {
 	return fileio.WriteFileAtomic(filepath.Join(dir, manifestName), append(b, '\n'))
 }
 
-// prepareOutDir refuses "-" and a path that is a file, and creates the
-// output directory.
-func prepareOutDir(fs *flag.FlagSet, dir string) error {
-	if dir == "-" || dir == "" {
-		return usageErr(fs, "--out %q: give a directory name", dir)
+// stageOutDir checks the output directory of a command that writes a
+// directory of files (attack, repro) as every output is checked, and
+// returns a staging directory beside it to write them into; CommitDir puts
+// it in place when the run has finished, so that an interrupted run leaves
+// nothing and a finished one never mixes its files with an older run's.
+func stageOutDir(fs *flag.FlagSet, dir string, force bool) (string, error) {
+	if err := fileio.CheckOutputs(nil, []fileio.Named{{Flag: "--out", Path: dir, Dir: true}}, force); err != nil {
+		return "", usageErr(fs, "%v", err)
 	}
-	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
-		return usageErr(fs, "--out %s: is a file, not a directory", dir)
+	stage, err := fileio.StageDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("--out: %w", err)
 	}
-	return os.MkdirAll(dir, 0o755)
+	return stage, nil
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func TestAttackCommand(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "attack-out")
 	code, stdout, stderr := runCLI(t, "attack", "km", "--quick", "--seed", "1", "--out", dir)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
@@ -26,9 +26,24 @@ func TestAttackCommand(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+	if !strings.Contains(stdout, "wrote "+filepath.Join(dir, "km.csv")) {
+		t.Errorf("the files are not named where they are:\n%s", stdout)
+	}
+	// The directory exists now: a second run is refused before it starts,
+	// unless --force, which replaces it whole (km's files are gone).
+	if code, _, stderr := runCLI(t, "attack", "--quick", "--seed", "2", "--out", dir, "mironov"); code != 2 || !strings.Contains(stderr, "--out "+dir+": the directory exists") {
+		t.Errorf("existing --out: exit %d (want 2)\n%s", code, stderr)
+	}
 	// The name may follow the flags.
-	if code, stdout, stderr := runCLI(t, "attack", "--quick", "--seed", "2", "--out", dir, "mironov"); code != 0 || !strings.Contains(stdout, "== mironov") {
+	if code, stdout, stderr := runCLI(t, "attack", "--quick", "--seed", "2", "--out", dir, "--force", "mironov"); code != 0 || !strings.Contains(stdout, "== mironov") {
 		t.Errorf("mironov: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "km.csv")); !os.IsNotExist(err) {
+		t.Errorf("--force kept the old run's km.csv: %v", err)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(dir))
+	if len(entries) != 1 {
+		t.Errorf("left beside the output: %v", entries)
 	}
 }
 
@@ -42,7 +57,7 @@ func TestAttackCommandErrors(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "averaging") || !strings.Contains(stdout, "--out DIR") {
 		t.Errorf("--help: exit %d, %s", code, stdout)
 	}
-	if code, _, stderr := runCLI(t, "attack", "km", "--out", "-"); code != 2 || !strings.Contains(stderr, "give a directory name") {
+	if code, _, stderr := runCLI(t, "attack", "km", "--out", "-"); code != 2 || !strings.Contains(stderr, "standard output is not supported") {
 		t.Errorf("--out -: exit %d, %s", code, stderr)
 	}
 }

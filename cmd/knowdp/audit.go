@@ -26,6 +26,24 @@ const (
 	auditQuickSamples = 20_000
 )
 
+// auditHelp says what a run costs, measured with the command it names.
+const auditHelp = `
+The cases run on GOMAXPROCS goroutines (their samples too), each with a
+generator split off the run's in a fixed order: a --seed run prints the same
+table on any number of cores. TIME is a row's own wall time, shared with
+the cases running beside it.
+
+How long it takes, measured with '/usr/bin/time knowdp audit --seed 1' on a
+2-core AMD EPYC machine shared with other jobs: the full run (10^6 samples per input) took 13.5 to
+14 minutes of wall time in three runs, in which it got 0.5 to 0.7 of one
+core, and 7.3 minutes of CPU time in the last (9.2 before the noise tables
+were made cheaper to build); on a machine with both cores free, half the
+CPU time, about 4 minutes, is the estimate (not measured). Nearly all of it
+is the sampled cube release and MWEM rows, which run a whole release, noise
+tables included, per output. --quick took 11 to 20 seconds. Issue 30
+reported 28 minutes for the full run before the cases ran in parallel.
+`
+
 func runAudit(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "audit", "audit [--samples N] [--alpha X] [--eps X] [--quick] [--seed N]")
 	samples := fs.Int("samples", auditSamples, "outputs drawn on each of the two inputs by the sampling audit (at least 100)")
@@ -34,6 +52,8 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 	epsFlag := fs.Float64("eps", 1, "eps the mechanisms are calibrated to")
 	var seed seedFlag
 	fs.Var(&seed, "seed", seedUsage)
+	flagsUsage := fs.Usage
+	fs.Usage = func() { flagsUsage(); fmt.Fprint(fs.Output(), auditHelp) }
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -57,17 +77,11 @@ func runAudit(ctx context.Context, e *env, args []string) error {
 	r := seed.rand(e)
 	cfg := audit.SampleConfig{Samples: *samples, Alpha: *alpha}
 	prog := newProgress(e, "audit", int64(len(cases)))
-	var rows []audit.Row
-	for _, c := range cases {
-		rs, err := c.Run(ctx, r, cfg)
-		if err != nil {
-			prog.Done()
-			return err
-		}
-		rows = append(rows, rs...)
-		prog.Add(1)
-	}
+	rows, err := audit.RunAll(ctx, cases, r, cfg, func() { prog.Add(1) })
 	prog.Done()
+	if err != nil {
+		return err
+	}
 	if err := writeAuditTable(e.stdout, rows); err != nil {
 		return err
 	}

@@ -39,6 +39,10 @@ func (s *seedFlag) Set(v string) error {
 
 const seedUsage = "seed `N` for reproducible runs; the output is then NOT differentially private"
 
+// forceUsage is the --force flag's help, the same for every command that
+// writes files.
+const forceUsage = "replace outputs that exist (atomically); without it an output that exists is refused before anything is read"
+
 // rand returns the generator the flag asks for and, for a seeded one, warns
 // on stderr that the output is not private.
 func (s *seedFlag) rand(e *env) *noise.Rand {

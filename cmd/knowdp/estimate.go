@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/knowdp/knowdp/domain"
@@ -23,7 +24,7 @@ func estimateCommand() *command {
 
 // writeMeasurements writes a workload release's noisy measurements (kept
 // with WorkloadSpec.KeepMeasurements) to path, atomically.
-func writeMeasurements(path string, w *release.Release) error {
+func writeMeasurements(path string, w *release.Release, force bool) error {
 	saved, err := w.SaveMeasurements()
 	if err != nil {
 		return err
@@ -32,7 +33,10 @@ func writeMeasurements(path string, w *release.Release) error {
 	if err != nil {
 		return err
 	}
-	return fileio.WriteFileAtomic(path, append(b, '\n'))
+	return fileio.WriteFile(path, force, func(out io.Writer) error {
+		_, err := out.Write(append(b, '\n'))
+		return err
+	})
 }
 
 // estimateSummary is the privacy story of an estimate: the release's, since
@@ -58,12 +62,13 @@ type estimateTable struct {
 }
 
 func runEstimate(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "estimate", "estimate --measurements FILE --cuboid DIMS [--cuboid DIMS]... [--out DIR] [--json]")
+	fs := newFlagSet(e, "estimate", "estimate --measurements FILE --cuboid DIMS [--cuboid DIMS]... [--out DIR] [--force] [--json]")
 	var cuboids stringList
 	path := fs.String("measurements", "", "JSON `FILE` written by knowdp release --measurements (required)")
 	fs.Var(&cuboids, "cuboid", "comma-separated `DIMS` of a table to estimate, each DIM or DIM:LEVEL of a hierarchy (\"\" is the grand total); repeatable (required)")
 	out := fs.String("out", "", "write one CSV per cuboid and estimate.json into this new `DIR` (default: the CSVs to stdout)")
 	asJSON := fs.Bool("json", false, "print the privacy story and the tables' errors as JSON")
+	force := fs.Bool("force", false, forceUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -74,8 +79,13 @@ func runEstimate(ctx context.Context, e *env, args []string) error {
 		return usageErr(fs, "give at least one --cuboid")
 	}
 	if *out != "" {
-		if err := checkNewDir(*out); err != nil {
-			return usageErr(fs, "--out: %v", err)
+		// --out is a directory whatever its name: a name that says one
+		// file is refused rather than made a directory.
+		if ext := strings.ToLower(filepath.Ext(*out)); ext == ".csv" || ext == ".parquet" || ext == ".json" {
+			return usageErr(fs, "--out %s: estimate writes a directory (one CSV file per cuboid and estimate.json); give a directory name", *out)
+		}
+		if err := fileio.CheckOutputs([]fileio.Named{{Flag: "--measurements", Path: *path}}, []fileio.Named{{Flag: "--out", Path: *out, Dir: true}}, *force); err != nil {
+			return usageErr(fs, "%v", err)
 		}
 	}
 	b, err := os.ReadFile(*path)
@@ -131,7 +141,7 @@ func runEstimate(ctx context.Context, e *env, args []string) error {
 			_, err := w.Write(append(meta, '\n'))
 			return err
 		}})
-		if err := fileio.WriteDirAtomic(*out, files); err != nil {
+		if err := fileio.WriteDir(*out, files, *force); err != nil {
 			return err
 		}
 	}

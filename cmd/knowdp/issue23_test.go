@@ -142,7 +142,7 @@ func TestRunManifestRecordsTheCommand(t *testing.T) {
 		seed uint64
 	}{
 		{[]string{"repro", "zcdp", "--out", dir, "--quick"}, "repro zcdp --out '" + dir + "' --quick", 1},
-		{[]string{"repro", "--quick", "--seed", "7", "--out", dir, "zcdp"}, "repro --quick --seed 7 --out '" + dir + "' zcdp", 7},
+		{[]string{"repro", "--quick", "--seed", "7", "--out", dir, "--force", "zcdp"}, "repro --quick --seed 7 --out '" + dir + "' --force zcdp", 7},
 	} {
 		if code, stdout, stderr := runCLI(t, tc.args...); code != 0 {
 			t.Fatalf("%q: exit %d\n%s\n%s", tc.args, code, stdout, stderr)
@@ -226,7 +226,11 @@ func readReleased(t *testing.T, path string) ([]string, [][]string, []float64) {
 				for j := range k {
 					l = append(l, row[j].String())
 				}
-				labels, counts = append(labels, l), append(counts, row[k].Double())
+				c := row[k].Double()
+				if row[k].Kind() == parquet.Int64 { // an integer table
+					c = float64(row[k].Int64())
+				}
+				labels, counts = append(labels, l), append(counts, c)
 			}
 			if err != nil {
 				break

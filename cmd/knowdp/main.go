@@ -46,6 +46,7 @@ type env struct {
 func commands() []*command {
 	return []*command{
 		demoCommand(),
+		schemaCommand(),
 		releaseCommand(),
 		estimateCommand(),
 		releaseGraphCommand(),

@@ -66,8 +66,9 @@ func runRefine(ctx context.Context, e *env, args []string) error {
 	specPath := fs.String("constraints", "", "constraints JSON `FILE`, format below (required)")
 	out := fs.String("out", "", "output CSV `FILE` of refined answers, columns as --name and --value (required); a JSON sidecar of the same name says what was refined and its privacy")
 	asJSON := fs.Bool("json", false, "print the summary and the refined answers as JSON (full precision)")
+	force := fs.Bool("force", false, forceUsage)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: knowdp refine --answers FILE --constraints FILE --out FILE [flags]
+		fmt.Fprint(fs.Output(), `Usage: knowdp refine --answers FILE --constraints FILE --out FILE [--force] [flags]
        knowdp refine rho [flags]   (privacy loss of a refinement: 'knowdp refine rho --help')
 
 Writes the least-squares refinement of the noisy answers: the answers closest to them
@@ -87,7 +88,7 @@ Flags:
 	sidecar := sidecarPath(*out)
 	if err := fileio.CheckOutputs(
 		[]fileio.Named{{Flag: "--answers", Path: *answers}, {Flag: "--constraints", Path: *specPath}},
-		[]fileio.Named{{Flag: "--out", Path: *out}, {Flag: "sidecar", Path: sidecar}},
+		[]fileio.Named{{Flag: "--out", Path: *out}, {Flag: "sidecar", Path: sidecar}}, *force,
 	); err != nil {
 		return usageErr(fs, "%v", err)
 	}
@@ -140,9 +141,9 @@ Flags:
 		cw.Flush()
 		return cw.Error()
 	}
-	if err := fileio.WritePairAtomic(
+	if err := fileio.WritePair(
 		fileio.File{Path: *out, Write: writeCSV},
-		fileio.File{Path: sidecar, Write: func(w io.Writer) error { _, err := w.Write(append(meta, '\n')); return err }},
+		fileio.File{Path: sidecar, Write: func(w io.Writer) error { _, err := w.Write(append(meta, '\n')); return err }}, *force,
 	); err != nil {
 		return err
 	}

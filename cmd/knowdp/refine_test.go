@@ -70,10 +70,17 @@ func TestRefineCommand(t *testing.T) {
 	if !strings.Contains(stdout, `equalities "AB" depend on the data`) || !strings.Contains(stdout, "knowdp refine rho") {
 		t.Errorf("missing privacy warning:\n%s", stdout)
 	}
+	// The refined answers exist now: a second run is refused, before it
+	// reads anything, unless --force.
+	before, _ := os.ReadFile(out)
+	code, _, stderr = runRefineArgs(t, "--answers", refineTD+"grades-noisy.csv", "--constraints", refineTD+"grades-definitional.json", "--out", out)
+	if after, _ := os.ReadFile(out); code != 2 || !strings.Contains(stderr, "--out "+out+": the file exists") || !strings.Contains(stderr, "--force") || !bytes.Equal(before, after) {
+		t.Fatalf("existing --out: exit %d (want 2), file changed %v: %s", code, !bytes.Equal(before, after), stderr)
+	}
 	// Definitional constraints only: post-processing, and the grades'
 	// sums are the tree fast path (the exact least-squares answer is
 	// checked in package refine).
-	code, stdout, stderr = runRefineArgs(t, "--answers", refineTD+"grades-noisy.csv", "--constraints", refineTD+"grades-definitional.json", "--out", out)
+	code, stdout, stderr = runRefineArgs(t, "--answers", refineTD+"grades-noisy.csv", "--constraints", refineTD+"grades-definitional.json", "--out", out, "--force")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -162,7 +169,7 @@ func TestRefineSidecarAndFormat(t *testing.T) {
 		{"grades-definitional.json", true, nil, "inherited"},
 	} {
 		out := filepath.Join(dir, "r.csv")
-		code, _, stderr := runRefineArgs(t, "--answers", refineTD+"grades-noisy.csv", "--constraints", refineTD+tc.constraints, "--out", out)
+		code, _, stderr := runRefineArgs(t, "--answers", refineTD+"grades-noisy.csv", "--constraints", refineTD+tc.constraints, "--out", out, "--force")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}

@@ -44,7 +44,7 @@ type releaseFlags struct {
 	strategy                                                   string
 	measurements                                               string
 	format                                                     string
-	infer, nonneg, integer, json                               bool
+	infer, nonneg, integer, json, force                        bool
 	exact, cuboids                                             stringList
 	epsilon, tol, rho, delta                                   float64
 	sensitivity, cellLimit                                     int
@@ -60,7 +60,7 @@ func sidecarPath(out string) string {
 
 func runRelease(ctx context.Context, e *env, args []string) error {
 	// Flags.
-	fs := newFlagSet(e, "release", "release --data FILE --schema FILE --epsilon X [--exact DIMS]... [--cuboid DIMS]... [--workload FILE] [--split HOW] [--privacy-unit COLUMN --max-rows K|auto] [--nonneg|--integer] [--seed N] [--format FORMAT] --out FILE|DIR")
+	fs := newFlagSet(e, "release", "release --data FILE --schema FILE --epsilon X [--exact DIMS]... [--cuboid DIMS]... [--workload FILE] [--split HOW] [--privacy-unit COLUMN --max-rows K|auto] [--nonneg|--integer] [--seed N] [--format FORMAT] [--force] --out FILE|DIR")
 	var f releaseFlags
 	fs.StringVar(&f.data, "data", "", "fact table (required): a CSV `FILE` with a header row and a column per schema dimension, a Parquet file, an SQLite database file or a postgres:// URL (with --table)")
 	fs.StringVar(&f.table, "table", "", "with an SQLite or PostgreSQL --data: the `TABLE` to count (the GROUP BY runs in the database)")
@@ -86,6 +86,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.out, "out", "", "output CSV `FILE` (required; FILE.parquet for Parquet), with the privacy story in the same name with .json; with several cuboids a new directory: one CSV (or Parquet, --format) file per cuboid and release.json")
 	fs.StringVar(&f.format, "format", "", "`FORMAT` of the released tables: csv or parquet (default: parquet for an --out ending in .parquet, otherwise csv); the columns are the same")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (the sidecar's fields, full precision)")
+	fs.BoolVar(&f.force, "force", false, forceUsage)
 	fs.Var(&f.seed, "seed", seedUsage)
 	f.unit.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -102,18 +103,17 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if err := req.Check(); err != nil {
 		return usageErr(fs, "%v", strings.TrimPrefix(err.Error(), release.ErrUsage.Error()+": "))
 	}
+	// Every output is checked before anything is read: not an input,
+	// not existing (unless --force), in a directory that takes new files.
 	inputs := []fileio.Named{{Flag: "--data", Path: f.data}, {Flag: "--schema", Path: f.schema}, {Flag: "--workload", Path: f.workload}}
 	outputs := []fileio.Named{{Flag: "--out", Path: f.out}, {Flag: "sidecar", Path: sidecarPath(f.out)}}
 	if !f.single() {
-		outputs = outputs[:1]
-		if err := checkNewDir(f.out); err != nil {
-			return usageErr(fs, "--out: %v", err)
-		}
+		outputs = []fileio.Named{{Flag: "--out", Path: f.out, Dir: true}}
 	}
 	if f.measurements != "" {
 		outputs = append(outputs, fileio.Named{Flag: "--measurements", Path: f.measurements})
 	}
-	if err := fileio.CheckOutputs(inputs, outputs); err != nil {
+	if err := fileio.CheckOutputs(inputs, outputs, f.force); err != nil {
 		return usageErr(fs, "%v", err)
 	}
 
@@ -355,7 +355,7 @@ func writeRelease(e *env, f *releaseFlags, w *release.Release, format tablefile.
 	}
 	writeTable := func(t release.Table) func(io.Writer) error {
 		return func(out io.Writer) error {
-			return tablefile.WriteRows(out, format, s, t.TableView(), 0, t.Counts, t.CellMOE)
+			return tablefile.WriteRows(out, format, s, t.TableView(), 0, t.Counts, t.CellMOE, t.Integer)
 		}
 	}
 	var files []string
@@ -365,7 +365,7 @@ func writeRelease(e *env, f *releaseFlags, w *release.Release, format tablefile.
 	}
 	if f.single() {
 		meta.Tables[0].File = filepath.Base(f.out)
-		if err := fileio.WritePairAtomic(fileio.File{Path: f.out, Write: writeTable(w.Tables[0])}, fileio.File{Path: sidecarPath(f.out), Write: sidecar}); err != nil {
+		if err := fileio.WritePair(fileio.File{Path: f.out, Write: writeTable(w.Tables[0])}, fileio.File{Path: sidecarPath(f.out), Write: sidecar}, f.force); err != nil {
 			return err
 		}
 		files = []string{f.out, sidecarPath(f.out)}
@@ -379,12 +379,12 @@ func writeRelease(e *env, f *releaseFlags, w *release.Release, format tablefile.
 		}
 		out = append(out, fileio.File{Path: "release.json", Write: sidecar})
 		files = append(files, "release.json")
-		if err := fileio.WriteDirAtomic(f.out, out); err != nil {
+		if err := fileio.WriteDir(f.out, out, f.force); err != nil {
 			return err
 		}
 	}
 	if f.measurements != "" {
-		if err := writeMeasurements(f.measurements, w); err != nil {
+		if err := writeMeasurements(f.measurements, w, f.force); err != nil {
 			return err
 		}
 	}

@@ -26,12 +26,13 @@ type releaseGraphFlags struct {
 	edges, known, out string
 	vertices          int
 	directed, json    bool
+	force             bool
 	epsilon           float64
 	seed              seedFlag
 }
 
 func runReleaseGraph(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "release-graph", "release-graph --edges FILE --vertices N [--directed] [--known-degrees FILE] --epsilon X [--seed N] --out FILE")
+	fs := newFlagSet(e, "release-graph", "release-graph --edges FILE --vertices N [--directed] [--known-degrees FILE] --epsilon X [--seed N] [--force] --out FILE")
 	var f releaseGraphFlags
 	fs.StringVar(&f.edges, "edges", "", "the graph: CSV `FILE` with a header and columns u and v, one row per edge, vertices numbered 0 to N-1 (required)")
 	fs.IntVar(&f.vertices, "vertices", 0, "number of vertices `N` (public, like a schema's domain; required)")
@@ -40,6 +41,7 @@ func runReleaseGraph(ctx context.Context, e *env, args []string) error {
 	fs.Float64Var(&f.epsilon, "epsilon", 0, "privacy loss eps > 0 with respect to the neighbours the known degrees induce (required)")
 	fs.StringVar(&f.out, "out", "", "output CSV `FILE` (required): u,v,edge for every vertex pair; the privacy story goes to the same name with .json")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (the sidecar's fields, full precision)")
+	fs.BoolVar(&f.force, "force", false, forceUsage)
 	fs.Var(&f.seed, "seed", seedUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -62,7 +64,7 @@ func runReleaseGraph(ctx context.Context, e *env, args []string) error {
 	if f.known != "" {
 		inputs = append(inputs, fileio.Named{Flag: "--known-degrees", Path: f.known})
 	}
-	if err := fileio.CheckOutputs(inputs, []fileio.Named{{Flag: "--out", Path: f.out}, {Flag: "sidecar", Path: sidecar}}); err != nil {
+	if err := fileio.CheckOutputs(inputs, []fileio.Named{{Flag: "--out", Path: f.out}, {Flag: "sidecar", Path: sidecar}}, f.force); err != nil {
 		return usageErr(fs, "%v", err)
 	}
 	spec := graph.GraphSpec{Vertices: f.vertices, Directed: f.directed, Epsilon: eps}
@@ -84,9 +86,9 @@ func runReleaseGraph(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := fileio.WritePairAtomic(
+	if err := fileio.WritePair(
 		fileio.File{Path: f.out, Write: func(w io.Writer) error { return g.WriteCSV(w) }},
-		fileio.File{Path: sidecar, Write: func(w io.Writer) error { _, err := w.Write(append(metaJSON, '\n')); return err }},
+		fileio.File{Path: sidecar, Write: func(w io.Writer) error { _, err := w.Write(append(metaJSON, '\n')); return err }}, f.force,
 	); err != nil {
 		return err
 	}
@@ -98,11 +100,11 @@ func runReleaseGraph(ctx context.Context, e *env, args []string) error {
 			Privacy graph.GraphMetadata `json:"privacy"`
 		}{f.out, sidecar, len(g.Values), meta})
 	}
-	kind := "undirected"
+	kind := "an undirected"
 	if g.Directed {
-		kind = "directed"
+		kind = "a directed"
 	}
-	fmt.Fprintf(e.stdout, "released a %s graph on %d vertices: %d vertex pairs\n", kind, g.Vertices, len(g.Values))
+	fmt.Fprintf(e.stdout, "released %s graph on %d vertices: %d vertex pairs\n", kind, g.Vertices, len(g.Values))
 	fmt.Fprintf(e.stdout, "known degrees (published as they are): %d\n", len(g.KnownOut)+len(g.KnownIn))
 	fmt.Fprintf(e.stdout, "epsilon %g w.r.t. %s\n", g.Epsilon, meta.Neighbours)
 	if g.Sensitivity == 0 {

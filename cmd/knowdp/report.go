@@ -3,10 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,7 +34,7 @@ func runReport(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "report", reportUsage)
 	out := fs.String("out", "report.html", "write the page to this `FILE` (refused if it exists, unless --force)")
 	schemaPath := fs.String("schema", "", "the release's schema `FILE` (optional): with it, tables at different levels of a hierarchy are checked to add up level by level")
-	force := fs.Bool("force", false, "replace an existing --out file")
+	force := fs.Bool("force", false, forceUsage)
 	target, err := parseTarget(fs, args)
 	if err != nil {
 		return err
@@ -44,11 +43,8 @@ func runReport(ctx context.Context, e *env, args []string) error {
 		return usageErr(fs, "--out: give a file name")
 	}
 	// The output is checked before anything is read.
-	if err := fileio.CheckOutputs([]fileio.Named{{Flag: "--schema", Path: *schemaPath}}, []fileio.Named{{Flag: "--out", Path: *out}}); err != nil {
+	if err := fileio.CheckOutputs([]fileio.Named{{Flag: "--schema", Path: *schemaPath}}, []fileio.Named{{Flag: "--out", Path: *out}}, *force); err != nil {
 		return usageErr(fs, "%v", err)
-	}
-	if _, err := os.Lstat(*out); err == nil && !*force {
-		return usageErr(fs, "--out %s exists; give --force to replace it", *out)
 	}
 
 	dir, name, err := reportTarget(target)
@@ -63,7 +59,7 @@ func runReport(ctx context.Context, e *env, args []string) error {
 	for _, t := range rel.Tables {
 		inputs = append(inputs, fileio.Named{Flag: "table", Path: filepath.Join(dir, t.File)})
 	}
-	if err := fileio.CheckOutputs(inputs, []fileio.Named{{Flag: "--out", Path: *out}}); err != nil {
+	if err := fileio.CheckOutputs(inputs, []fileio.Named{{Flag: "--out", Path: *out}}, *force); err != nil {
 		return usageErr(fs, "%v", err)
 	}
 	var schema *domain.Schema
@@ -85,11 +81,10 @@ func runReport(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", target, err)
 	}
-	if *force {
-		err = fileio.WriteFileAtomic(*out, page.Bytes())
-	} else {
-		err = writeNewFile(*out, page.Bytes())
-	}
+	err = fileio.WriteFile(*out, *force, func(w io.Writer) error {
+		_, err := w.Write(page.Bytes())
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
@@ -130,42 +125,4 @@ func reportTarget(target string) (dir, name string, err error) {
 		return target, "", nil
 	}
 	return filepath.Dir(target), filepath.Base(target), nil
-}
-
-// writeNewFile writes data to path atomically and never replaces a file:
-// the synced temporary file is hard-linked to path, which fails if path
-// has come to exist since it was checked (a rename would replace it).
-func writeNewFile(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Link(tmp, path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s exists (it appeared while the report was made); give --force to replace it", path)
-		}
-		// A file system without hard links: rename, after checking once more.
-		if _, serr := os.Lstat(path); serr == nil {
-			return fmt.Errorf("%s exists; give --force to replace it", path)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-	}
-	return nil
 }

@@ -62,7 +62,7 @@ func TestReportCommand(t *testing.T) {
 	// An existing page is kept without --force, and replaced with it.
 	os.WriteFile(out, []byte("mine"), 0o644)
 	code, _, stderr = runCLI(t, "report", rel, "--out", out)
-	if b, _ := os.ReadFile(out); code != 2 || string(b) != "mine" || !strings.Contains(stderr, "--out "+out+" exists; give --force to replace it") {
+	if b, _ := os.ReadFile(out); code != 2 || string(b) != "mine" || !strings.Contains(stderr, "--out "+out+": the file exists; nothing is overwritten: give --force to replace it") {
 		t.Errorf("existing --out without --force: exit %d, %q, file %q", code, stderr, b)
 	}
 	if code, _, stderr = runCLI(t, "report", "--force", "--out", out, rel); code != 0 {

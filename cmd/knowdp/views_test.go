@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -47,8 +48,8 @@ func TestReleaseViews(t *testing.T) {
 		}
 		return out
 	}
-	states := sum("geo.state-sex.csv", func(r []string) string { return r[0] })
-	places := sum("geo-sex-agegroup.csv", func(r []string) string { return strings.SplitN(r[0], "/", 2)[0] })
+	states := sum("state-sex.csv", func(r []string) string { return r[0] })
+	places := sum("place-sex-agegroup.csv", func(r []string) string { return strings.SplitN(r[0], "/", 2)[0] })
 	if len(states) != 50 {
 		t.Fatalf("%d states", len(states))
 	}
@@ -61,9 +62,26 @@ func TestReleaseViews(t *testing.T) {
 			t.Errorf("state %s: state table %v, places add up to %v, invariant %v", st, n, places[st], truth[st])
 		}
 	}
-	regions := readCSVFile(t, filepath.Join(dir, "geo.region.csv"))
-	if strings.Join(regions[0], ",") != "geo,count,moe90" || len(regions) != 5 {
-		t.Fatalf("geo.region.csv: %v", regions)
+	// Every table's hierarchy column is named by its level, and so is its
+	// file.
+	for file, header := range map[string]string{"region.csv": "region,count,moe90", "state-sex.csv": "state,sex,count,moe90", "place-sex-agegroup.csv": "place,sex,agegroup,count,moe90"} {
+		rows := readCSVFile(t, filepath.Join(dir, file))
+		if got := strings.Join(rows[0], ","); got != header {
+			t.Errorf("%s: header %s, want %s", file, got, header)
+		}
+	}
+	if regions := readCSVFile(t, filepath.Join(dir, "region.csv")); len(regions) != 5 {
+		t.Fatalf("region.csv: %v", regions)
+	}
+	// The summary by level states the margins the tables publish (integer
+	// tables add 1 for the rounding), in release.json and in the summary.
+	maxMOE := func(file string) float64 {
+		m := 0.0
+		for _, r := range readCSVFile(t, filepath.Join(dir, file))[1:] {
+			x, _ := strconv.ParseFloat(r[len(r)-1], 64)
+			m = max(m, x)
+		}
+		return m
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "release.json"))
 	if err != nil {
@@ -75,6 +93,7 @@ func TestReleaseViews(t *testing.T) {
 		Levels    []struct {
 			Level     string  `json:"level"`
 			MeanMOE90 float64 `json:"mean_moe90"`
+			MaxMOE90  float64 `json:"max_moe90"`
 		} `json:"levels"`
 		Tables []struct {
 			File         string `json:"file"`
@@ -91,6 +110,14 @@ func TestReleaseViews(t *testing.T) {
 	for _, tb := range meta.Tables {
 		if !tb.Public && !tb.IntegerExact {
 			t.Errorf("%s: integer_exact false", tb.File)
+		}
+	}
+	for i, file := range map[int]string{1: "state-sex.csv", 2: "place-sex-agegroup.csv"} {
+		if got, want := meta.Levels[i].MaxMOE90, maxMOE(file); got != want {
+			t.Errorf("level %s: max_moe90 %v, the table's largest moe90 %v", meta.Levels[i].Level, got, want)
+		}
+		if !strings.Contains(stdout, fmt.Sprintf("%.4g", maxMOE(file))) {
+			t.Errorf("the summary does not state %s's largest moe90 %.4g", file, maxMOE(file))
 		}
 	}
 }
@@ -151,8 +178,8 @@ func TestReleaseViewsNonNegative(t *testing.T) {
 		}
 		return out
 	}
-	states := sum("geo.state-sex.csv", func(r []string) string { return r[0] })
-	places := sum("geo-sex.csv", func(r []string) string { return strings.SplitN(r[0], "/", 2)[0] })
+	states := sum("state-sex.csv", func(r []string) string { return r[0] })
+	places := sum("place-sex.csv", func(r []string) string { return strings.SplitN(r[0], "/", 2)[0] })
 	truth := map[string]float64{}
 	for _, r := range readCSVFile(t, repoFile("data/us-persons.csv"))[1:] {
 		truth[strings.SplitN(r[0], "/", 2)[0]]++
@@ -245,7 +272,7 @@ func TestReleaseViewsPrintedSumsHold(t *testing.T) {
 		}
 		return out
 	}
-	states, places := read("geo.state-sex.csv"), read("geo-sex.csv")
+	states, places := read("state-sex.csv"), read("place-sex.csv")
 	truth := map[string]float64{}
 	for _, r := range readCSVFile(t, repoFile("data/us-persons.csv"))[1:] {
 		truth[strings.SplitN(r[0], "/", 2)[0]]++
@@ -299,9 +326,9 @@ func TestReleaseCrossingHierarchies(t *testing.T) {
 		}
 		return v, x
 	}
-	sb, sbx := read("geo.state-agegroup.broad.csv", "geo:state,agegroup:broad")
-	da, dax := read("geo.division-agegroup.csv", "geo:division,agegroup")
-	pb, pbx := read("geo-agegroup.broad.csv", "geo,agegroup:broad")
+	sb, sbx := read("state-broad.csv", "geo:state,agegroup:broad")
+	da, dax := read("division-agegroup.csv", "geo:division,agegroup")
+	pb, pbx := read("place-broad.csv", "geo,agegroup:broad")
 	same := func(a domain.View, x []float64, b domain.View, y []float64, to string) {
 		m, err := schema.ParseView(to)
 		if err != nil {

@@ -67,7 +67,11 @@ func PrintSummary(w io.Writer, m release.Metadata) {
 		fmt.Fprintf(w, "also measured (not published, used by the estimate): %s\n", strings.Join(measuredOnly, ", "))
 	}
 	if len(m.Levels) > 0 {
-		fmt.Fprintln(w, "error by level (from the mechanism alone; per cell):")
+		head := "error by level (from the mechanism alone; per cell):"
+		if slices.ContainsFunc(m.Tables, func(t release.TableMetadata) bool { return t.Integer }) {
+			head = "error by level (from the mechanism alone; per cell; moe90 as the tables publish it, +1 for integer rounding):"
+		}
+		fmt.Fprintln(w, head)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "level\tcells\texpected |error|\tmean moe90\tmax moe90\n")
 		for _, l := range m.Levels {

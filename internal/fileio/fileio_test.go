@@ -45,10 +45,10 @@ func writeString(s string) func(io.Writer) error {
 	return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
 }
 
-func TestWritePairAtomic(t *testing.T) {
+func TestWritePair(t *testing.T) {
 	dir := t.TempDir()
 	csv, side := filepath.Join(dir, "r.csv"), filepath.Join(dir, "r.json")
-	if err := WritePairAtomic(File{csv, writeString("c1")}, File{side, writeString("j1")}); err != nil {
+	if err := WritePair(File{csv, writeString("c1")}, File{side, writeString("j1")}, false); err != nil {
 		t.Fatal(err)
 	}
 	read := func(p string) string {
@@ -80,7 +80,7 @@ func TestWritePairAtomic(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.setup(t, tc.sidecar)
-			err := WritePairAtomic(File{csv, writeString("c2")}, File{tc.sidecar, writeString("j2")})
+			err := WritePair(File{csv, writeString("c2")}, File{tc.sidecar, writeString("j2")}, true)
 			if err == nil {
 				t.Fatal("write succeeded")
 			}
@@ -97,7 +97,7 @@ func TestWritePairAtomic(t *testing.T) {
 	}
 	// A new CSV (none before) is removed when its sidecar cannot be placed.
 	fresh := filepath.Join(dir, "fresh.csv")
-	if err := WritePairAtomic(File{fresh, writeString("c")}, File{filepath.Join(dir, "dirside"), writeString("j")}); err == nil {
+	if err := WritePair(File{fresh, writeString("c")}, File{filepath.Join(dir, "dirside"), writeString("j")}, true); err == nil {
 		t.Fatal("write succeeded")
 	}
 	if _, err := os.Stat(fresh); !errors.Is(err, os.ErrNotExist) {
@@ -125,29 +125,42 @@ func TestCheckOutputs(t *testing.T) {
 	must(os.Symlink(p("real"), p("linkdir")))
 	must(os.Link(p("data.csv"), p("hard.csv")))
 	must(os.WriteFile(p("real/in.csv"), []byte("x"), 0o644))
-	inputs := []Named{{"--data", p("data.csv")}, {"--schema", p("s.schema.json")}, {"--other", p("real/in.csv")}, {"--unset", ""}}
+	must(os.WriteFile(p("exist.csv"), []byte("x"), 0o644))
+	must(os.WriteFile(p("exist.json"), []byte("x"), 0o644))
+	ro := unwritableDir(t)
+	inputs := []Named{{Flag: "--data", Path: p("data.csv")}, {Flag: "--schema", Path: p("s.schema.json")}, {Flag: "--other", Path: p("real/in.csv")}, {Flag: "--unset", Path: ""}}
 	for _, tc := range []struct {
 		name    string
 		outputs []Named
+		force   bool
 		want    string // "" for no error
 	}{
-		{"fresh", []Named{{"--out", p("out.csv")}, {"sidecar", p("out.json")}}, ""},
-		{"same as data", []Named{{"--out", p("data.csv")}}, "--out " + p("data.csv") + " is the same file as --data"},
-		{"relative spelling", []Named{{"--out", dir + "/./real/../data.csv"}}, "same file as --data"},
-		{"sidecar is the schema", []Named{{"--out", p("s.schema.csv")}, {"sidecar", p("s.schema.json")}}, "sidecar"},
-		{"symlink to data", []Named{{"--out", p("link.csv")}}, "same file as --data"},
-		{"hard link to data", []Named{{"--out", p("hard.csv")}}, "same file as --data"},
-		{"new file through symlinked dir", []Named{{"--out", p("linkdir/in.csv")}}, "same file as --other"},
-		{"outputs collide", []Named{{"--out", p("a.json")}, {"sidecar", p("a.json")}}, "sidecar " + p("a.json") + " is the same file as --out"},
-		{"stdout", []Named{{"--out", "-"}}, "standard output"},
-		{"directory", []Named{{"--out", p("real")}}, "is a directory"},
-		{"missing directory", []Named{{"--out", p("nodir/r.csv")}}, "--out " + p("nodir/r.csv") + ": directory " + p("nodir") + " does not exist"},
-		{"missing directory, relative", []Named{{"--out", "nodir-knowdp-test/r.csv"}}, "--out nodir-knowdp-test/r.csv: directory nodir-knowdp-test does not exist"},
-		{"parent is a file", []Named{{"--out", p("data.csv/r.csv")}}, p("data.csv") + " is not a directory"},
-		{"new directory in an existing one", []Named{{"--out", p("real/new")}}, ""},
+		{"fresh", []Named{{Flag: "--out", Path: p("out.csv")}, {Flag: "sidecar", Path: p("out.json")}}, false, ""},
+		{"same as data", []Named{{Flag: "--out", Path: p("data.csv")}}, false, "--out " + p("data.csv") + " is the same file as --data"},
+		{"relative spelling", []Named{{Flag: "--out", Path: dir + "/./real/../data.csv"}}, false, "same file as --data"},
+		{"sidecar is the schema", []Named{{Flag: "--out", Path: p("s.schema.csv")}, {Flag: "sidecar", Path: p("s.schema.json")}}, false, "sidecar"},
+		{"symlink to data", []Named{{Flag: "--out", Path: p("link.csv")}}, false, "same file as --data"},
+		{"hard link to data", []Named{{Flag: "--out", Path: p("hard.csv")}}, false, "same file as --data"},
+		{"new file through symlinked dir", []Named{{Flag: "--out", Path: p("linkdir/in.csv")}}, false, "same file as --other"},
+		{"outputs collide", []Named{{Flag: "--out", Path: p("a.json")}, {Flag: "sidecar", Path: p("a.json")}}, false, "sidecar " + p("a.json") + " is the same file as --out"},
+		{"stdout", []Named{{Flag: "--out", Path: "-"}}, false, "standard output"},
+		{"directory", []Named{{Flag: "--out", Path: p("real")}}, false, "is a directory"},
+		{"directory, forced", []Named{{Flag: "--out", Path: p("real")}}, true, "is a directory"},
+		{"existing file", []Named{{Flag: "--out", Path: p("exist.csv")}}, false, "--out " + p("exist.csv") + ": the file exists; nothing is overwritten: give --force to replace it"},
+		{"existing sidecar", []Named{{Flag: "--out", Path: p("new.csv")}, {Flag: "sidecar", Path: p("exist.json")}}, false, "sidecar " + p("exist.json") + ": the file exists"},
+		{"existing file, forced", []Named{{Flag: "--out", Path: p("exist.csv")}, {Flag: "sidecar", Path: p("exist.json")}}, true, ""},
+		{"existing directory output", []Named{{Flag: "--out", Path: p("real"), Dir: true}}, false, "--out " + p("real") + ": the directory exists; nothing is overwritten: give --force to replace it"},
+		{"existing directory output, forced", []Named{{Flag: "--out", Path: p("real"), Dir: true}}, true, ""},
+		{"directory output is a file", []Named{{Flag: "--out", Path: p("exist.csv"), Dir: true}}, true, "exists and is not a directory"},
+		{"forced output is still not an input", []Named{{Flag: "--out", Path: p("data.csv")}}, true, "same file as --data"},
+		{"unwritable directory", []Named{{Flag: "--out", Path: filepath.Join(ro, "r.csv")}}, false, "--out " + filepath.Join(ro, "r.csv") + ": permission denied"},
+		{"missing directory", []Named{{Flag: "--out", Path: p("nodir/r.csv")}}, false, "--out " + p("nodir/r.csv") + ": directory " + p("nodir") + " does not exist"},
+		{"missing directory, relative", []Named{{Flag: "--out", Path: "nodir-knowdp-test/r.csv"}}, false, "--out nodir-knowdp-test/r.csv: directory nodir-knowdp-test does not exist"},
+		{"parent is a file", []Named{{Flag: "--out", Path: p("data.csv/r.csv")}}, false, p("data.csv") + " is not a directory"},
+		{"new directory in an existing one", []Named{{Flag: "--out", Path: p("real/new")}}, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckOutputs(inputs, tc.outputs)
+			err := CheckOutputs(inputs, tc.outputs, tc.force)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -158,33 +171,147 @@ func TestCheckOutputs(t *testing.T) {
 	}
 }
 
-func TestWriteDirAtomic(t *testing.T) {
+func TestWriteDir(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "out")
 	files := []File{
-		{Path: "a.csv", Write: func(w io.Writer) error { _, err := io.WriteString(w, "a\n"); return err }},
-		{Path: "release.json", Write: func(w io.Writer) error { _, err := io.WriteString(w, "{}\n"); return err }},
+		{Path: "a.csv", Write: writeString("a\n")},
+		{Path: "release.json", Write: writeString("{}\n")},
 	}
-	if err := WriteDirAtomic(dir, files); err != nil {
+	if err := WriteDir(dir, files, false); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "a.csv")); err != nil || string(b) != "a\n" {
 		t.Fatalf("a.csv: %q %v", b, err)
 	}
-	// An existing, non-empty directory is never overwritten.
-	if err := WriteDirAtomic(dir, files[:1]); err == nil {
-		t.Fatal("overwrote an existing directory")
+	// An existing directory is never replaced without force, not even an
+	// empty one (a plain rename would replace that).
+	if err := WriteDir(dir, files[:1], false); !errors.Is(err, ErrExists) {
+		t.Fatalf("error %v, want ErrExists", err)
 	}
-	// A failing file leaves nothing behind.
-	bad := filepath.Join(parent, "bad")
-	fail := File{Path: "b.csv", Write: func(w io.Writer) error { return errors.New("disk full") }}
-	if err := WriteDirAtomic(bad, []File{files[0], fail}); err == nil || !strings.Contains(err.Error(), "disk full") {
+	empty := filepath.Join(parent, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteDir(empty, files[:1], false); !errors.Is(err, ErrExists) {
+		t.Fatalf("empty directory: error %v, want ErrExists", err)
+	}
+	// With force it is replaced whole: the old files are gone.
+	if err := WriteDir(dir, []File{{Path: "b.csv", Write: writeString("b\n")}}, true); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != "b.csv" {
+		t.Fatalf("replaced directory holds %v, want only b.csv", entries)
+	}
+	// A failing file leaves nothing behind, and the directory as it was.
+	fail := File{Path: "c.csv", Write: func(w io.Writer) error { return errors.New("disk full") }}
+	if err := WriteDir(dir, []File{files[0], fail}, true); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("error %v", err)
 	}
-	entries, _ := os.ReadDir(parent)
-	if len(entries) != 1 {
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 || entries[0].Name() != "b.csv" {
+		t.Fatalf("a failed forced write changed the directory: %v", entries)
+	}
+	entries, _ = os.ReadDir(parent)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+}
+
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "report.html")
+	if err := WriteFile(p, false, writeString("one")); err != nil {
+		t.Fatal(err)
+	}
+	// A file that exists (appeared after the check) is kept.
+	if err := WriteFile(p, false, writeString("two")); !errors.Is(err, ErrExists) || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("error %v, want ErrExists naming --force", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "one" {
+		t.Fatalf("file is %q after a refused write", b)
+	}
+	if err := WriteFile(p, true, writeString("three")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "three" {
+		t.Fatalf("file is %q after a forced write", b)
+	}
+	// Without force a pair never replaces either file: the first one
+	// written is taken back when the second exists.
+	csv, side := filepath.Join(dir, "r.csv"), filepath.Join(dir, "r.json")
+	if err := os.WriteFile(side, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePair(File{csv, writeString("c")}, File{side, writeString("j")}, false); !errors.Is(err, ErrExists) {
+		t.Fatalf("error %v, want ErrExists", err)
+	}
+	if _, err := os.Stat(csv); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("CSV left without its sidecar: %v", err)
+	}
+	if b, _ := os.ReadFile(side); string(b) != "old" {
+		t.Errorf("sidecar is %q, want it untouched", b)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+}
+
+func TestCommitDir(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "repro-out")
+	for i, force := range []bool{false, true} {
+		stage, err := StageDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteFileAtomic(filepath.Join(stage, "run.json"), []byte{byte('0' + i)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := CommitDir(stage, dir, force); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "run.json")); string(b) != string(rune('0'+i)) {
+			t.Fatalf("commit %d: run.json is %q", i, b)
+		}
+		if st, _ := os.Stat(dir); st.Mode().Perm() != 0o755 {
+			t.Errorf("directory mode %v, want 0755", st.Mode().Perm())
+		}
+	}
+	stage, err := StageDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CommitDir(stage, dir, false); !errors.Is(err, ErrExists) {
+		t.Fatalf("error %v, want ErrExists", err)
+	}
+	os.RemoveAll(stage)
+	if entries, _ := os.ReadDir(parent); len(entries) != 1 {
 		t.Errorf("left behind: %v", entries)
 	}
+}
+
+// unwritableDir returns a directory in which no file can be created, even
+// by root (who ignores permissions): /sys, a read-only file system, for
+// root, otherwise a directory of mode 0555.
+func unwritableDir(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		if err := probeWritable("/sys"); err == nil {
+			t.Fatal("/sys is writable here: no read-only directory for the test")
+		}
+		return "/sys"
+	}
+	dir := filepath.Join(t.TempDir(), "ro")
+	if err := os.Mkdir(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // TestWriteErrorsNameTheOutput checks that a write that cannot create its
@@ -195,10 +322,11 @@ func TestWriteErrorsNameTheOutput(t *testing.T) {
 	missing := filepath.Join(dir, "nodir", "r.csv")
 	for name, write := range map[string]func() error{
 		"WriteAtomic": func() error { return WriteFileAtomic(missing, []byte("x")) },
-		"WritePairAtomic": func() error {
-			return WritePairAtomic(File{missing, writeString("c")}, File{filepath.Join(dir, "nodir", "r.json"), writeString("j")})
+		"WriteFile":   func() error { return WriteFile(missing, false, writeString("x")) },
+		"WritePair": func() error {
+			return WritePair(File{missing, writeString("c")}, File{filepath.Join(dir, "nodir", "r.json"), writeString("j")}, false)
 		},
-		"WriteDirAtomic": func() error { return WriteDirAtomic(filepath.Join(dir, "nodir", "out"), nil) },
+		"WriteDir": func() error { return WriteDir(filepath.Join(dir, "nodir", "out"), nil, false) },
 	} {
 		err := write()
 		if err == nil || strings.Contains(err.Error(), ".tmp") || !strings.Contains(err.Error(), "no such file or directory") ||

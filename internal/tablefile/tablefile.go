@@ -15,6 +15,7 @@ package tablefile
 import (
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -119,7 +120,7 @@ const parquetBatch = 4096
 // WriteParquet writes the counts of cuboid c of s (row-major, as a
 // release holds them), with the margin of error moe90 on every row, as a
 // Parquet file: a required UTF-8 string
-// column per dimension, then required DOUBLE columns count and moe90, in
+// column per dimension (named as s.ViewColumns names them), then required DOUBLE columns count and moe90, in
 // one row group per 2^20 rows, Snappy-compressed, the dimension columns
 // dictionary-encoded. Counts are written at full precision (the float64
 // the release holds).
@@ -127,14 +128,17 @@ func WriteParquet(w io.Writer, s *domain.Schema, c domain.Cuboid, counts []float
 	if err := check(s, c, counts); err != nil {
 		return err
 	}
-	return writeParquetRows(w, s, domain.ViewOf(c), 0, counts, func(int) float64 { return moe90 })
+	return writeParquetRows(w, s, domain.ViewOf(c), 0, counts, func(int) float64 { return moe90 }, false)
 }
 
 // WriteRows writes cells first, first+1, ... of view v of s, with the
 // margin of error moe90(cell) (the cell's index in the whole table), as a
 // file of format f with its header: one shard of a table too large for one
-// file, readable on its own.
-func WriteRows(w io.Writer, f Format, s *domain.Schema, v domain.View, first int, counts []float64, moe90 func(cell int) float64) error {
+// file, readable on its own. The columns are named by s.ViewColumns (a
+// hierarchy's column by its level). integer says the table's counts are
+// integers by construction (an --integer table): Parquet then stores them
+// as INT64, which is decided by the release, never by the values.
+func WriteRows(w io.Writer, f Format, s *domain.Schema, v domain.View, first int, counts []float64, moe90 func(cell int) float64, integer bool) error {
 	switch f {
 	case CSV:
 		return release.WriteTableRowsCSV(w, s, v, first, counts, moe90)
@@ -142,18 +146,23 @@ func WriteRows(w io.Writer, f Format, s *domain.Schema, v domain.View, first int
 		if n := s.ViewSize(v); first < 0 || first > n || len(counts) > n-first {
 			return fmt.Errorf("tablefile: cells %d to %d are not all in the %d cells of %s", first, first+len(counts), n, s.FormatView(v))
 		}
-		return writeParquetRows(w, s, v, first, counts, moe90)
+		return writeParquetRows(w, s, v, first, counts, moe90, integer)
 	}
 	return fmt.Errorf("tablefile: unknown format %q", f)
 }
 
-func writeParquetRows(w io.Writer, s *domain.Schema, v domain.View, first int, counts []float64, moe90 func(cell int) float64) error {
+func writeParquetRows(w io.Writer, s *domain.Schema, v domain.View, first int, counts []float64, moe90 func(cell int) float64, integer bool) error {
 	dims := v.Dims.Dims()
+	names := s.ViewColumns(v)
 	cols := make(orderedGroup, 0, len(dims)+2)
-	for _, d := range dims {
-		cols = append(cols, field{parquet.Encoded(parquet.String(), &parquet.RLEDictionary), s.Dim(d).Name})
+	for k := range dims {
+		cols = append(cols, field{parquet.Encoded(parquet.String(), &parquet.RLEDictionary), names[k]})
 	}
-	cols = append(cols, field{parquet.Leaf(parquet.DoubleType), "count"}, field{parquet.Leaf(parquet.DoubleType), "moe90"})
+	countType := parquet.DoubleType
+	if integer {
+		countType = parquet.Int64Type
+	}
+	cols = append(cols, field{parquet.Leaf(countType), "count"}, field{parquet.Leaf(parquet.DoubleType), "moe90"})
 	if err := cols.checkNames(); err != nil {
 		return err
 	}
@@ -183,7 +192,14 @@ func writeParquetRows(w io.Writer, s *domain.Schema, v domain.View, first int, c
 		if x == 0 {
 			x = 0 // no negative zero
 		}
-		row[k] = parquet.DoubleValue(x).Level(0, 0, k)
+		if integer {
+			if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
+				err = fmt.Errorf("tablefile: cell %d of an integer table holds %v", cell, x)
+			}
+			row[k] = parquet.Int64Value(int64(x)).Level(0, 0, k)
+		} else {
+			row[k] = parquet.DoubleValue(x).Level(0, 0, k)
+		}
 		row[k+1] = parquet.DoubleValue(moe90(cell)).Level(0, 0, k+1)
 		cell++
 		if rows = append(rows, row); len(rows) == parquetBatch {

@@ -236,14 +236,14 @@ func TestWriteRowsShards(t *testing.T) {
 		moe := func(cell int) float64 { return float64(cell) / 7 }
 		for _, f := range []Format{CSV, Parquet} {
 			var whole bytes.Buffer
-			if err := WriteRows(&whole, f, s, v, 0, counts, moe); err != nil {
+			if err := WriteRows(&whole, f, s, v, 0, counts, moe, false); err != nil {
 				t.Fatal(err)
 			}
 			wantHeader, wantRows := tableRows(t, f, whole.Bytes())
 			var gotRows [][]string
 			for lo := 0; lo < n; lo += 4 {
 				var part bytes.Buffer
-				if err := WriteRows(&part, f, s, v, lo, counts[lo:min(lo+4, n)], moe); err != nil {
+				if err := WriteRows(&part, f, s, v, lo, counts[lo:min(lo+4, n)], moe, false); err != nil {
 					t.Fatal(err)
 				}
 				header, rows := tableRows(t, f, part.Bytes())
@@ -264,7 +264,7 @@ func TestWriteRowsShards(t *testing.T) {
 				t.Fatalf("%s %s: %d rows for %d cells", s.FormatView(v), f, len(wantRows), n)
 			}
 		}
-		if err := WriteRows(io.Discard, CSV, s, v, n-1, []float64{1, 2}, moe); err == nil {
+		if err := WriteRows(io.Discard, CSV, s, v, n-1, []float64{1, 2}, moe, false); err == nil {
 			t.Errorf("%s: rows past the end of the table were written", s.FormatView(v))
 		}
 	}

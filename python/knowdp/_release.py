@@ -361,7 +361,9 @@ def _read(target: str, frames: bool, keep: bool) -> Release:
     if isinstance(entries, list):
         listed = [(os.path.join(base, t["file"]), list(t.get("cuboid") or [])) for t in entries]
     else:
-        listed = [(target, list(metadata.get("cuboid") or []))]
+        # One table: the file itself, its cuboid in the sidecar's tables.
+        tabs = metadata.get("tables") or [{}]
+        listed = [(target, list(tabs[0].get("cuboid") or metadata.get("cuboid") or []))]
     tables: Dict[str, Any] = {}
     cuboids: Dict[str, List[str]] = {}
     files: Dict[str, str] = {}

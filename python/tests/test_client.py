@@ -60,7 +60,7 @@ class ClientTest(unittest.TestCase):
         t = a.table(as_frames=False)
         self.assertEqual(s.columns(t), ["colour", "agegroup", "count", "moe90"])
         self.assertEqual(len(t), 2 * 5)
-        self.assertTrue(all(row["moe90"] == a.privacy["moe90"] for row in t))
+        self.assertTrue(all(row["moe90"] == a.answer["moe90"] for row in t))
         truth = s.true_counts(ARRESTS, ["colour"])  # an invariant: exact in every answer
         got = s.sums(t, [0], 2)
         for k, v in truth.items():

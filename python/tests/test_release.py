@@ -52,9 +52,9 @@ class ReleaseTest(unittest.TestCase):
         r = seeded(data=str(ARRESTS), schema=str(ARRESTS_SCHEMA), cuboids=[["year", "colour", "released"]],
                    exact=[["year", "colour"]], epsilon=1, integer=False, seed=11, as_frames=False)
         self.assertEqual(len(r.tables), 1)
-        self.assertEqual(r.metadata["cuboid"], ["year", "colour", "released"])
+        self.assertEqual(r.metadata["tables"][0]["cuboid"], ["year", "colour", "released"])
         self.assertEqual(r.metadata["exact"], [["year", "colour"]])
-        self.assertEqual(r.metadata["sensitivity"], 2)  # Lemma 4.2(i): one exact cuboid
+        self.assertEqual(r.metadata["measurements"][0]["sensitivity"], 2)  # Lemma 4.2(i): one exact cuboid
         self.assertIsNone(r.files)
         t = r.table()
         self.assertIs(t, r.table("released", "year", "colour"))
@@ -152,7 +152,7 @@ class ReleaseTest(unittest.TestCase):
         self.assertTrue(r.private)
         self.assertEqual(r.guarantee, "unconditional")
         self.assertEqual(r.metadata["rho"], 0.5)
-        self.assertIn("sigma", r.metadata)
+        self.assertIn("sigma", r.metadata["measurements"][0])
         self.assertIn("rho=0.5", repr(r))
         self.assertEqual(len(r.table()), 2 * 5)
 

@@ -1,8 +1,9 @@
 // Command gen-us-geo regenerates data/us-geo.schema.json (the real hierarchy
 // of US places: region, division, state, place), data/us-geo-age.schema.json
-// (the same with the age groups in broad bands) and data/us-persons.csv (its
-// synthetic persons) from data/us-places.csv; see package usgeo and
-// data/README.md. It is deterministic and needs no network:
+// (the same with the age groups in broad bands), data/us-geo-places.csv (the
+// hierarchy as a lookup table) and data/us-persons.csv (its synthetic
+// persons) from data/us-places.csv; see package usgeo and data/README.md. It
+// is deterministic and needs no network:
 //
 //	go run ./scripts/gen-us-geo
 //
@@ -35,10 +36,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	ps, err := usgeo.Places(places)
+	if err != nil {
+		return err
+	}
 	for _, f := range []struct {
 		name string
 		b    []byte
-	}{{"us-geo.schema.json", schema}, {"us-geo-age.schema.json", schemaAge}, {"us-persons.csv", persons}} {
+	}{{"us-geo.schema.json", schema}, {"us-geo-age.schema.json", schemaAge}, {"us-geo-places.csv", usgeo.Lookup(ps)}, {"us-persons.csv", persons}} {
 		path := filepath.Join("data", f.name)
 		if err := os.WriteFile(path+".tmp", f.b, 0o644); err != nil {
 			return err

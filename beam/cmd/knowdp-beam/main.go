@@ -20,11 +20,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -130,6 +131,8 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	out := fs.String("out", "", "output (required): a CSV `FILE` (FILE.parquet for Parquet) for one table, written with its privacy story in the same name with .json; otherwise a new directory of shards (part-NNNNN.csv or .parquet, one per block of 262,144 cells written by a worker; a table of one block is one file named as knowdp release names it) and release.json")
 	workerMemory := fs.Float64("worker-memory", 8, "on a cluster, the memory of one worker in `GB`: a release solved on one worker (--nonneg, --integer, levels of a hierarchy, --measurements) that needs more is refused before it starts")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON (the sidecar's fields, full precision)")
+	verbose := fs.Bool("verbose", false, "print the Beam runner's and SDK's log (INFO and above) on stderr; without it they are silent and a failure is reported by its cause alone")
+	force := fs.Bool("force", false, "replace outputs that exist (atomically); without it an output that exists is refused before anything is read")
 	infer := fs.Bool("infer-domains", false, "refused: see knowdp release")
 	fs.String("dims", "", "with --infer-domains, which is refused: comma-separated dimension `COLUMNS`")
 	cellLimit := fs.Int("cell-limit", 0, "refused: see knowdp release")
@@ -230,7 +233,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		job.WorkloadName = *workload
 	}
 	spec := pipeline.Spec{Schema: s, Job: job, Seeded: seed.set, Seed: seed.n, Out: *out, Table: *table, CountColumn: *countColumn,
-		Measurements: *measurements, WorkerMemory: int64(*workerMemory * 1e9)}
+		Measurements: *measurements, WorkerMemory: int64(*workerMemory * 1e9), Force: *force}
 	if source.IsPostgresURL(*dataPath) {
 		spec.Files = []string{*dataPath}
 	} else if spec.Files, err = filepath.Glob(*dataPath); err != nil {
@@ -245,6 +248,18 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	// Beam reads its own flags from the global flag set; Init also turns
 	// this binary into a worker when a runner starts it as one.
 	beam.Init()
+	// Beam's Init points the default logger at stderr at INFO, where Prism
+	// logs every job's progress and, when a stage fails, the whole
+	// pipeline plan before the cause. The cause is what this command
+	// reports (pipeline.Run extracts it); the log is for --verbose.
+	level := slog.Level(math.MaxInt32)
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
+	if err := setEnvironment(); err != nil {
+		return usageErr("%v", err)
+	}
 	plan, err := pipeline.NewPlan(spec)
 	if errors.Is(err, pipeline.ErrUsage) {
 		return usageErr("%s", strings.TrimPrefix(err.Error(), "usage: "))
@@ -260,13 +275,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			inputs = append(inputs, fileio.Named{Flag: "--data", Path: f})
 		}
 	}
-	// A directory --out that exists is refused as knowdp release refuses
-	// it, before CheckOutputs would call it "is a directory" (the one
-	// table's CSV file form, whose outputs include the sidecar, keeps that).
-	if st, err := os.Stat(*out); err == nil && st.IsDir() && !slices.ContainsFunc(plan.Outputs(), func(n fileio.Named) bool { return n.Flag == "sidecar" }) {
-		return usageErr("--out: %s exists; a release creates a new directory (nothing is overwritten)", *out)
-	}
-	if err := fileio.CheckOutputs(inputs, plan.Outputs()); err != nil {
+	if err := fileio.CheckOutputs(inputs, plan.Outputs(), *force); err != nil {
 		return usageErr("%v", err)
 	}
 	if seed.set {
@@ -325,4 +334,31 @@ func tableColumns(ctx context.Context, spec source.Spec) ([]string, error) {
 		return c.Columns(), nil
 	}
 	return nil, nil
+}
+
+// setEnvironment chooses where a portable runner (--runner=universal, or
+// any --endpoint) runs the pipeline's workers when --environment_type is
+// not given. Beam's default, DOCKER, needs the Beam Go SDK container on
+// every worker: a job server on this machine (a Prism job server, a local
+// Flink or Spark job server) then fails after submission. For an endpoint
+// on this machine the workers run in this process (LOOPBACK), which that
+// job server reaches; for one elsewhere the choice is the cluster's, and
+// a usage error says what to give.
+func setEnvironment() error {
+	endpoint, env := flag.Lookup("endpoint"), flag.Lookup("environment_type")
+	runner := flag.Lookup("runner")
+	if endpoint == nil || env == nil || endpoint.Value.String() == "" || env.Value.String() != "" {
+		return nil
+	}
+	if r := strings.ToLower(runner.Value.String()); r == "dataflow" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(endpoint.Value.String())
+	if err != nil {
+		host = endpoint.Value.String()
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return env.Value.Set("LOOPBACK")
+	}
+	return fmt.Errorf("--endpoint %s: give --environment_type: LOOPBACK if the runner's workers can reach this machine (they run in this process), DOCKER (the Beam Go SDK container on every worker) or PROCESS (--environment_config names the worker command)", endpoint.Value.String())
 }

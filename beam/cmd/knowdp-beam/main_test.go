@@ -130,7 +130,7 @@ func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 	}
 
 	code, stdout, stderr := knowdpBeam(t, "release", "--data", table, "--schema", schema, "--epsilon", "1",
-		"--exact", "sex", "--cuboid", "sex,town", "--out", out)
+		"--exact", "sex", "--cuboid", "sex,town", "--out", out, "--force")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -157,7 +157,7 @@ func checkAgainstCore(t *testing.T, dir, schema, table, out string, args []strin
 // it returns the command's stdout.
 func checkSpec(t *testing.T, dir, schema, table, out string, privFlags []string, spec release.ReleaseSpec, args []string, exact []domain.Cuboid, cb domain.Cuboid) string {
 	t.Helper()
-	args = append(append([]string{"release", "--data", table, "--schema", schema, "--seed", "3", "--out", out}, privFlags...), args...)
+	args = append(append([]string{"release", "--data", table, "--schema", schema, "--seed", "3", "--out", out, "--force"}, privFlags...), args...)
 	code, stdout, stderr := knowdpBeam(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
@@ -194,7 +194,7 @@ func checkSpec(t *testing.T, dir, schema, table, out string, privFlags []string,
 	}
 	var want bytes.Buffer
 	tab := rel.Tables[0]
-	if err := tablefile.WriteRows(&want, tablefile.CSV, s, tab.TableView(), 0, tab.Counts, tab.CellMOE); err != nil {
+	if err := tablefile.WriteRows(&want, tablefile.CSV, s, tab.TableView(), 0, tab.Counts, tab.CellMOE, tab.Integer); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(out)

@@ -538,10 +538,10 @@ func TestParityRefusals(t *testing.T) {
 		{name: "empty strategy", args: cat(lap, []string{"--cuboid", "sex", "--cuboid", "age", "--strategy", ""}), out: "rel", kcode: 2, bcode: 2, want: "--strategy: "},
 		{name: "missing workload", args: cat(lap, []string{"--workload", filepath.Join(t.TempDir(), "none.json")}), out: "rel", kcode: 1, bcode: 1, want: "--workload"},
 		{name: "unknown level", args: cat(lap, []string{"--cuboid", "geo:city"}), kcode: 1, bcode: 1, want: `--cuboid "geo:city"`},
-		{name: "existing directory", args: cat(lap, []string{"--cuboid", "geo", "--cuboid", "sex"}), out: existing, kcode: 2, bcode: 2, want: "--out: " + existing + " exists; a release"},
+		{name: "existing directory", args: cat(lap, []string{"--cuboid", "geo", "--cuboid", "sex"}), out: existing, kcode: 2, bcode: 2, want: "--out " + existing + ": the directory exists; nothing is overwritten: give --force to replace it"},
 		// knowdp writes one table as a file named --out.
-		{name: "existing directory for one table", args: lap, out: existing, kcode: 2, bcode: 2, want: "--out: " + existing + " exists; a release", kwant: "--out " + existing + ": is a directory"},
-		{name: "existing file for several tables", args: cat(lap, []string{"--cuboid", "geo", "--cuboid", "sex"}), out: existingFile, kcode: 2, bcode: 2, want: "--out: " + existingFile + " exists; a release"},
+		{name: "existing directory for one table", args: lap, out: existing, kcode: 2, bcode: 2, want: "--out " + existing + ": the directory exists; nothing is overwritten", kwant: "--out " + existing + ": is a directory"},
+		{name: "existing file for several tables", args: cat(lap, []string{"--cuboid", "geo", "--cuboid", "sex"}), out: existingFile, kcode: 2, bcode: 2, want: "--out " + existingFile + " exists and is not a directory"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -202,6 +202,24 @@ func stateDivisions() map[string]int {
 	return m
 }
 
+// Lookup writes the hierarchy as a public lookup table
+// (data/us-geo-places.csv): the header region,division,state,place, then
+// one row per place in the hierarchy's order, from which
+// "knowdp schema --hierarchy geo=region,division,state,place --from
+// data/us-geo-places.csv" builds the geo dimension of the schema.
+func Lookup(places []Place) []byte {
+	division := stateDivisions()
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	w.Write(Levels)
+	for _, p := range places {
+		d := CensusDivisions[division[p.State]]
+		w.Write([]string{d.Region, d.Name, p.State, p.Leaf})
+	}
+	w.Flush()
+	return b.Bytes()
+}
+
 // BroadAge gives each age group its broad band: the level "broad" above
 // agegroup in data/us-geo-age.schema.json, so that tables can cross two
 // hierarchies (geography and age).
