@@ -297,7 +297,7 @@ func ParseMetadata(name string, b []byte) (Metadata, error) {
 		})
 	}
 	// One table measured once (or public): the whole loss is spent on it.
-	m.OneTable = len(m.Tables) == 1 && len(m.Measurements) <= 1
+	m.OneTable = len(m.Tables) == 1 && (len(m.Measurements) == 1 || len(m.Measurements) == 0 && m.Tables[0].Public)
 	return m, nil
 }
 

@@ -25,12 +25,14 @@ const workloadJSON = `{
   "seeded": false, "domains_from_data": false, "private": true
 }`
 
-const sidecarJSON = `{"mechanism": "Gaussian noise", "epsilon": 7.766216625311749, "neighbours": "n",
-  "sensitivity": 2, "sensitivity_rule": "L1 rule", "scale": 0, "grid": 1e-6, "cuboid": ["a","b"], "exact": [["a"]],
-  "nonneg": false, "moe90": 1.1630876239769234, "moe90_note": "each count is within moe90",
-  "rho": 1, "l2_sensitivity": 1.4142135623730951, "l2_sensitivity_rule": "L2 rule", "sigma": 1.0000004, "delta": 1e-6,
-  "integer": false, "seeded": false, "domains_from_data": false, "private": true, "guarantee": "unconditional",
-  "released_exactly": false, "warnings": []}`
+const sidecarJSON = `{"mechanism": "Gaussian noise", "composition": "zCDP", "epsilon": 7.766216625311749, "rho": 1, "rho_budget": 1,
+  "delta": 1e-6, "neighbours": "n", "split": "optimal", "strategy": "requested", "objective": 4, "guarantee": "unconditional",
+  "estimate": "least squares", "moe90": "each count is within moe90",
+  "measurements": [{"cuboid": ["a","b"], "sensitivity": 2, "sensitivity_rule": "L1 rule", "grid": 1e-6, "rho": 1,
+    "l2_sensitivity": 1.4142135623730951, "l2_sensitivity_rule": "L2 rule", "sigma": 1.0000004}],
+  "tables": [{"cuboid": ["a","b"], "file": "t.csv", "cells": 4, "weight": 1, "public": false, "measured": true,
+    "moe90": 1.1630876239769234, "variance": 1.0000008}],
+  "exact": [["a"]], "seeded": false, "domains_from_data": false, "private": true, "warnings": []}`
 
 const estimateJSON = `{"measurements": "m.json", "note": "post-processing", "mechanism": "laplace", "epsilon": 1,
   "guarantee": "unconditional", "private": true,
@@ -56,7 +58,7 @@ func TestParseMetadata(t *testing.T) {
 	}
 	if !m.OneTable || !m.Gaussian || m.Rho != 1 || len(m.Measurements) != 1 || m.Measurements[0].Rho != 1 ||
 		m.Measurements[0].Sigma != 1.0000004 || len(m.Tables) != 1 || m.Tables[0].MOE90 != 1.1630876239769234 ||
-		!m.Tables[0].Measured || m.Tables[0].File != "" || m.MOE90Note != "each count is within moe90" {
+		!m.Tables[0].Measured || m.Tables[0].File != "t.csv" || m.MOE90Note != "each count is within moe90" {
 		t.Errorf("sidecar: %+v", m)
 	}
 

@@ -63,8 +63,8 @@ var ErrNoClosedForm = errors.New("no closed form for the generic sensitivity; pa
 // context, goes further).
 const (
 	autoBruteCells   = 24
-	autoBruteGraver  = 1 << 13
-	autoBruteWork    = 1 << 22
+	autoBruteGraver  = 1 << 14
+	autoBruteWork    = 1 << 25
 	autoBruteMessage = "more than %d base cells, %d Graver elements or %d steps"
 )
 

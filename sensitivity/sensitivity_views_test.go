@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/internal/testkit"
 )
 
 // svSchema builds a schema whose first dimension "geo" has the levels
@@ -686,4 +687,32 @@ func ExampleGenericSensitivityViews() {
 	// {geo:state,age}: L1 4, L2 sqrt(4)
 	// {geo:region}: L1 0, L2 sqrt(0)
 	// exact views {geo:state,sex} and {geo:region,age}: alternating cycles within a cell of {geo:region}, 2*min(4, 3); {geo,sex,age} separates the cells of every cycle
+}
+
+// Three exact views on a domain of 24 base cells are brute-forced (the
+// Graver basis has about 8,200 elements): the state totals, sex and age
+// published exactly, and states by sex released, are 8 apart at worst.
+func TestThreeExactViewsBruteForced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a Graver basis of 8,220 elements: seconds")
+	}
+	s, err := domain.ParseSchema([]byte(`{"dimensions":[
+ {"name":"geo","levels":["state","county"],"values":["c1","c2","c3","c4"],"parents":{"state":{"c1":"s1","c2":"s1","c3":"s2","c4":"s2"}}},
+ {"name":"sex","values":["F","M"]},
+ {"name":"age","values":["a","b","c"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact := []domain.View{testkit.MustView(t, s, "geo:state"), testkit.MustView(t, s, "sex"), testkit.MustView(t, s, "age")}
+	got, err := GenericSensitivityViews(s, exact, testkit.MustView(t, s, "geo,sex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := BruteForceViewSensitivity(t.Context(), s, exact, testkit.MustView(t, s, "geo,sex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Value != w.Value || got.Value != 8 || !strings.Contains(got.Rule, "brute force") {
+		t.Errorf("sensitivity %+v, brute force %d", got, w.Value)
+	}
 }
