@@ -102,6 +102,12 @@ func (c Case) Run(ctx context.Context, r *noise.Rand, cfg SampleConfig) ([]Row, 
 //     Example 4.1, exact for the noisy cells before consistency and
 //     sampled, after it, through the projection on the neighbours'
 //     difference;
+//   - the release per privacy unit (release.Plan.RunUnits, at most 3 rows
+//     per unit) on two tables that differ in one unit's rows: a unit of 5
+//     rows added, without invariants; 5 rows moved from one cell to the
+//     other, and 4+4 rows against 8 in one cell (the bounding's random
+//     choice audited by sampling), under the grand total; and a control
+//     that must fail, the release per row on the first pair;
 //   - the prior-refinement mechanism (prior.Mechanism), statistical on its
 //     worst pair of true values (discrete and uniform priors) and
 //     individual against the absent individual (the prior);
@@ -130,7 +136,7 @@ func Cases(ctx context.Context, eps privacy.Epsilon) ([]Case, error) {
 	}
 	var out []Case
 	for _, build := range []func(context.Context, float64) ([]Case, error){
-		laplaceCases, exponentialCases, cubeCases, priorCases, metricCases, refineCases, controlCases, gaussianCases,
+		laplaceCases, exponentialCases, cubeCases, unitCases, priorCases, metricCases, refineCases, controlCases, gaussianCases,
 	} {
 		cs, err := build(ctx, e)
 		if err != nil {

@@ -42,6 +42,12 @@ func TestCases(t *testing.T) {
 		"grid Laplace with 0.8 times the scale":       1.25,
 		"grid Laplace calibrated to sensitivity 1":    2,
 		"cube release calibrated to sensitivity 1, n": 4,
+		// Per unit: 3 rows of one unit (K = 3) against noise for K; with the
+		// grand total exact, 3 rows moved against noise for 2K; per row, 5
+		// rows against noise for one.
+		"release per unit, at most 3 rows each (release.Plan.RunUnits), sensitivity 3": 1,
+		"release per unit, at most 3 rows each (release.Plan.RunUnits), sensitivity 6": 1,
+		"release per row on data with units":                                           5,
 		// zCDP rows: rho = eps^2/2 = 0.5, and 4 rho for twice the sensitivity.
 		"discrete Gaussian (noise.NewDiscreteGaussian)": 0.5,
 		"grid discrete Gaussian (noise.NewGaussian)":    0.5,

@@ -23,7 +23,32 @@ var (
 	usGeoSchema []byte
 	//go:embed us-persons.csv
 	usPersonsCSV []byte
+	//go:embed insteval.csv
+	instEvalCSV []byte
+	//go:embed insteval.schema.json
+	instEvalSchema []byte
 )
+
+// InstEvalUnit is the column of InstEval that names the student who gave a
+// rating: the privacy unit (several ratings per student), read but never
+// released.
+const InstEvalUnit = "student"
+
+// InstEval returns the ETH Zurich lecture evaluations (73,421 ratings by
+// 2,972 students; R package lme4, GPL, see README.md) as a stream and
+// their schema. Column student (InstEvalUnit) names the student: 1 to 92
+// rows each.
+func InstEval() (*source.CSV, *domain.Schema, error) {
+	s, err := domain.ParseSchema(instEvalSchema)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := source.NewCSV("data/insteval.csv", bytes.NewReader(instEvalCSV))
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, s, nil
+}
 
 // Arrests returns the Toronto arrests fact table (5226 rows) as a stream
 // and its schema.

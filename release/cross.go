@@ -201,6 +201,9 @@ func (p *crossPlan) measurement(v domain.View) (viewMeasurement, error) {
 	m := viewMeasurement{v: v}
 	if spec.Mechanism == MechanismGaussian {
 		l2, err := sensitivity.GenericL2SensitivityViews(s, p.exact, v)
+		if err == nil {
+			l2, err = unitL2(l2, spec.unitRows)
+		}
 		if err != nil {
 			return m, fmt.Errorf("release: view %s: %w", s.FormatView(v), err)
 		}
@@ -224,6 +227,9 @@ func (p *crossPlan) measurement(v domain.View) (viewMeasurement, error) {
 	}
 	if sens.Value == 0 {
 		return m, fmt.Errorf("release: measured view %s is determined by the exact views (%s): noise on it would be wasted", s.FormatView(v), sens.Rule)
+	}
+	if sens, err = unitL1(sens, spec.unitRows); err != nil {
+		return m, fmt.Errorf("release: view %s: %w", s.FormatView(v), err)
 	}
 	m.sens, m.rule = sens.Value, sens.Rule
 	return m, nil

@@ -77,6 +77,13 @@ type Spec struct {
 	// DomainsFromData records that the schema's domains were read from the
 	// data: the release is then not private, whatever the noise.
 	DomainsFromData bool
+	// Unit, if set, says the rows belong to privacy units: the release is
+	// private per unit and runs with RunUnits (unit.go).
+	Unit *Unit
+	// unitRows is the K every sensitivity is multiplied by (0: rows), and
+	// unitPlan what checkSpec decided about the units (unit.go).
+	unitRows int
+	unitPlan *unitPlan
 }
 
 // Plan is a release decided from the schema and the spec alone.
@@ -91,6 +98,7 @@ type Plan struct {
 	views  *ViewPlan
 	cross  *crossPlan
 	single *ReleaseSpec
+	unit   *unitPlan
 }
 
 // NewPlan validates the spec and plans the release. Every error it returns
@@ -106,7 +114,7 @@ func NewPlanContext(ctx context.Context, s *domain.Schema, spec Spec) (*Plan, er
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{schema: s, spec: spec}
+	p := &Plan{schema: s, spec: spec, unit: spec.unitPlan}
 	switch engineOf(spec, coarse) {
 	case engineFlat:
 		ws := spec.workload()
@@ -118,7 +126,7 @@ func NewPlanContext(ctx context.Context, s *domain.Schema, spec Spec) (*Plan, er
 		if len(spec.Tables) == 1 && spec.Measure == nil && len(wp.Release.Measurements) <= 1 && (len(wp.Release.Measurements) == 0 || wp.Release.Measurements[0].Cuboid == ws.Cuboids[0]) {
 			one := ReleaseSpec{Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta, Epsilon: spec.Epsilon,
 				Exact: ws.Exact, Cuboid: ws.Cuboids[0], Sensitivity: spec.Sensitivity, DomainsFromData: spec.DomainsFromData,
-				NonNegative: spec.NonNegative, Tol: spec.Tol, Integer: spec.Integer, keepNoisy: spec.KeepMeasurements}
+				NonNegative: spec.NonNegative, Tol: spec.Tol, Integer: spec.Integer, keepNoisy: spec.KeepMeasurements, unitRows: spec.unitRows}
 			if _, _, err := planRelease(s, one, false); err != nil {
 				return nil, err
 			}
@@ -248,6 +256,14 @@ func checkSpec(s *domain.Schema, spec Spec) (Spec, []int, error) {
 			return spec, nil, errors.New("release: the marginals strategy is not supported for tables at coarser levels of a hierarchy yet; use requested or best")
 		}
 	}
+	if spec.Unit != nil && spec.unitPlan == nil {
+		up, rest, err := planUnit(s, spec)
+		if err != nil {
+			return spec, nil, err
+		}
+		spec = rest
+		spec.unitPlan, spec.unitRows = up, up.rows()
+	}
 	return spec, coarse, nil
 }
 
@@ -277,7 +293,7 @@ func engineOf(spec Spec, coarse []int) engine {
 func (spec Spec) workload() WorkloadSpec {
 	ws := WorkloadSpec{Epsilon: spec.Epsilon, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
 		DomainsFromData: spec.DomainsFromData, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
-		Strategy: spec.Strategy, KeepMeasurements: spec.KeepMeasurements}
+		Strategy: spec.Strategy, KeepMeasurements: spec.KeepMeasurements, unitRows: spec.unitRows}
 	ws.Cuboids, ws.Exact, ws.Measure = cuboidsOf(spec.Tables), cuboidsOf(spec.Exact), cuboidsOf(spec.Measure)
 	return ws
 }
@@ -287,7 +303,7 @@ func (spec Spec) workload() WorkloadSpec {
 func (spec Spec) views() ViewSpec {
 	return ViewSpec{Epsilon: spec.Epsilon, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
 		Exact: spec.Exact, Views: spec.Tables, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
-		DomainsFromData: spec.DomainsFromData, KeepMeasurements: spec.KeepMeasurements}
+		DomainsFromData: spec.DomainsFromData, KeepMeasurements: spec.KeepMeasurements, unitRows: spec.unitRows}
 }
 
 // coarseDims returns the dimensions some view of the spec uses at a level
@@ -373,6 +389,13 @@ func (p *Plan) Workload() *WorkloadPlan { return p.flat }
 // (integer rounding from the next Split of r). A seeded r gives the same
 // release every time.
 func (p *Plan) Run(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
+	if p.unit != nil {
+		return nil, errors.New("release: a release per privacy unit bounds the rows first: use RunUnits")
+	}
+	return p.run(ctx, counts, r)
+}
+
+func (p *Plan) run(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
 	if p.single != nil {
 		return p.runSingle(ctx, counts, r)
 	}

@@ -90,6 +90,8 @@ type ReleaseSpec struct {
 	Integer bool
 	// keepNoisy keeps a copy of the noisy counts before any estimate.
 	keepNoisy bool
+	// unitRows: see WorkloadSpec.
+	unitRows int
 }
 
 // CuboidRelease is a noisy cuboid made consistent with the invariants, together
@@ -349,8 +351,18 @@ func planRelease(s *domain.Schema, spec ReleaseSpec, seeded bool) (*CuboidReleas
 	if err := rel.setSensitivity(exact, spec.Sensitivity); err != nil {
 		return nil, nil, fmt.Errorf("release: %w", err)
 	}
+	if spec.unitRows > 1 && rel.Sensitivity > 0 {
+		sens, err := unitL1(sensitivity.Sensitivity{Value: rel.Sensitivity, Rule: rel.SensitivityRule}, spec.unitRows)
+		if err != nil {
+			return nil, nil, fmt.Errorf("release: %w", err)
+		}
+		rel.Sensitivity, rel.SensitivityRule = sens.Value, sens.Rule
+	}
 	if gaussian {
 		l2, err := sensitivity.GenericL2Sensitivity(s, exact, spec.Cuboid)
+		if err == nil {
+			l2, err = unitL2(l2, spec.unitRows)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("release: %w", err)
 		}

@@ -47,6 +47,19 @@ type Request struct {
 	KeepMeasurements bool
 	// DomainsFromData says the schema was read from the data.
 	DomainsFromData bool
+	// PrivacyUnit is --privacy-unit, the unit column, with --max-rows
+	// (MaxRows, or MaxRowsAuto for a private choice with
+	// --max-rows-quantile and --max-rows-limit) and --unit-share. Columns
+	// are the fact table's columns where known, and RowLevel is
+	// --row-level: a table with a column that looks like an identifier is
+	// released per row only when asked to (unit.go).
+	PrivacyUnit                string
+	MaxRows                    int
+	MaxRowsAuto                bool
+	MaxRowsQuantile, UnitShare float64
+	MaxRowsLimit               int
+	Columns                    []string
+	RowLevel                   bool
 }
 
 // Check validates the words that need no schema; its errors wrap ErrUsage.
@@ -101,6 +114,9 @@ func (q Request) budget() (Spec, error) {
 	}
 	spec.Sensitivity, spec.NonNegative, spec.Integer, spec.Tol = q.Sensitivity, q.NonNeg, q.Integer, q.Tol
 	spec.KeepMeasurements, spec.DomainsFromData = q.KeepMeasurements, q.DomainsFromData
+	if spec.Unit, err = q.unit(); err != nil {
+		return spec, err
+	}
 	return spec, nil
 }
 
@@ -135,6 +151,9 @@ func (q Request) Spec(s *domain.Schema) (Spec, error) {
 			return spec, fmt.Errorf("--exact %q: %w", x, err)
 		}
 		spec.Exact = append(spec.Exact, v)
+	}
+	if err := q.checkIdentifiers(s); err != nil {
+		return spec, err
 	}
 	return spec, nil
 }

@@ -55,13 +55,15 @@ type ViewSpec struct {
 	// KeepMeasurements keeps the noisy measurements in the release, for
 	// SaveMeasurements.
 	KeepMeasurements bool
+	// unitRows: see WorkloadSpec.
+	unitRows int
 }
 
 // flat reports whether every view and invariant stands at its finest
 // levels, and returns the spec as a WorkloadSpec.
 func (spec ViewSpec) flat() (WorkloadSpec, bool) {
 	w := WorkloadSpec{Epsilon: spec.Epsilon, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
-		DomainsFromData: spec.DomainsFromData, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta}
+		DomainsFromData: spec.DomainsFromData, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta, unitRows: spec.unitRows}
 	for _, v := range spec.Views {
 		if !v.Flat() {
 			return w, false
@@ -295,6 +297,9 @@ func viewPlanOf(s *domain.Schema, spec ViewSpec) (*viewPlan, error) {
 		m := viewMeasurement{v: v}
 		if gaussian {
 			l2, err := sensitivity.GenericL2SensitivityViews(s, p.exact, v)
+			if err == nil {
+				l2, err = unitL2(l2, spec.unitRows)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("release: view %s: %w", s.FormatView(v), err)
 			}
@@ -317,6 +322,9 @@ func viewPlanOf(s *domain.Schema, spec ViewSpec) (*viewPlan, error) {
 				t.Public, t.SensitivityRule = true, sens.Rule
 				p.tables = append(p.tables, t)
 				continue
+			}
+			if sens, err = unitL1(sens, spec.unitRows); err != nil {
+				return nil, fmt.Errorf("release: view %s: %w", s.FormatView(v), err)
 			}
 			m.sens, m.rule = sens.Value, sens.Rule
 			t.Sensitivity, t.SensitivityRule = sens.Value, sens.Rule

@@ -144,6 +144,9 @@ type WorkloadSpec struct {
 	// KeepMeasurements keeps a copy of the noisy measurements in the
 	// release, for SaveMeasurements.
 	KeepMeasurements bool
+	// unitRows, when above 1, is the most rows a privacy unit keeps: every
+	// sensitivity is that many times the row-level one (unit.go).
+	unitRows int
 }
 
 // Table is one released cuboid of a workload.
@@ -278,6 +281,8 @@ type Release struct {
 	// error of its tables level by level.
 	Hierarchy string
 	Levels    []LevelError
+	// Unit is set for a release per privacy unit (unit.go).
+	Unit *UnitStory
 }
 
 // residual is one residual A of the workload and what the plan knows about it.
@@ -334,6 +339,7 @@ type workloadPlan struct {
 	rho         privacy.Rho
 	split       Split
 	conditional bool
+	unitRows    int // see WorkloadSpec.unitRows
 	// strategy is what was measured (-1: the caller's list); start, if
 	// set, is a split to start the optimal split's search from; cert is
 	// the optimal split's certificate and objValue the objective at the
@@ -447,7 +453,7 @@ func measuredPlan(s *domain.Schema, spec WorkloadSpec, start []float64) (*worklo
 			return nil, err
 		}
 	}
-	p := &workloadPlan{s: s, sizes: s.Sizes(), exact: dedupe(spec.Exact), budget: spec.Epsilon, mech: spec.Mechanism, rho: spec.Rho, split: spec.Split, start: start}
+	p := &workloadPlan{s: s, sizes: s.Sizes(), exact: dedupe(spec.Exact), budget: spec.Epsilon, mech: spec.Mechanism, rho: spec.Rho, split: spec.Split, start: start, unitRows: spec.unitRows}
 	for i, c := range spec.Cuboids {
 		if err := sensitivity.CheckCuboid(s, c, fmt.Sprintf("release: cuboid %d", i+1)); err != nil {
 			return nil, err
@@ -503,6 +509,9 @@ func measuredPlan(s *domain.Schema, spec WorkloadSpec, start []float64) (*worklo
 		for k := range p.meas {
 			m := &p.meas[k]
 			l2, err := sensitivity.GenericL2Sensitivity(s, p.exact, m.c)
+			if err == nil {
+				l2, err = unitL2(l2, p.unitRows)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("release: cuboid %s: %w", s.Format(m.c), err)
 			}
@@ -535,6 +544,15 @@ func measuredPlan(s *domain.Schema, spec WorkloadSpec, start []float64) (*worklo
 // where it is at least that, or where none is known (the release is then
 // conditional).
 func (p *workloadPlan) sensitivity(c domain.Cuboid, override int) (sensitivity.Sensitivity, error) {
+	sens, err := p.rowSensitivity(c, override)
+	if err != nil {
+		return sens, err
+	}
+	return unitL1(sens, p.unitRows)
+}
+
+// rowSensitivity is sensitivity for rows (one row per unit).
+func (p *workloadPlan) rowSensitivity(c domain.Cuboid, override int) (sensitivity.Sensitivity, error) {
 	s := p.s
 	sens, err := sensitivity.GenericSensitivity(s, p.exact, c)
 	switch {
@@ -1186,6 +1204,9 @@ type Metadata struct {
 	// error of its tables level by level.
 	Hierarchy string       `json:"hierarchy,omitempty"`
 	Levels    []LevelError `json:"levels,omitempty"`
+	// PrivacyUnit is set for a release per privacy unit: what the
+	// guarantee protects and how each unit was bounded.
+	PrivacyUnit *UnitMetadata `json:"privacy_unit,omitempty"`
 }
 
 // MeasurementInfo describes one noisy measurement of a workload release.
@@ -1288,6 +1309,13 @@ func (w *Release) Metadata() Metadata {
 	m.Hierarchy, m.Levels = w.Hierarchy, w.publishedLevels()
 	if w.Hierarchy != "" && w.Mechanism != MechanismGaussian && w.solve == nil {
 		m.MOE += "; across the hierarchy the smallest terms of a cell's error (many small Laplace variables, those of its law beyond the largest it keeps exactly) are taken as normal, which moves the coverage by at most each level's moe90_coverage_error (a proven bound)"
+	}
+	if w.Unit != nil {
+		m.PrivacyUnit = w.Unit.metadata()
+		m.Mechanism += fmt.Sprintf(", times %d rows per privacy unit (column %q)", w.Unit.MaxRows, w.Unit.Column)
+		if w.Unit.Share > 0 {
+			m.Composition += "; plus the privacy unit's own mechanisms (privacy_unit: the choice of the rows per unit, the count of truncated units)"
+		}
 	}
 	if w.Seeded {
 		m.Warnings = append(m.Warnings, "seeded noise: the release is reproducible and NOT differentially private")

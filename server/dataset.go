@@ -88,6 +88,14 @@ type Policy struct {
 	Sensitivity int `json:"sensitivity,omitempty"`
 	// Metric, if set, enables d_X queries (paper 4) with this metric.
 	Metric *MetricPolicy `json:"metric,omitempty"`
+	// PrivacyUnit, if set, makes every answer's guarantee per unit: the
+	// source's rows belong to units named by a column, each bounded to
+	// max_rows rows (units.go).
+	PrivacyUnit *UnitPolicy `json:"privacy_unit,omitempty"`
+	// RowLevel says every row of the source is a different person (or
+	// household...): a CSV source with a column that looks like an
+	// identifier is refused without privacy_unit unless it is set.
+	RowLevel bool `json:"row_level,omitempty"`
 }
 
 // maxRows bounds a dataset's number of rows so that every linear answer
@@ -139,6 +147,8 @@ type dataset struct {
 	// loaded (for the curator's eyes only): the server runs without it,
 	// and only id, name, source and created are set.
 	unavailable string
+	// units is set for a dataset with a privacy unit (units.go).
+	units *datasetUnits
 	// retired is when the curator retired the dataset (Unix nanoseconds),
 	// 0 while it is in service: read from the store on every access (see
 	// Server.dataset), since another server process may retire it.
@@ -199,10 +209,17 @@ func buildDataset(ctx context.Context, req DatasetRequest, cellLimit int, source
 		if err != nil {
 			return nil, err
 		}
-		if c, err = countCSV(ctx, path, req.Source.CountColumn, schema, cellLimit); err != nil {
+		if d.policy.PrivacyUnit != nil {
+			c, err = d.countCSVUnits(ctx, path, req.Source.CountColumn, cellLimit)
+		} else if err = d.checkIdentifiers(path); err == nil {
+			c, err = countCSV(ctx, path, req.Source.CountColumn, schema, cellLimit)
+		}
+		if err != nil {
 			return nil, err
 		}
 		d.source, _ = json.Marshal(map[string]string{"csv": req.Source.CSV, "count_column": req.Source.CountColumn})
+	case req.Source.SQL != nil && d.policy.PrivacyUnit != nil:
+		return nil, errors.New("policy.privacy_unit: supported for a csv source only")
 	case req.Source.SQL != nil:
 		c, err = countSQL(ctx, *req.Source.SQL, req.Source.CountColumn, schema, cellLimit, sourceDirs)
 		if err != nil {
@@ -286,6 +303,9 @@ func (d *dataset) applyPolicy() error {
 		d.guarantee = conditionalGuarantee
 	default:
 		return fmt.Errorf("policy.invariants: %w", err)
+	}
+	if err := d.applyUnitPolicy(); err != nil {
+		return err
 	}
 	return d.checkMetric()
 }
@@ -635,7 +655,7 @@ func (s *store) insertDataset(ctx context.Context, ex execer, d *dataset) error 
 	}
 	_, err = ex.ExecContext(ctx, s.d.q(`INSERT INTO datasets (id, name, schema_json, policy_json, source_json, counts, total_rows, budget_steps, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		d.id, d.name, string(schemaJSON), string(policyJSON), string(d.source), encodeCounts(d.cube.Counts), d.total, d.budget, d.created.UnixNano())
+		d.id, d.name, string(schemaJSON), string(policyJSON), string(d.source), d.encodedCounts(), d.total, d.budget, d.created.UnixNano())
 	return err
 }
 
@@ -684,7 +704,11 @@ func (d *dataset) restore(schemaJSON, policyJSON string, counts []byte) error {
 	if err != nil {
 		return fmt.Errorf("stored schema: %w", err)
 	}
-	if err := decodeCounts(counts, c.Counts); err != nil {
+	if d.policy.PrivacyUnit != nil {
+		if err := d.restoreUnits(counts, c); err != nil {
+			return err
+		}
+	} else if err := decodeCounts(counts, c.Counts); err != nil {
 		return err
 	}
 	return d.setCube(c)

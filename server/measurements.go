@@ -81,7 +81,8 @@ func invariantKey(d *dataset) string {
 // deriving more from them is post-processing of what was charged, whatever
 // post-processing (non-negative, integer) the answer itself had.
 func releaseMeasurements(d *dataset, rel *release.Release, guarantee string) (*measurementRecord, error) {
-	if d.coarse || len(rel.Measurements) == 0 {
+	if d.coarse || len(rel.Measurements) == 0 || d.units != nil {
+		// Answers per unit keep no measurements: derivations are per row.
 		return nil, nil
 	}
 	for _, t := range rel.Tables {
@@ -289,6 +290,9 @@ func decodeMeasurement(id, raw string) (m storedMeasurement, ok bool, err error)
 func (s *Server) derivable(ctx context.Context, d *dataset, analyst string, b budgetState, q QueryRequest) (*derivation, error) {
 	mech := "laplace"
 	switch {
+	case d.units != nil:
+		// Answers per unit keep no measurements.
+		return nil, nil
 	case q.Kind != "cuboid" || q.Cuboid == nil || q.Cuboids != nil || q.NonNeg || q.Integer || q.Weights != nil || q.Split != "" || q.Fresh:
 		return nil, nil
 	case q.Mechanism == "gaussian":

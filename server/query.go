@@ -205,6 +205,8 @@ func planQuery(ctx context.Context, d *dataset, q QueryRequest) (*plan, error) {
 	}
 	var p *plan
 	switch {
+	case d.units != nil && q.Kind != "cuboid":
+		return nil, badInput("kind: this dataset's guarantee is per unit (its policy has privacy_unit): only cuboid queries are offered (linear, prior and dx queries are per row)")
 	case gaussian:
 		p, err = planGaussian(d, q)
 	case q.Kind == "cuboid":

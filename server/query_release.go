@@ -179,6 +179,7 @@ func planTables(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.Rho
 	} else {
 		spec.Epsilon, spec.Sensitivity = eps, d.policy.Sensitivity
 	}
+	d.unitSpec(&spec)
 	checked, err := release.Check(s, spec)
 	if err != nil {
 		return nil, badInput("%s: %v", field, err)
@@ -291,11 +292,16 @@ func releaseTables(d *dataset, planned **release.Plan, single bool, guarantee st
 		if p == nil {
 			return nil, errors.New("release: computed before it was planned")
 		}
-		counts, err := d.viewCounts(p.Needs())
-		if err != nil {
-			return nil, err
+		var rel *release.Release
+		var err error
+		if d.units != nil {
+			rel, err = d.runUnits(ctx, p, r)
+		} else {
+			var counts map[domain.View][]float64
+			if counts, err = d.viewCounts(p.Needs()); err == nil {
+				rel, err = p.Run(ctx, counts, r)
+			}
 		}
-		rel, err := p.Run(ctx, counts, r)
 		if err != nil {
 			return nil, fmt.Errorf("release: %w", err)
 		}

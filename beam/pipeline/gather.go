@@ -16,6 +16,7 @@ import (
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/release"
 )
 
 // gatherKeyFn sends every partial count to one worker, its block's key in
@@ -23,7 +24,7 @@ import (
 type gatherKeyFn struct{}
 
 func (gatherKeyFn) ProcessElement(k int64, p []byte, emit func(int64, []byte)) error {
-	emit(0, append(binary.AppendUvarint(nil, uint64(k)), p...))
+	emit(0, append(binary.AppendUvarint([]byte{tagPartial}, uint64(k)), p...))
 	return nil
 }
 
@@ -60,9 +61,23 @@ func (f *gatherFn) process(ctx context.Context, parts func(*[]byte) bool) error 
 		counts[i] = make([]float64, cc.cells)
 	}
 	var p []byte
+	var units *gatheredUnits
+	if jb.plan.Unit() != nil {
+		units = &gatheredUnits{}
+	}
 	for parts(&p) {
 		if len(p) == 0 {
 			continue // the element that makes this worker run without rows
+		}
+		tag := p[0]
+		p = p[1:]
+		if tag == tagUnit && units != nil {
+			if err := units.add(p); err != nil {
+				return err
+			}
+			continue
+		} else if tag != tagPartial {
+			return errors.New("corrupt gathered element")
 		}
 		k, n := binary.Uvarint(p)
 		if n <= 0 {
@@ -80,11 +95,16 @@ func (f *gatherFn) process(ctx context.Context, parts func(*[]byte) bool) error 
 	for i, cc := range st.counted {
 		exact[cc.c] = counts[i]
 	}
-	r := noise.NewRand()
-	if f.Cfg.Seeded {
-		r = noise.NewSeeded(f.Cfg.Seed)
+	var out *released
+	if units != nil {
+		out, err = releaseUnits(ctx, st.s, jb, exact, units, f.Cfg.Seeded, f.Cfg.Seed, f.Cfg.Directory, f.Cfg.File)
+	} else {
+		r := noise.NewRand()
+		if f.Cfg.Seeded {
+			r = noise.NewSeeded(f.Cfg.Seed)
+		}
+		out, err = releaseOnOne(ctx, st.s, jb, exact, r, f.Cfg.Directory, f.Cfg.File)
 	}
-	out, err := releaseOnOne(ctx, st.s, jb, exact, r, f.Cfg.Directory, f.Cfg.File)
 	if err != nil {
 		return err
 	}
@@ -162,6 +182,20 @@ type releasedTable struct {
 // same order, from the same generator, so a seeded run writes the same
 // tables and privacy story.
 func releaseOnOne(ctx context.Context, s *domain.Schema, jb *job, exact map[domain.Cuboid][]float64, r *noise.Rand, directory bool, file string) (*released, error) {
+	counts, err := rollUpNeeds(s, jb, exact)
+	if err != nil {
+		return nil, err
+	}
+	w, err := jb.plan.Run(ctx, counts, r)
+	if err != nil {
+		return nil, err
+	}
+	return describe(s, jb, w, directory, file)
+}
+
+// rollUpNeeds returns the counts of the views the plan needs, rolled up
+// from the exact counts of their finest-level cuboids.
+func rollUpNeeds(s *domain.Schema, jb *job, exact map[domain.Cuboid][]float64) (map[domain.View][]float64, error) {
 	counts := make(map[domain.View][]float64)
 	for _, v := range jb.plan.Needs() {
 		if _, done := counts[v]; done {
@@ -173,10 +207,12 @@ func releaseOnOne(ctx context.Context, s *domain.Schema, jb *job, exact map[doma
 		}
 		counts[v] = x
 	}
-	w, err := jb.plan.Run(ctx, counts, r)
-	if err != nil {
-		return nil, err
-	}
+	return counts, nil
+}
+
+// describe returns the release's tables, privacy story (the tables' files
+// named as this output names them) and measurements.
+func describe(s *domain.Schema, jb *job, w *release.Release, directory bool, file string) (*released, error) {
 	out := &released{}
 	m := w.Metadata()
 	stems := jb.tableStems(s)

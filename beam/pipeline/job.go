@@ -33,6 +33,16 @@ type Job struct {
 	KeepMeasurements bool
 	// Format is the tables' format: csv (the default) or parquet.
 	Format string
+	// PrivacyUnit is --privacy-unit, MaxRows --max-rows and UnitShare
+	// --unit-share: a release per unit (see units.go). RowLevel is
+	// --row-level, Columns the fact table's columns (a release per row of
+	// a table with a column that looks like an identifier is refused
+	// unless RowLevel, as knowdp release refuses it).
+	PrivacyUnit string
+	MaxRows     int
+	UnitShare   float64
+	RowLevel    bool
+	Columns     []string
 }
 
 // job is a Job read against the schema: the core's plan of the release,
@@ -67,7 +77,8 @@ func (j Job) request() release.Request {
 	j.Tol = cmp.Or(j.Tol, 1e-6)
 	return release.Request{Tables: j.Cuboids, Workload: j.Workload, WorkloadName: j.WorkloadName, Exact: j.Exact,
 		Mechanism: j.Mechanism, Epsilon: j.Epsilon, Rho: j.Rho, Delta: j.Delta, Split: j.Split, Strategy: j.Strategy,
-		Sensitivity: j.Sensitivity, NonNeg: j.NonNeg, Integer: j.Integer, Tol: j.Tol, KeepMeasurements: j.KeepMeasurements}
+		Sensitivity: j.Sensitivity, NonNeg: j.NonNeg, Integer: j.Integer, Tol: j.Tol, KeepMeasurements: j.KeepMeasurements,
+		PrivacyUnit: j.PrivacyUnit, MaxRows: j.MaxRows, UnitShare: j.UnitShare, RowLevel: j.RowLevel, Columns: j.Columns}
 }
 
 // parseJob reads j against s and plans the release, exactly as knowdp

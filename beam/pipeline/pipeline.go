@@ -145,6 +145,11 @@ type Config struct {
 	// Table and CountColumn are source.Spec's, for every file.
 	Table       string
 	CountColumn string
+	// UnitKey is the key that chooses the rows each privacy unit keeps
+	// (unit.Key), drawn by the driver for a release per unit that is not
+	// seeded (a seeded one draws it from Seed, as knowdp release does). It
+	// is secret: whoever has it can tell which rows were kept.
+	UnitKey []byte
 }
 
 // counted is one cuboid the rows are counted into.
@@ -223,7 +228,11 @@ func Build(s beam.Scope, cfg Config, files []string) {
 		// With an empty element beside the partial counts, so that the one
 		// worker runs even when no file has a row (a header-only CSV).
 		keyed := beam.ParDo(s, &gatherKeyFn{}, partials)
-		all := beam.GroupByKey(s, beam.Flatten(s, keyed, beam.ParDo(s, &emptyFn{}, beam.Impulse(s))))
+		gathered := beam.Flatten(s, keyed, beam.ParDo(s, &emptyFn{}, beam.Impulse(s)))
+		if cfg.Job.PrivacyUnit != "" {
+			gathered = beam.Flatten(s, gathered, buildUnits(s, cfg, paths))
+		}
+		all := beam.GroupByKey(s, gathered)
 		finish(s, beam.ParDo(s, &gatherFn{Cfg: cfg}, all))
 	case ModeWorkload:
 		buildWorkload(s, cfg, partials)

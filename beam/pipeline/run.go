@@ -26,8 +26,10 @@ import (
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/internal/tablefile"
+	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/release"
 	"github.com/knowdp/knowdp/source"
+	"github.com/knowdp/knowdp/unit"
 )
 
 // Spec says what to release, as the flags of knowdp release do.
@@ -190,7 +192,16 @@ func NewPlan(spec Spec) (*Plan, error) {
 		pl.cfg.Counted = append(pl.cfg.Counted, uint64(c))
 	}
 	post := spec.Job.postProcessed()
+	units := jb.plan.Unit() != nil
+	if units && !spec.Seeded {
+		// Every worker that bounds a unit needs the same key.
+		k := unit.NewKey(noise.NewRand()).Bytes()
+		pl.cfg.UnitKey = k[:]
+	}
 	switch {
+	case units:
+		// The exact counts and the bounded ones meet on one worker.
+		err = pl.planGather()
 	case jb.plan.Cuboid() != nil && !post && !jb.keep:
 		err = pl.planCuboid()
 	case wp != nil && !post && !jb.keep:
@@ -271,6 +282,8 @@ func (pl *Plan) planGather() error {
 	need := cube.ReleaseMemory(s, jb.counted, released, pl.spec.Job.postProcessed())
 	why := "non-negative and integer tables are solved"
 	switch {
+	case jb.plan.Unit() != nil:
+		why = "a release per privacy unit is computed"
 	case jb.plan.Workload() == nil:
 		why = "tables at the levels of a hierarchy are estimated"
 	case jb.keep:

@@ -42,6 +42,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	if len(args) > 0 && args[0] == "hierarchy" {
 		return runDemoHierarchy(ctx, e, args[1:])
 	}
+	if len(args) > 0 && args[0] == "units" {
+		return runDemoUnits(ctx, e, args[1:])
+	}
 	fs := newFlagSet(e, "demo", "demo [--epsilon X] [--runs N] [--seed N]")
 	epsilon := fs.Float64("epsilon", 1, "privacy loss eps > 0 of each release")
 	runs := fs.Int("runs", 200, "releases averaged for each error figure (>= 2, for the standard errors)")

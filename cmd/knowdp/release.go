@@ -49,6 +49,7 @@ type releaseFlags struct {
 	epsilon, tol, rho, delta                                   float64
 	sensitivity, cellLimit                                     int
 	seed                                                       seedFlag
+	unit                                                       unitFlags
 }
 
 // sidecarPath is where the privacy story of an output CSV goes: the same
@@ -59,7 +60,7 @@ func sidecarPath(out string) string {
 
 func runRelease(ctx context.Context, e *env, args []string) error {
 	// Flags.
-	fs := newFlagSet(e, "release", "release --data FILE --schema FILE --epsilon X [--exact DIMS]... [--cuboid DIMS]... [--workload FILE] [--split HOW] [--nonneg|--integer] [--seed N] [--format FORMAT] [--force] --out FILE|DIR")
+	fs := newFlagSet(e, "release", "release --data FILE --schema FILE --epsilon X [--exact DIMS]... [--cuboid DIMS]... [--workload FILE] [--split HOW] [--privacy-unit COLUMN --max-rows K|auto] [--nonneg|--integer] [--seed N] [--format FORMAT] [--force] --out FILE|DIR")
 	var f releaseFlags
 	fs.StringVar(&f.data, "data", "", "fact table (required): a CSV `FILE` with a header row and a column per schema dimension, a Parquet file, an SQLite database file or a postgres:// URL (with --table)")
 	fs.StringVar(&f.table, "table", "", "with an SQLite or PostgreSQL --data: the `TABLE` to count (the GROUP BY runs in the database)")
@@ -87,6 +88,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (the sidecar's fields, full precision)")
 	fs.BoolVar(&f.force, "force", false, forceUsage)
 	fs.Var(&f.seed, "seed", seedUsage)
+	f.unit.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -138,10 +140,16 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	req.DomainsFromData = f.infer
-	spec, err := req.Spec(s)
-	if err != nil {
+	if req.Columns, err = tableColumns(ctx, source.Spec{Path: f.data, Table: f.table, CountColumn: f.countColumn}); err != nil {
 		return err
 	}
+	spec, err := req.Spec(s)
+	if errors.Is(err, release.ErrIdentifier) {
+		return usageErr(fs, "%v", strings.TrimPrefix(err.Error(), release.ErrUsage.Error()+": "))
+	} else if err != nil {
+		return err
+	}
+	warnRowLevel(e, s, req)
 	// Planned once, before the data is read: every refusal comes from the
 	// flags and the schema, and the optimal split can take seconds.
 	plan, err := release.NewPlan(s, spec)
@@ -164,15 +172,25 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 
 	// The data, counted straight into the leaf-level cuboids needed and
 	// rolled up to the views.
-	counts, err := countData(ctx, e, &f, func(t cube.Records, opt cube.Options) (map[domain.View][]float64, int64, error) {
-		return cube.AggregateViews(ctx, t, s, needs, opt)
-	})
-	if err != nil {
-		return err
-	}
-	w, err := plan.Run(ctx, counts, f.seed.rand(e))
-	if err != nil {
-		return err
+	var w *release.Release
+	if spec.Unit != nil {
+		counts, rows, err := countUnits(ctx, e, &f, s, plan)
+		if err != nil {
+			return err
+		}
+		if w, err = plan.RunUnits(ctx, counts, rows, f.seed.rand(e)); err != nil {
+			return err
+		}
+	} else {
+		counts, err := countData(ctx, e, &f, func(t cube.Records, opt cube.Options) (map[domain.View][]float64, int64, error) {
+			return cube.AggregateViews(ctx, t, s, needs, opt)
+		})
+		if err != nil {
+			return err
+		}
+		if w, err = plan.Run(ctx, counts, f.seed.rand(e)); err != nil {
+			return err
+		}
 	}
 	return writeRelease(e, &f, w, format)
 }
@@ -183,6 +201,7 @@ func (f *releaseFlags) request() release.Request {
 	q := release.Request{Tables: f.cuboids, WorkloadName: f.workload, Exact: f.exact, Mechanism: f.mechanism,
 		Epsilon: f.epsilon, Rho: f.rho, Split: f.split, Strategy: f.strategy, Sensitivity: f.sensitivity,
 		NonNeg: f.nonneg, Integer: f.integer, Tol: f.tol, KeepMeasurements: f.measurements != ""}
+	f.unit.apply(&q)
 	if f.mechanism == "gaussian" {
 		q.Delta = f.delta
 	}

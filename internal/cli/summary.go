@@ -83,6 +83,16 @@ func PrintSummary(w io.Writer, m release.Metadata) {
 		fmt.Fprintf(w, "split: weighted total variance %.6g, measuring the %s tables; within %.2g%% of the best split among them (%s)\n",
 			m.Objective, m.Strategy, 100**m.OptimalityGap, m.SplitMethod)
 	}
+	if u := m.PrivacyUnit; u != nil {
+		how := "given"
+		if u.MaxRowsEpsilon > 0 {
+			how = fmt.Sprintf("chosen privately, eps %.4g", u.MaxRowsEpsilon)
+		}
+		fmt.Fprintf(w, "privacy unit: column %q, at most %d rows each (%s); the guarantee is per unit\n", u.Column, u.MaxRows, how)
+		if t := u.TruncatedUnits; t != nil {
+			fmt.Fprintf(w, "units with more than %d rows (private count, eps %.4g): %.0f ± %.0f (90%%)\n", t.MaxRows, t.Epsilon, t.Count, t.MOE90)
+		}
+	}
 	for _, warn := range m.Warnings {
 		if strings.Contains(warn, "TRUE counts") {
 			fmt.Fprintln(w, "note: "+warn)

@@ -41,7 +41,7 @@ import (
 	"github.com/knowdp/knowdp/source"
 )
 
-const usage = `Usage: knowdp-beam release --data FILE|'GLOB' --schema FILE (--epsilon X | --mechanism gaussian --rho R [--delta D]) [--exact DIMS]... [--cuboid DIMS]... [--workload FILE] [--nonneg | --integer] [--seed N] --out FILE|DIR [Beam pipeline options]`
+const usage = `Usage: knowdp-beam release --data FILE|'GLOB' --schema FILE (--epsilon X | --mechanism gaussian --rho R [--delta D]) [--exact DIMS]... [--cuboid DIMS]... [--workload FILE] [--privacy-unit COLUMN --max-rows K] [--nonneg | --integer] [--seed N] --out FILE|DIR [Beam pipeline options]`
 
 func main() {
 	// An interrupt or termination cancels the release, which removes its
@@ -136,6 +136,12 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	infer := fs.Bool("infer-domains", false, "refused: see knowdp release")
 	fs.String("dims", "", "with --infer-domains, which is refused: comma-separated dimension `COLUMNS`")
 	cellLimit := fs.Int("cell-limit", 0, "refused: see knowdp release")
+	fs.StringVar(&job.PrivacyUnit, "privacy-unit", "", "`COLUMN` of --data naming whom each row is about (a person, a student, a household): the guarantee is then per unit, with all its rows; the rows are grouped by unit (GroupByKey) and bounded to --max-rows each; the column is never released")
+	maxRows := fs.String("max-rows", "", "with --privacy-unit: the most rows `K` a unit keeps (chosen uniformly at random, as knowdp release chooses them); auto is refused: choose K with knowdp release --max-rows auto")
+	quantile := fs.Float64("max-rows-quantile", 0, "refused with --max-rows auto: see knowdp release (`Q`)")
+	limit := fs.Int("max-rows-limit", 0, "refused with --max-rows auto: see knowdp release (`K`)")
+	fs.Float64Var(&job.UnitShare, "unit-share", 0, "with --privacy-unit: the `FRACTION` of the budget spent on a private count of the units with more than K rows (default 0: no count)")
+	fs.BoolVar(&job.RowLevel, "row-level", false, "release per row although a column of --data looks like an identifier: say so only if every row is a different person (or household...)")
 	var seed struct {
 		set bool
 		n   uint64
@@ -186,6 +192,8 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageErr("--out -: writing to standard output is not supported; give a file or directory name")
 	case !(*workerMemory > 0) || math.IsInf(*workerMemory, 0):
 		return usageErr("--worker-memory must be a positive number of GB, got %v", *workerMemory)
+	case *maxRows == "auto" || *quantile != 0 || *limit != 0:
+		return usageErr("--max-rows auto: a private choice of K needs the rows per unit before the rows are bounded, which this pipeline does in one pass; choose K with knowdp release --max-rows auto (or give K)")
 	case !(job.Tol > 0) || math.IsInf(job.Tol, 0):
 		// As knowdp release: pipeline.Job reads a zero --tol as the default
 		// and would pass NaN or an infinity on to the workers.
@@ -203,6 +211,13 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageErr("--strategy: %v", err)
 	}
 	job.Cuboids, job.Exact, job.KeepMeasurements = cuboids, exact, *measurements != ""
+	if *maxRows != "" {
+		n, err := strconv.Atoi(*maxRows)
+		if err != nil || n < 1 {
+			return usageErr("--max-rows: want a number of rows >= 1, got %q", *maxRows)
+		}
+		job.MaxRows = n
+	}
 	sb, err := os.ReadFile(*schemaPath)
 	if err != nil {
 		return fmt.Errorf("--schema: %w", err)
@@ -226,6 +241,9 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if len(spec.Files) == 0 {
 		return fmt.Errorf("--data %q: no such file", *dataPath)
+	}
+	if spec.Job.Columns, err = tableColumns(ctx, source.Spec{Path: spec.Files[0], Table: *table, CountColumn: *countColumn}); err != nil {
+		return err
 	}
 	// Beam reads its own flags from the global flag set; Init also turns
 	// this binary into a worker when a runner starts it as one.
@@ -298,6 +316,24 @@ func printSummary(w io.Writer, s *domain.Schema, spec pipeline.Spec, res *pipeli
 		fmt.Fprintf(w, "wrote %s and %s\n", spec.Out, res.SidecarPath)
 	}
 	return nil
+}
+
+// tableColumns returns the columns of a fact table file (CSV header,
+// Parquet schema), or nil where the reader does not list them (databases).
+// It reads no data row.
+func tableColumns(ctx context.Context, spec source.Spec) ([]string, error) {
+	t, err := source.Open(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("--data: %w", err)
+	}
+	defer t.Close()
+	switch c := t.(type) {
+	case interface{ Header() []string }:
+		return c.Header(), nil
+	case interface{ Columns() []string }:
+		return c.Columns(), nil
+	}
+	return nil, nil
 }
 
 // setEnvironment chooses where a portable runner (--runner=universal, or
