@@ -140,7 +140,7 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 			return nil, err
 		}
 		p.flat = wp
-		if len(spec.Tables) == 1 && spec.Measure == nil && len(wp.Release.Measurements) <= 1 && (len(wp.Release.Measurements) == 0 || wp.Release.Measurements[0].Cuboid == ws.Cuboids[0]) {
+		if len(spec.Tables) == 1 && spec.Measure == nil && len(wp.Release.Measurements) <= 1 && (len(wp.Release.Measurements) == 0 || wp.Release.Measurements[0].Cuboid == ws.Cuboids[0] && !wp.Release.Measurements[0].Residual) {
 			one := ReleaseSpec{Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta, Epsilon: spec.Epsilon,
 				Exact: ws.Exact, Cuboid: ws.Cuboids[0], Sensitivity: spec.Sensitivity, DomainsFromData: spec.DomainsFromData,
 				NonNegative: spec.NonNegative, Tol: spec.Tol, Integer: spec.Integer, keepNoisy: spec.KeepMeasurements}
@@ -153,8 +153,8 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 		if spec.Measure != nil {
 			return nil, errors.New("release: a list of views to measure is not supported for tables at coarser levels of a hierarchy yet; leave it to the strategy")
 		}
-		if spec.Strategy == MeasureMarginals {
-			return nil, errors.New("release: the marginals strategy is not supported for tables at coarser levels of a hierarchy yet; use requested or best")
+		if spec.Strategy == MeasureMarginals || spec.Strategy == MeasureResiduals || spec.Strategy == MeasureLattice {
+			return nil, fmt.Errorf("release: the %v strategy is not supported for tables at coarser levels of a hierarchy yet; use requested or best", spec.Strategy)
 		}
 		vp, err := PlanViews(s, ViewSpec{Epsilon: spec.Epsilon, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
 			Exact: spec.Exact, Views: spec.Tables, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
@@ -245,9 +245,15 @@ func (p *Plan) Cuboid() *ReleaseSpec {
 }
 
 // Workload returns the plan of a release whose tables and invariants all
-// stand at their finest levels, for pipelines that estimate it block by
-// block (WorkloadPlan.Terms); nil otherwise.
-func (p *Plan) Workload() *WorkloadPlan { return p.flat }
+// stand at their finest levels and whose measurements are cuboids, for
+// pipelines that estimate it block by block (WorkloadPlan.Terms); nil
+// otherwise (a release that measures residuals is estimated by Run).
+func (p *Plan) Workload() *WorkloadPlan {
+	if p.flat != nil && p.flat.Release.hasResiduals() {
+		return nil
+	}
+	return p.flat
+}
 
 // Run draws the planned release from the exact counts of the views Needs
 // lists (more are ignored): noise on every measurement (measurement k from

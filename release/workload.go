@@ -144,6 +144,9 @@ type WorkloadSpec struct {
 	// KeepMeasurements keeps a copy of the noisy measurements in the
 	// release, for SaveMeasurements.
 	KeepMeasurements bool
+	// residuals are residual measurements (Gaussian only) to plan besides
+	// Measure, set by the residuals strategy.
+	residuals []domain.Cuboid
 }
 
 // Table is one released cuboid of a workload.
@@ -225,6 +228,11 @@ type Measurement struct {
 	// (and rule) and the noise's standard deviation; Share and Scale are 0.
 	RhoShare, L2Sensitivity, Sigma float64
 	L2Rule                         string
+	// Residual is true when the measurement is not the cuboid's cells but
+	// its residual: the Π(n_i - 1) Helmert contrasts of the cuboid's
+	// dimensions (ResidualPlanner), Sigma on every normalised contrast
+	// (residual.go).
+	Residual bool
 }
 
 // TableView returns the view the measurement is of.
@@ -256,6 +264,10 @@ type Release struct {
 	// Certificate bounds how far it can be from the minimum.
 	Objective   float64
 	Certificate *SplitCertificate
+	// LowerBound, where one is known, bounds Objective from below over
+	// every strategy of the mechanism class (not only the families
+	// searched), with what it bounds.
+	LowerBound *Bound
 	// solve is the certificate of an iterative estimate (across two or more
 	// hierarchies); nil where the estimate is exact in closed form.
 	solve *gls.Certificate
@@ -293,9 +305,11 @@ const (
 	resFree
 )
 
-// measurement is one noisy cuboid of the plan.
+// measurement is one noisy cuboid of the plan, or one residual of a
+// cuboid (resid: its Helmert contrasts, residual.go).
 type measurement struct {
 	c     domain.Cuboid
+	resid bool
 	sens  int
 	rule  string
 	share privacy.Epsilon
@@ -307,6 +321,9 @@ type measurement struct {
 	l2rule   string
 	rhoShare privacy.Rho
 	gauss    noise.Gaussian
+	// rn is a residual measurement's noise (v is then its variance on every
+	// normalised contrast).
+	rn residualNoise
 }
 
 // dist is the measurement's noise distribution.
@@ -340,6 +357,9 @@ type workloadPlan struct {
 	start    []float64
 	cert     *SplitCertificate
 	objValue float64
+	// ncands is the number of candidate measurements the split chose
+	// among, latticeCands the cuboids package strategy searched (lattice).
+	ncands, latticeCands int
 }
 
 // Needs returns the cuboids whose exact counts ReleaseWorkload needs: the
@@ -374,12 +394,18 @@ func planWorkload(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 // the optimal split stops when ctx ends.
 func planWorkloadCtx(ctx context.Context, s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	switch {
-	case spec.Strategy < MeasureRequested || spec.Strategy > MeasureBest:
+	case spec.Strategy < MeasureRequested || spec.Strategy > MeasureLattice:
 		return nil, fmt.Errorf("release: unknown strategy %v", spec.Strategy)
 	case spec.Strategy != MeasureRequested && spec.Measure != nil:
 		return nil, fmt.Errorf("release: strategy %v chooses the measurements; leave Measure unset", spec.Strategy)
 	case spec.Strategy == MeasureMarginals && spec.Split != SplitOptimal:
 		return nil, errors.New("release: strategy marginals needs the optimal split (an equal split among every marginal under the workload wastes the budget)")
+	case (spec.Strategy == MeasureResiduals || spec.Strategy == MeasureLattice) && spec.Split != SplitOptimal:
+		return nil, fmt.Errorf("release: strategy %v needs the optimal split (it chooses the shares with the measurements)", spec.Strategy)
+	case spec.Strategy == MeasureResiduals && spec.Mechanism != MechanismGaussian:
+		return nil, errors.New("release: strategy residuals is planned for Gaussian noise (ResidualPlanner's closed forms); with Laplace noise use lattice or best")
+	case spec.Strategy == MeasureLattice && spec.Mechanism == MechanismGaussian:
+		return nil, errors.New("release: strategy lattice is planned for Laplace noise; with Gaussian noise use residuals or best, which reach the least error of every strategy on marginal workloads")
 	case spec.Strategy == MeasureBest && spec.Split != SplitOptimal:
 		spec.Strategy = MeasureRequested
 	}
@@ -506,7 +532,11 @@ func measuredPlan(s *domain.Schema, spec WorkloadSpec, start []float64) (*worklo
 			}
 			m.l2, m.l2rule = l2.Value, l2.Rule
 		}
+		if err := p.addResiduals(spec.residuals); err != nil {
+			return nil, err
+		}
 	}
+	p.ncands = len(p.meas)
 	p.classify()
 	for _, t := range p.tables {
 		for a := range p.subsets(t.Cuboid) {
@@ -597,12 +627,21 @@ func (p *workloadPlan) classify() {
 		}
 	}
 	for k, m := range p.meas {
-		for a := range p.subsets(m.c) {
+		for a := range p.informs(m) {
 			if r := get(a); r.status == resFree {
 				r.covers = append(r.covers, k)
 			}
 		}
 	}
+}
+
+// informs yields the residuals a measurement informs: every residual of a
+// measured cuboid, the one residual of a residual measurement.
+func (p *workloadPlan) informs(m measurement) func(yield func(domain.Cuboid) bool) {
+	if m.resid {
+		return func(yield func(domain.Cuboid) bool) { yield(m.c) }
+	}
+	return p.subsets(m.c)
 }
 
 // pi returns π_A = Π_{i∈A} (1 - 1/n_i), the variance a unit-variance
@@ -650,6 +689,15 @@ func (p *workloadPlan) chooseShares(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("release: share of cuboid %s: %w", p.s.Format(m.c), err)
 			}
+			if m.resid {
+				rn, err := newResidualNoise(tensor.SubSizes(p.sizes, m.c), m.l2, share.Float64())
+				if err != nil {
+					return fmt.Errorf("release: residual %s: %w", p.s.Format(m.c), err)
+				}
+				m.rhoShare, m.rn, m.v = share, rn, rn.variance()
+				kept = append(kept, m)
+				continue
+			}
 			g, err := noise.NewGaussian(m.l2, share.Float64())
 			if err != nil {
 				return fmt.Errorf("release: cuboid %s: %w", p.s.Format(m.c), err)
@@ -683,11 +731,14 @@ func (p *workloadPlan) setCoverage() {
 		r.covers, r.w = r.covers[:0], 0
 	}
 	for k, m := range p.meas {
-		for a := range p.subsets(m.c) {
+		for a := range p.informs(m) {
 			if r := p.res[a]; r.status == resFree {
 				r.covers = append(r.covers, k)
 				r.w += 1 / (m.v * float64(p.s.CuboidSize(m.c)))
 			}
+		}
+		if m.resid {
+			continue // no table is measured itself
 		}
 		for i := range p.tables {
 			if t := &p.tables[i]; t.Cuboid == m.c {
@@ -709,6 +760,9 @@ func (p *workloadPlan) measurements() []Measurement {
 		if p.mech == MechanismGaussian {
 			out[k].RhoShare, out[k].L2Sensitivity, out[k].L2Rule = m.rhoShare.Float64(), m.l2, m.l2rule
 			out[k].Sigma, out[k].Grid = m.gauss.Sigma(), m.gauss.Grid()
+			if m.resid {
+				out[k].Sigma, out[k].Grid, out[k].Residual = m.rn.sigma(), m.rn.g.Grid(), true
+			}
 		}
 	}
 	return out
@@ -717,7 +771,7 @@ func (p *workloadPlan) measurements() []Measurement {
 // coveredWithout reports whether every free residual of measurement k is
 // covered by another measurement with a positive fraction.
 func (p *workloadPlan) coveredWithout(k int, frac []float64) bool {
-	for a := range p.subsets(p.meas[k].c) {
+	for a := range p.informs(p.meas[k]) {
 		r := p.res[a]
 		if r.status != resFree || r.a == 0 {
 			continue // fixed, or no table needs it
@@ -936,8 +990,26 @@ func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map
 		return nil, err
 	}
 	noisy := make([][]float64, len(p.meas))
+	var contrasts [][]float64 // the residual measurements' noisy contrasts, as released
+	if spec.KeepMeasurements {
+		contrasts = make([][]float64, len(p.meas))
+	}
 	for k, m := range p.meas {
 		rk := r.Split()
+		if m.resid {
+			sizes := tensor.SubSizes(p.sizes, m.c)
+			z, err := m.rn.measure(ctx, exact[m.c], rk)
+			if err != nil {
+				return nil, fmt.Errorf("release: residual %s: %w", s.Format(m.c), err)
+			}
+			if contrasts != nil {
+				contrasts[k] = z
+			}
+			y := residualPseudoMarginal(z, sizes)
+			noisy[k] = make([]float64, len(y), tensor.ExtSize(sizes))
+			copy(noisy[k], y)
+			continue
+		}
 		// Room for the extended array, which estimate builds in place.
 		noisy[k] = make([]float64, len(exact[m.c]), tensor.ExtSize(tensor.SubSizes(p.sizes, m.c)))
 		copy(noisy[k], exact[m.c])
@@ -952,6 +1024,9 @@ func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map
 		rel.noisy = make([][]float64, len(noisy))
 		for k := range noisy {
 			rel.noisy[k] = slices.Clone(noisy[k])
+			if p.meas[k].resid {
+				rel.noisy[k] = contrasts[k]
+			}
 		}
 	}
 	p.estimate(rel.Tables, inv, noisy)
@@ -983,6 +1058,7 @@ func (p *workloadPlan) newRelease(spec WorkloadSpec, inv []estimate.Invariant, s
 		c := *p.cert
 		rel.Certificate = &c
 	}
+	rel.LowerBound = p.lowerBound()
 	var spent privacy.Budget
 	for _, m := range p.meas {
 		if p.mech == MechanismGaussian {
@@ -1080,7 +1156,8 @@ func (p *workloadPlan) weights(c, src domain.Cuboid, e, k int) ([]float64, bool)
 		switch {
 		case r.status == resFixed && e >= 0 && r.source == e:
 			w[pat] = 1
-		case r.status == resFree && k >= 0:
+		case r.status == resFree && k >= 0 && (!p.meas[k].resid || a == p.meas[k].c):
+			// A residual measurement informs its own residual only.
 			m := p.meas[k]
 			w[pat] = 1 / (m.v * float64(p.s.CuboidSize(m.c)) * r.w)
 		}
@@ -1151,18 +1228,24 @@ type Metadata struct {
 	Neighbours string  `json:"neighbours"`
 	Split      string  `json:"split"`
 	// Strategy is what was measured: "requested", "marginals" (cuboids
-	// under the requested ones, chosen by the split) or "given".
+	// under the requested ones, chosen by the split), "residuals"
+	// (ResidualPlanner's Helmert contrasts, Gaussian noise), "lattice"
+	// (cuboids anywhere in the lattice, Laplace noise) or "given".
 	Strategy string `json:"strategy"`
 	// Objective is the weighted total variance Σ_C w_C |C| Var ŷ_C that the
 	// split minimises, at the shares given. With the optimal split,
-	// ObjectiveBound is a proved lower bound of its minimum over every split
-	// among the candidate measurements, OptimalityGap is
-	// (Objective - ObjectiveBound) / Objective, and SplitMethod says how
-	// both were found.
+	// SplitBound is a proved lower bound of its minimum over every split of
+	// the budget among the candidate measurements of the families searched
+	// (SplitBoundOver names them: it is not a bound over every strategy),
+	// SplitGap is (Objective - SplitBound) / Objective, and SplitMethod
+	// says how both were found. LowerBound, where one is known, bounds the
+	// objective over every strategy of the mechanism class.
 	Objective      float64  `json:"objective"`
-	ObjectiveBound *float64 `json:"objective_lower_bound,omitempty"`
-	OptimalityGap  *float64 `json:"optimality_gap,omitempty"`
+	SplitBound     *float64 `json:"split_lower_bound,omitempty"`
+	SplitGap       *float64 `json:"split_gap,omitempty"`
+	SplitBoundOver string   `json:"split_bound_over,omitempty"`
 	SplitMethod    string   `json:"split_method,omitempty"`
+	LowerBound     *Bound   `json:"lower_bound,omitempty"`
 	Guarantee      string   `json:"guarantee"`
 	// GuaranteeNote says on what a conditional guarantee rests.
 	GuaranteeNote string            `json:"guarantee_note,omitempty"`
@@ -1197,6 +1280,10 @@ type MeasurementInfo struct {
 	L2Sensitivity float64 `json:"l2_sensitivity,omitempty"`
 	L2Rule        string  `json:"l2_sensitivity_rule,omitempty"`
 	Sigma         float64 `json:"sigma,omitempty"`
+	// Queries says what was measured when it is not the cuboid's cells:
+	// "residual" for the cuboid's Helmert contrasts (Sigma is then the
+	// noise on each normalised contrast).
+	Queries string `json:"queries,omitempty"`
 }
 
 // TableMetadata describes one released table.
@@ -1252,13 +1339,25 @@ func (w *Release) Metadata() Metadata {
 		m.Rho, m.RhoBudget, m.Delta = w.Rho, w.RhoBudget, w.Delta
 		m.MOE = "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
 			"the error of a cell is a fixed linear combination of independent discrete Gaussians, normal to within their grids: 1.645 standard deviations"
+		if w.hasResiduals() {
+			m.Mechanism = "Gaussian noise on a power-of-two grid (exact discrete Gaussian) on every cell of the declared domain of each measured cuboid, " +
+				"and on every Helmert contrast of each measured residual (queries \"residual\": the contrasts' exact values rounded to the grid exactly, the rounding counted in the sensitivity), " +
+				"each calibrated to its L2 sensitivity under the exact cuboids"
+		}
 	}
 	if w.Strategy < 0 {
 		m.Strategy = "given"
 	}
 	if c := w.Certificate; c != nil {
 		bound, gap := c.Bound, c.Gap
-		m.ObjectiveBound, m.OptimalityGap, m.SplitMethod = &bound, &gap, c.Method
+		m.SplitBound, m.SplitGap, m.SplitMethod, m.SplitBoundOver = &bound, &gap, c.Method, c.Over
+		if m.SplitBoundOver == "" {
+			m.SplitBoundOver = fmt.Sprintf("every split of the budget among the %d measurements planned", len(w.Measurements))
+		}
+	}
+	if b := w.LowerBound; b != nil {
+		lb := *b
+		m.LowerBound = &lb
 	}
 	switch {
 	case !m.Private:
@@ -1320,6 +1419,9 @@ func (w *Release) Metadata() Metadata {
 			SensitivityRule: x.SensitivityRule, Scale: x.Scale, Grid: x.Grid,
 			RhoShare: x.RhoShare, L2Sensitivity: x.L2Sensitivity, L2Rule: x.L2Rule, Sigma: x.Sigma,
 		})
+		if x.Residual {
+			m.Measurements[len(m.Measurements)-1].Queries = "residual"
+		}
 	}
 	for _, v := range w.Invariants {
 		m.Exact = append(m.Exact, nonNil(s.ViewNames(measuredView(v.Cuboid, v.View))))

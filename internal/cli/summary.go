@@ -48,7 +48,7 @@ func PrintSummary(w io.Writer, m release.Metadata) {
 	for _, t := range m.Tables {
 		share, sens, scale := "derived", "-", "-"
 		for _, x := range m.Measurements {
-			if !slices.Equal(x.Cuboid, t.Cuboid) {
+			if !slices.Equal(x.Cuboid, t.Cuboid) || x.Queries != "" {
 				continue
 			}
 			if gaussian {
@@ -75,9 +75,9 @@ func PrintSummary(w io.Writer, m release.Metadata) {
 		}
 		tw.Flush()
 	}
-	if m.OptimalityGap != nil {
-		fmt.Fprintf(w, "split: weighted total variance %.6g, measuring the %s tables; within %.2g%% of the best split among them (%s)\n",
-			m.Objective, m.Strategy, 100**m.OptimalityGap, m.SplitMethod)
+	if m.SplitGap != nil {
+		fmt.Fprintf(w, "split: weighted total variance %.6g, strategy %s; within %.2g%% of the best split among its candidates (%s)\n",
+			m.Objective, m.Strategy, 100**m.SplitGap, m.SplitMethod)
 	}
 	for _, warn := range m.Warnings {
 		if strings.Contains(warn, "TRUE counts") {
@@ -96,6 +96,10 @@ func PrintSummary(w io.Writer, m release.Metadata) {
 func measuredElsewhere(m release.Metadata) []string {
 	var out []string
 	for _, x := range m.Measurements {
+		if x.Queries != "" {
+			out = append(out, x.Queries+" {"+strings.Join(x.Cuboid, ",")+"}")
+			continue
+		}
 		published := false
 		for _, t := range m.Tables {
 			published = published || slices.Equal(x.Cuboid, t.Cuboid)
