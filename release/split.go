@@ -252,13 +252,54 @@ func (spec WorkloadSpec) SplitWork(s *domain.Schema) (float64, error) {
 	if len(cands) == 0 {
 		return work, nil
 	}
-	marg := req
-	marg.Measure = cands
-	p2, err := measuredPlan(s, marg, make([]float64, len(cands)))
-	if err != nil {
-		return 0, err
+	best := spec.Strategy == MeasureBest
+	if best || spec.Strategy == MeasureMarginals {
+		marg := req
+		marg.Measure = cands
+		p2, err := measuredPlan(s, marg, make([]float64, len(cands)))
+		if err != nil {
+			return 0, err
+		}
+		work += p2.splitWork(true)
 	}
-	return work + p2.splitWork(true), nil
+	lattice := p1.latticeCuboids(spec.Sensitivity)
+	switch {
+	case spec.Mechanism == MechanismGaussian && (best || spec.Strategy == MeasureResiduals):
+		// The residuals alone, and under invariants with the lattice.
+		res := req
+		res.residuals = p1.freeResiduals()
+		if r := p1.res[0]; r != nil && r.status == resFree && r.a > 0 {
+			res.Measure = []domain.Cuboid{0}
+		}
+		p3, err := measuredPlan(s, res, nil)
+		if err != nil {
+			return 0, err
+		}
+		work += p3.splitWork(false)
+		if len(p1.exact) > 0 {
+			res.Measure = lattice
+			p3b, err := measuredPlan(s, res, nil)
+			if err != nil {
+				return 0, err
+			}
+			work += p3b.splitWork(false)
+		}
+	case spec.Mechanism != MechanismGaussian && (best || spec.Strategy == MeasureLattice):
+		// The lattice search, capped, then the split among the cuboids it
+		// chooses, a subset of the lattice: bounded by the split among
+		// the whole lattice.
+		work += latticeMaxWork
+		if len(lattice) > 0 {
+			lat := req
+			lat.Measure = lattice
+			p4, err := measuredPlan(s, lat, make([]float64, len(lattice)))
+			if err != nil {
+				return 0, err
+			}
+			work += p4.splitWork(true)
+		}
+	}
+	return work, nil
 }
 
 // splitWork is plan.WorkBound of the plan's split problem, solved with a
@@ -347,7 +388,11 @@ func planStrategy(ctx context.Context, s *domain.Schema, spec WorkloadSpec) (*wo
 		}
 		p3.strategy = MeasureResiduals
 		if len(p1.exact) > 0 {
-			res.Measure = cands
+			// Under invariants a cuboid above the requested ones can have
+			// a smaller L2 sensitivity than the ones under them (it holds
+			// every dimension the invariants' moves change): the whole
+			// lattice joins the candidates.
+			res.Measure = p1.latticeCuboids(spec.Sensitivity)
 			p3b, err := planMeasured(ctx, s, res, nil)
 			if err != nil {
 				return nil, fmt.Errorf("release: strategy %v: %w", MeasureResiduals, err)
