@@ -44,6 +44,10 @@ type Spec struct {
 	// the optimal split minimises (nil: 1 each).
 	Tables  []domain.View
 	Weights []float64
+	// Queries, if set, has one entry per table: what it publishes, its
+	// cells (the zero TableQuery) or the prefix sums or ranges along one
+	// of its ordered dimensions (ranges.go plans such a release).
+	Queries []TableQuery
 	// Exact are the invariants: views whose counts are published exactly,
 	// which every released table agrees with.
 	Exact []domain.View
@@ -90,6 +94,8 @@ type Plan struct {
 	views  *ViewPlan
 	cross  *crossPlan
 	single *ReleaseSpec
+	// ranges plans a release with prefix or range tables (ranges.go).
+	ranges *rangePlan
 }
 
 // NewPlan validates the spec and plans the release. Every error it returns
@@ -125,6 +131,20 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 		}
 	}
 	p := &Plan{schema: s, spec: spec}
+	qs, queries, err := validTableQueries(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	if queries {
+		// Prefix and range tables: their own engine (ranges.go).
+		if spec.Split == SplitAuto {
+			spec.Split = SplitOptimal
+		}
+		if p.ranges, err = planRanges(context.Background(), s, spec, qs); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
 	coarse := coarseDims(spec)
 	if len(coarse) <= 1 && spec.Split == SplitAuto {
 		spec.Split = SplitOptimal
@@ -204,6 +224,11 @@ func cuboidsOf(vs []domain.View) []domain.Cuboid {
 	return out
 }
 
+// QueryTables reports whether a table publishes prefix sums or ranges
+// rather than cells (Table.Query): such tables are written by
+// Table.WriteQueryCSV.
+func (p *Plan) QueryTables() bool { return p.ranges != nil }
+
 // Schema returns the schema the plan is for.
 func (p *Plan) Schema() *domain.Schema { return p.schema }
 
@@ -213,6 +238,9 @@ func (p *Plan) Spec() Spec { return p.spec }
 // Needs returns the views whose exact counts Run needs: the invariants, then
 // the measured views. Counting them is the only access to the data.
 func (p *Plan) Needs() []domain.View {
+	if p.ranges != nil {
+		return p.ranges.needs()
+	}
 	if p.flat != nil {
 		cs := p.flat.Needs()
 		if p.single != nil {
@@ -262,6 +290,9 @@ func (p *Plan) Workload() *WorkloadPlan {
 // (integer rounding from the next Split of r). A seeded r gives the same
 // release every time.
 func (p *Plan) Run(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
+	if p.ranges != nil {
+		return p.ranges.run(ctx, counts, r)
+	}
 	if p.single != nil {
 		return p.runSingle(ctx, counts, r)
 	}

@@ -3,6 +3,7 @@ package release
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/privacy"
@@ -120,9 +121,13 @@ func (q Request) Spec(s *domain.Schema) (Spec, error) {
 		spec.Tables, spec.Weights = append(spec.Tables, v), append(spec.Weights, 1)
 	}
 	if q.WorkloadName != "" || q.Workload != nil {
-		vs, ws, err := ParseWorkload(s, q.Workload)
+		vs, ws, qs, err := ParseWorkloadTables(s, q.Workload)
 		if err != nil {
 			return spec, fmt.Errorf("--workload %s: %w", q.WorkloadName, err)
+		}
+		if slices.ContainsFunc(qs, func(x TableQuery) bool { return x.Kind != QueryCells }) {
+			// The --cuboid tables before the workload publish their cells.
+			spec.Queries = append(make([]TableQuery, len(spec.Tables)), qs...)
 		}
 		spec.Tables, spec.Weights = append(spec.Tables, vs...), append(spec.Weights, ws...)
 	}

@@ -156,6 +156,11 @@ type Table struct {
 	// a hierarchy (ReleaseViews); it is zero in a flat workload's tables,
 	// whose view is the cuboid itself: TableView gives it in both cases.
 	View domain.View
+	// Query says what the table publishes: its cells (the zero value), or
+	// the prefix sums or ranges along an ordered dimension (Counts and
+	// MOE90s then hold one value per query, in TableTerm's row order;
+	// WriteQueryCSV writes them).
+	Query TableQuery
 	// MOE90s, when set, is the margin of error of each cell, in the order
 	// of Counts: across a hierarchy the law of the error differs from node
 	// to node. MOE90 is then the largest of them.
@@ -233,6 +238,12 @@ type Measurement struct {
 	// dimensions (ResidualPlanner), Sigma on every normalised contrast
 	// (residual.go).
 	Residual bool
+	// Queries, when set, says what was measured along each dimension of
+	// Cuboid when it is not the cells (a release of prefix or range
+	// tables: hierarchical intervals, p-Identity...), and L1Sensitivity is
+	// then its L1 sensitivity (Sensitivity is its ceiling).
+	Queries       string
+	L1Sensitivity float64
 }
 
 // TableView returns the view the measurement is of.
@@ -288,6 +299,9 @@ type Release struct {
 	// error of its tables level by level.
 	Hierarchy string
 	Levels    []LevelError
+	// family names the strategy family package strategy chose (a release
+	// of prefix or range tables).
+	family string
 }
 
 // residual is one residual A of the workload and what the plan knows about it.
@@ -1230,8 +1244,11 @@ type Metadata struct {
 	// Strategy is what was measured: "requested", "marginals" (cuboids
 	// under the requested ones, chosen by the split), "residuals"
 	// (ResidualPlanner's Helmert contrasts, Gaussian noise), "lattice"
-	// (cuboids anywhere in the lattice, Laplace noise) or "given".
-	Strategy string `json:"strategy"`
+	// (cuboids anywhere in the lattice, Laplace noise) or "given"; for
+	// prefix and range tables "best", and StrategyFamily names the family
+	// package strategy chose.
+	Strategy       string `json:"strategy"`
+	StrategyFamily string `json:"strategy_family,omitempty"`
 	// Objective is the weighted total variance Σ_C w_C |C| Var ŷ_C that the
 	// split minimises, at the shares given. With the optimal split,
 	// SplitBound is a proved lower bound of its minimum over every split of
@@ -1296,6 +1313,10 @@ type TableMetadata struct {
 	Measured bool     `json:"measured"`
 	MOE90    float64  `json:"moe90"`
 	Variance float64  `json:"variance"`
+	// Queries says what the table publishes when it is not its cells
+	// ("prefix sums along checks", "every range along age"; Cells is then
+	// the number of queries).
+	Queries string `json:"queries,omitempty"`
 	// Note says why a table is public or has no measurement of its own.
 	Note string `json:"note,omitempty"`
 	// Post-processing: see Table.
@@ -1348,6 +1369,15 @@ func (w *Release) Metadata() Metadata {
 	if w.Strategy < 0 {
 		m.Strategy = "given"
 	}
+	m.StrategyFamily = w.family
+	if w.hasQueryMeasurements() {
+		m.Mechanism = "Laplace noise on a power-of-two grid (exact discrete Laplace) on every query of each measurement (integer combinations of counts, exactly on the grid: a factor with real weights is quantised to integers first), " +
+			"calibrated to its L1 sensitivity under the exact cuboids"
+		if w.Mechanism == MechanismGaussian {
+			m.Mechanism = "Gaussian noise on a power-of-two grid (exact discrete Gaussian) on every query of each measurement (integer combinations of counts, exactly on the grid: a factor with real weights is quantised to integers first; " +
+				"Helmert contrasts rounded to the grid exactly, the rounding counted in the sensitivity), calibrated to its L2 sensitivity under the exact cuboids"
+		}
+	}
 	if c := w.Certificate; c != nil {
 		bound, gap := c.Bound, c.Gap
 		m.SplitBound, m.SplitGap, m.SplitMethod, m.SplitBoundOver = &bound, &gap, c.Method, c.Over
@@ -1395,8 +1425,12 @@ func (w *Release) Metadata() Metadata {
 		}
 	}
 	for _, t := range w.Tables {
+		cells := s.ViewSize(t.TableView())
+		if t.Query.Kind != QueryCells {
+			cells = TableTerm(s, t.TableView(), t.Query).Rows()
+		}
 		tm := TableMetadata{
-			Cuboid: nonNil(s.ViewNames(t.TableView())), File: s.ViewFileName(t.TableView()), Cells: s.ViewSize(t.TableView()), Weight: t.Weight,
+			Cuboid: nonNil(s.ViewNames(t.TableView())), File: t.FileName(s), Cells: cells, Weight: t.Weight, Queries: t.Query.describe(s),
 			Public: t.Public, Measured: t.Measured, MOE90: t.CellMOE90(), Variance: t.Variance,
 			NonNegative: t.NonNegative, NonNegativeResidual: t.NonNegativeResidual,
 			Integer: t.Integer, IntegerMethod: t.IntegerMethod, IntegerMaxDeviation: t.IntegerMaxDeviation,
@@ -1419,7 +1453,10 @@ func (w *Release) Metadata() Metadata {
 			SensitivityRule: x.SensitivityRule, Scale: x.Scale, Grid: x.Grid,
 			RhoShare: x.RhoShare, L2Sensitivity: x.L2Sensitivity, L2Rule: x.L2Rule, Sigma: x.Sigma,
 		})
-		if x.Residual {
+		switch {
+		case x.Queries != "":
+			m.Measurements[len(m.Measurements)-1].Queries = x.Queries
+		case x.Residual:
 			m.Measurements[len(m.Measurements)-1].Queries = "residual"
 		}
 	}
@@ -1533,50 +1570,93 @@ func ExpectedRMSE(s *domain.Schema, spec WorkloadSpec, st Strategy) ([]float64, 
 // either a list of dimension names, such as ["sex","age"] ([] is the grand
 // total; a dimension may be named at a level of its hierarchy, "geo:state"),
 // or an object {"cuboid": ["sex","age"], "weight": 2} (weight optional,
-// default 1). Errors name the entry.
+// default 1). Errors name the entry. An entry asking for prefix sums or
+// ranges is refused: ParseWorkloadTables reads those.
 func ParseWorkload(s *domain.Schema, b []byte) (views []domain.View, weights []float64, err error) {
+	views, weights, qs, err := ParseWorkloadTables(s, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, q := range qs {
+		if q.Kind != QueryCells {
+			return nil, nil, fmt.Errorf("workload entry %d asks for %v: read the workload with ParseWorkloadTables", i+1, q.Kind)
+		}
+	}
+	return views, weights, nil
+}
+
+// ParseWorkloadTables decodes a workload file as ParseWorkload does, and
+// entries that ask, along an ordered dimension of their cuboid, for every
+// prefix sum, {"cuboid": ["year", "checks"], "prefix": "checks"}, or every
+// contiguous range, {"cuboid": ["age"], "ranges": "age"} (with an optional
+// weight). It returns one TableQuery per entry (cells for the others).
+// Errors name the entry.
+func ParseWorkloadTables(s *domain.Schema, b []byte) (views []domain.View, weights []float64, queries []TableQuery, err error) {
 	var entries []json.RawMessage
 	if err := json.Unmarshal(b, &entries); err != nil {
-		return nil, nil, fmt.Errorf("release: want a JSON list of cuboids: %w", err)
+		return nil, nil, nil, fmt.Errorf("release: want a JSON list of cuboids: %w", err)
 	}
 	if len(entries) == 0 {
-		return nil, nil, errors.New("release: the list of cuboids is empty")
+		return nil, nil, nil, errors.New("release: the list of cuboids is empty")
 	}
 	for i, raw := range entries {
 		var names []string
 		weight := 1.0
+		var q TableQuery
 		if string(bytes.TrimSpace(raw)) == "null" {
-			return nil, nil, fmt.Errorf("workload entry %d: null is not a cuboid (the grand total is [])", i+1)
+			return nil, nil, nil, fmt.Errorf("workload entry %d: null is not a cuboid (the grand total is [])", i+1)
 		}
+		var along *string
 		if err := json.Unmarshal(raw, &names); err != nil {
 			var obj struct {
 				Cuboid *[]string `json:"cuboid"`
 				Weight *float64  `json:"weight"`
+				Prefix *string   `json:"prefix"`
+				Ranges *string   `json:"ranges"`
 			}
 			dec := json.NewDecoder(bytes.NewReader(raw))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&obj); err != nil {
-				return nil, nil, fmt.Errorf("workload entry %d: want a list of dimension names or {\"cuboid\": [...], \"weight\": w}: %w", i+1, err)
+				return nil, nil, nil, fmt.Errorf("workload entry %d: want a list of dimension names or {\"cuboid\": [...], \"weight\": w} (with \"prefix\" or \"ranges\": an ordered dimension of the cuboid): %w", i+1, err)
 			}
 			if obj.Cuboid == nil {
-				return nil, nil, fmt.Errorf("workload entry %d: no \"cuboid\"", i+1)
+				return nil, nil, nil, fmt.Errorf("workload entry %d: no \"cuboid\"", i+1)
 			}
 			names = *obj.Cuboid
 			if obj.Weight != nil {
 				weight = *obj.Weight
 			}
+			switch {
+			case obj.Prefix != nil && obj.Ranges != nil:
+				return nil, nil, nil, fmt.Errorf("workload entry %d: \"prefix\" and \"ranges\" exclude each other (one table asks for one of them)", i+1)
+			case obj.Prefix != nil:
+				q.Kind, along = QueryPrefix, obj.Prefix
+			case obj.Ranges != nil:
+				q.Kind, along = QueryRanges, obj.Ranges
+			}
 		}
 		v, err := s.ViewOfNames(names...)
 		if err != nil {
-			return nil, nil, fmt.Errorf("workload entry %d: %w", i+1, err)
+			return nil, nil, nil, fmt.Errorf("workload entry %d: %w", i+1, err)
 		}
 		if !(weight > 0) || math.IsInf(weight, 0) {
-			return nil, nil, fmt.Errorf("workload entry %d (%s): weight must be finite and > 0, got %v", i+1, s.FormatView(v), weight)
+			return nil, nil, nil, fmt.Errorf("workload entry %d (%s): weight must be finite and > 0, got %v", i+1, s.FormatView(v), weight)
+		}
+		if along != nil {
+			d, ok := s.Lookup(*along)
+			if !ok {
+				return nil, nil, nil, fmt.Errorf("workload entry %d: %v along %q: the schema has no such dimension", i+1, q.Kind, *along)
+			}
+			q.Dim = d
+			if err := q.check(s, v); err != nil {
+				return nil, nil, nil, fmt.Errorf("workload entry %d: %w", i+1, err)
+			}
 		}
 		views = append(views, v)
 		weights = append(weights, weight)
+		queries = append(queries, q)
 	}
-	return views, weights, nil
+	return views, weights, queries, nil
 }
 
 // measuredView returns v, or the view of cuboid c when v is the zero view

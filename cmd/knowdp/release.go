@@ -148,6 +148,9 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if plan.QueryTables() && format != tablefile.CSV {
+		return usageErr(fs, "--format %s: tables of prefix sums or ranges are written as CSV only", format)
+	}
 	needs := plan.Needs()
 	var leaves, released []domain.Cuboid
 	for _, v := range needs {
@@ -336,6 +339,9 @@ func writeRelease(e *env, f *releaseFlags, w *release.Release, format tablefile.
 	}
 	writeTable := func(t release.Table) func(io.Writer) error {
 		return func(out io.Writer) error {
+			if t.Query.Kind != release.QueryCells {
+				return t.WriteQueryCSV(out, s)
+			}
 			return tablefile.WriteRows(out, format, s, t.TableView(), 0, t.Counts, t.CellMOE)
 		}
 	}
@@ -353,7 +359,7 @@ func writeRelease(e *env, f *releaseFlags, w *release.Release, format tablefile.
 	} else {
 		var out []fileio.File
 		for i, t := range w.Tables {
-			name := strings.TrimSuffix(s.ViewFileName(t.TableView()), ".csv") + format.Ext()
+			name := strings.TrimSuffix(t.FileName(s), ".csv") + format.Ext()
 			meta.Tables[i].File = name
 			out = append(out, fileio.File{Path: name, Write: writeTable(t)})
 			files = append(files, name)
