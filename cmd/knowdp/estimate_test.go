@@ -34,7 +34,7 @@ func TestEstimateCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	gap, _ := meta["split_gap"].(float64)
-	if obj, _ := meta["objective"].(float64); !(obj > 0) || !(gap >= 0 && gap <= 1e-6) || meta["strategy"] != "requested" {
+	if obj, _ := meta["objective"].(float64); !(obj > 0) || !(gap >= 0 && gap <= 1e-6) || meta["strategy"] != "lattice" {
 		t.Errorf("release.json: objective %v, gap %v, strategy %v", meta["objective"], meta["split_gap"], meta["strategy"])
 	}
 	out := filepath.Join(tmp, "est")
