@@ -12,9 +12,7 @@ import (
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/testkit"
 	"github.com/knowdp/knowdp/noise"
-	"github.com/knowdp/knowdp/query"
 	"github.com/knowdp/knowdp/sensitivity"
-	"github.com/knowdp/knowdp/strategy"
 )
 
 // orderedSchema returns a schema whose first dimension (named x) has n
@@ -46,58 +44,6 @@ func countsFor(c *cube.Cube, views []domain.View) map[domain.View][]float64 {
 		out[v] = c.Project(v.Dims)
 	}
 	return out
-}
-
-// TestRangesMatchHDMM: through the release path (NewPlan, Laplace noise at
-// epsilon 1, no invariants), the prefix sums and every range of a 50-value
-// ordered attribute cost at most HDMM's figures (OPT_0, best of 10
-// restarts, scripts/peers/hdmm_peer.py) times 1.001, each query counted
-// once; the objective the release states (from the estimator's exact
-// variances, gls) is the one package strategy computes from the release's
-// own measurements; and each stated bound says what it bounds.
-func TestRangesMatchHDMM(t *testing.T) {
-	s := orderedSchema(t, 50)
-	x := domain.ViewOf(1)
-	for _, c := range []struct {
-		kind QueryKind
-		hdmm float64
-		term query.Factor
-	}{
-		{QueryPrefix, 1245.4083, query.NewPrefix(50)},
-		{QueryRanges, 34042.5633, query.NewRanges(50)},
-	} {
-		p, err := NewPlan(s, Spec{Tables: []domain.View{x}, Queries: []TableQuery{{Kind: c.kind}}, Epsilon: eps(t, 1), Strategy: MeasureBest})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rp := p.ranges
-		if r := rp.objective / c.hdmm; r > 1.001 {
-			t.Errorf("%v: objective %.6g, HDMM %.6g: ratio %.5f", c.kind, rp.objective, c.hdmm, r)
-		}
-		var ms []strategy.Measurement
-		for _, m := range rp.meas {
-			ms = append(ms, strategy.Measurement{Term: m.term, Variance: m.v})
-		}
-		obj, err := strategy.Objective(s.Sizes(), query.Workload{{Term: query.Term{c.term}, Weight: 1}}, ms)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if math.Abs(obj/rp.objective-1) > 1e-6 {
-			t.Errorf("%v: the release states %.10g, its measurements give %.10g", c.kind, rp.objective, obj)
-		}
-		rel, err := rp.newRelease(false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := rel.Metadata()
-		if m.LowerBound == nil || m.LowerBound.Value > rp.objective || !strings.Contains(m.LowerBound.Over, "every strategy") || m.StrategyFamily == "" {
-			t.Errorf("%v: lower bound %+v, family %q", c.kind, m.LowerBound, m.StrategyFamily)
-		}
-		if m.Tables[0].Cells != TableTerm(s, x, TableQuery{Kind: c.kind}).Rows() || m.Tables[0].Queries == "" {
-			t.Errorf("%v: table metadata %+v", c.kind, m.Tables[0])
-		}
-		t.Logf("%v: %.6g (HDMM %.6g), %s", c.kind, rp.objective, c.hdmm, m.Measurements[0].Queries)
-	}
 }
 
 // TestRangesRelease: over seeded releases of a prefix table, a ranges table

@@ -22,8 +22,10 @@ package release
 // and exact), so ||k - k'|| <= Δ2/g + sqrt(rows) with Δ2 the L2
 // sensitivity of R_A (sensitivity.TermL2Sensitivity): the release is
 // ρ-zCDP with ρ = (Δ2 + g sqrt(rows))² / (2σ²). The grid is chosen with
-// g sqrt(rows) <= 2^-20 Δ2, and σ is calibrated to Δ2 (1 + 2^-20) (1 +
-// 2^-30), the last factor covering the floating-point evaluation of Δ2.
+// g sqrt(rows) <= 2^-30 Δ2 (unless the noise is so large that the grid
+// must be coarser, at most 2^-38 of σ), and σ is calibrated to Δ2 (1 +
+// 2^-30) + g sqrt(rows), the factor covering the floating-point evaluation
+// of Δ2: the noise's variance is that of the closed form to about 1e-9.
 //
 // The release is the normalised contrasts z_j = g (k_j + Z_j), whose noise
 // is iid of variance g² Var Z_j (σ², to float64 precision): the GLS weight
@@ -46,12 +48,8 @@ import (
 )
 
 // residualMargin is the relative margin on a residual measurement's
-// sensitivity for the floating-point evaluation of its closed form, and
-// residualGridShare the share of it the rounding to the grid may use.
-const (
-	residualMargin    = 0x1p-30
-	residualGridShare = 0x1p-20
-)
+// sensitivity for the floating-point evaluation of its closed form.
+const residualMargin = 0x1p-30
 
 // maxResidualSteps clamps the rounded contrasts (in grid steps): far
 // beyond any count, and k + Z stays within int64.
@@ -82,8 +80,15 @@ func newResidualNoise(shape []int, l2, rho float64) (residualNoise, error) {
 		}
 		rows *= n - 1
 	}
-	sigma := l2 * (1 + residualGridShare) * (1 + residualMargin) / math.Sqrt(2*rho)
-	g, err := noise.NewGaussianSigma(sigma, l2/math.Sqrt(float64(rows)))
+	// The grid: fine enough that the rounding costs at most 2^-30 of the
+	// sensitivity (g sqrt(rows) <= 2^-30 l2), but no finer than 2^-38 of the
+	// noise, which the discrete Gaussian's range (MaxSigma grid steps)
+	// needs; NewGaussianSigma's grid is at most 2^-20 of the resolution.
+	sq := math.Sqrt(float64(rows))
+	res := max(l2*0x1p-10/sq, l2/math.Sqrt(2*rho)*0x1p-18)
+	gmax := res * 0x1p-20
+	sigma := (l2*(1+residualMargin) + gmax*sq) / math.Sqrt(2*rho)
+	g, err := noise.NewGaussianSigma(sigma, res)
 	if err != nil {
 		return residualNoise{}, fmt.Errorf("residual measurement: %w", err)
 	}

@@ -38,58 +38,6 @@ func kwayViews(s *domain.Schema, ks ...int) []domain.View {
 	return out
 }
 
-// TestResidualStrategyMatchesResidualPlanner: through the release path
-// (NewPlan, --strategy best, Gaussian noise at rho 1, unit weights, no
-// invariants), the objective of every marginal workload of issue 32's
-// comparison equals ResidualPlanner's, as scripts/peers/residualplanner.py
-// prints it from dkifer/ResidualPlanner's code (the same figures as
-// strategy's TestPeerComparison), to the rounding of the shares to whole
-// accounting steps; and it is the SVD bound, the least error of any
-// strategy of the matrix mechanism, which the release states.
-func TestResidualStrategyMatchesResidualPlanner(t *testing.T) {
-	s := arrests(t)
-	view := func(names ...string) domain.View {
-		v, err := s.ViewOfNames(names...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	mixed := []domain.View{view("year", "colour"), view("colour", "sex", "agegroup"), view("checks"), view("year", "checks", "released")}
-	for _, c := range []struct {
-		name   string
-		tables []domain.View
-		peer   float64
-	}{
-		{"2way", kwayViews(s, 2), 1609.811208},
-		{"3way", kwayViews(s, 3), 13571.489439},
-		{"mixed4", mixed, 164.338594},
-		{"1+2way", kwayViews(s, 1, 2), 1805.594413},
-	} {
-		if testing.Short() && c.name == "3way" {
-			continue
-		}
-		p, err := NewPlan(s, Spec{Tables: c.tables, Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Strategy: MeasureBest})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rel := p.flat.Release
-		if rel.Strategy != MeasureResiduals {
-			t.Errorf("%s: strategy %v, want residuals", c.name, rel.Strategy)
-		}
-		if r := rel.Objective / c.peer; math.Abs(r-1) > 1e-6 {
-			t.Errorf("%s: objective %.9g, ResidualPlanner %.9g: ratio %.9f", c.name, rel.Objective, c.peer, r)
-		}
-		lb := rel.LowerBound
-		if lb == nil || math.Abs(rel.Objective/lb.Value-1) > 1e-6 || !strings.Contains(lb.Over, "every strategy") {
-			t.Errorf("%s: objective %v, lower bound %+v", c.name, rel.Objective, lb)
-		}
-		if p.Workload() != nil {
-			t.Errorf("%s: a plan that measures residuals offers block-wise terms", c.name)
-		}
-	}
-}
-
 // TestResidualReleaseSimulation: over seeded releases, the tables of a
 // residual plan are unbiased, agree with each other and with the
 // invariants, and the variance each table states is the empirical one,

@@ -175,6 +175,10 @@ func (p *workloadPlan) finishObjective() error {
 			x[k] = m.share.Float64() / p.budget.Float64()
 		}
 	}
+	// The split's model at the shares given: the noise actually drawn has
+	// the calibrated variance, a hair above the model where the grid or a
+	// residual measurement's rounding costs something (about 2e-6 at most,
+	// which the tables' variances include).
 	p.objValue = o.value(x)
 	if math.IsNaN(p.objValue) || math.IsInf(p.objValue, 0) {
 		return fmt.Errorf("workload: the weighted total variance is %v (weights too large)", p.objValue)
