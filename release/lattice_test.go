@@ -2,6 +2,8 @@ package release
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/knowdp/knowdp/domain"
@@ -73,4 +75,69 @@ func TestBestNeverWorseUnderInvariants(t *testing.T) {
 			t.Errorf("gaussian %v: best %.6g is %.3f of requested %.6g", gauss, best.flat.Release.Objective, r, req.flat.Release.Objective)
 		}
 	}
+}
+
+// TestArrestsStrategyTable prints the weighted total variance of every
+// strategy on issue 32's arrests workload (all 28 two-way marginals), with
+// the invariants {year} and {colour,sex} and without, for both mechanisms
+// (the table of docs/release.md), and checks that best is the least of
+// them and never above requested.
+//
+//	go test ./release -run TestArrestsStrategyTable -v
+func TestArrestsStrategyTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 10 s of planning: the full suite runs it")
+	}
+	a := arrests(t)
+	yr, _ := a.ViewOfNames("year")
+	cs, _ := a.ViewOfNames("colour", "sex")
+	type cell struct {
+		obj  float64
+		n    int
+		what string
+	}
+	strategies := []MeasureStrategy{MeasureRequested, MeasureMarginals, MeasureResiduals, MeasureLattice, MeasureBest}
+	var b strings.Builder
+	fmt.Fprintln(&b, "| strategy | Laplace, invariants | Laplace, none | Gaussian, invariants | Gaussian, none |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|")
+	res := map[MeasureStrategy][4]string{}
+	for col, c := range []struct {
+		gauss bool
+		exact []domain.View
+	}{{false, []domain.View{yr, cs}}, {false, nil}, {true, []domain.View{yr, cs}}, {true, nil}} {
+		got := map[MeasureStrategy]cell{}
+		for _, st := range strategies {
+			spec := Spec{Tables: kwayViews(a, 2), Exact: c.exact, Strategy: st}
+			if c.gauss {
+				spec.Mechanism, spec.Rho, spec.Delta = MechanismGaussian, rho(t, 1), 1e-6
+			} else {
+				spec.Epsilon = eps(t, 1)
+			}
+			p, err := NewPlan(a, spec)
+			if err != nil {
+				if (st == MeasureResiduals) != c.gauss || (st == MeasureLattice) == c.gauss {
+					continue // not planned for this mechanism
+				}
+				t.Fatal(err)
+			}
+			rel := p.flat.Release
+			got[st] = cell{rel.Objective, len(rel.Measurements), rel.Strategy.String()}
+			r := res[st]
+			r[col] = fmt.Sprintf("%s (%d measurements)", num(rel.Objective), len(rel.Measurements))
+			if st == MeasureBest {
+				r[col] = fmt.Sprintf("%s (%s)", num(rel.Objective), rel.Strategy)
+			}
+			res[st] = r
+		}
+		for st, x := range got {
+			if got[MeasureBest].obj > x.obj*(1+1e-9) {
+				t.Errorf("column %d: best %v above %v's %v", col, got[MeasureBest].obj, st, x.obj)
+			}
+		}
+	}
+	for _, st := range strategies {
+		r := res[st]
+		fmt.Fprintf(&b, "| %v | %s | %s | %s | %s |\n", st, r[0], r[1], r[2], r[3])
+	}
+	t.Log("\n" + b.String())
 }

@@ -167,8 +167,8 @@ func TestPeerComparisonThroughRelease(t *testing.T) {
 // separated.
 func num(v float64) string {
 	s := fmt.Sprintf("%.6g", v)
-	if strings.ContainsAny(s, "e") {
-		return s
+	if math.Abs(v) >= 1e5 {
+		s = fmt.Sprintf("%.0f", v)
 	}
 	intPart, frac, _ := strings.Cut(s, ".")
 	var out []byte

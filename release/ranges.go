@@ -60,6 +60,7 @@ type rangeMeasurement struct {
 	l1, l2  float64
 	rule    string
 	desc    string
+	queries string // desc, or "" when the measurement is a cuboid's cells
 	share   privacy.Epsilon
 	rho     privacy.Rho
 	lap     noise.Laplace
@@ -295,6 +296,13 @@ func (p *rangePlan) exactMeasurement(t query.Term) (rangeMeasurement, error) {
 		parts = []string{"the grand total"}
 	}
 	rm.desc = strings.Join(parts, "; ")
+	cells := true
+	for _, f := range rm.term {
+		cells = cells && (f.Kind == query.Identity || f.Kind == query.Total)
+	}
+	if !cells {
+		rm.queries = rm.desc
+	}
 	if len(p.exact) == 0 {
 		rm.l1, rm.l2 = strategy.AddRemove(rm.term)
 		rm.rule = "no background knowledge: one row added or removed moves one cell; the largest column norm of the queries' matrix"
@@ -480,7 +488,7 @@ func (p *rangePlan) newRelease(seeded bool) (*Release, error) {
 	}
 	var spent privacy.Budget
 	for _, m := range p.meas {
-		x := Measurement{Cuboid: m.support, Queries: m.desc, Residual: m.resid}
+		x := Measurement{Cuboid: m.support, Queries: m.queries, Residual: m.resid}
 		if spec.Mechanism == MechanismGaussian {
 			spent = privacy.Sequential(spent, privacy.Concentrated(m.rho))
 			x.RhoShare, x.L2Sensitivity, x.L2Rule = m.rho.Float64(), m.l2, m.rule

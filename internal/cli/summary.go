@@ -48,7 +48,7 @@ func PrintSummary(w io.Writer, m release.Metadata) {
 	for _, t := range m.Tables {
 		share, sens, scale := "derived", "-", "-"
 		for _, x := range m.Measurements {
-			if !slices.Equal(x.Cuboid, t.Cuboid) || x.Queries != "" {
+			if !slices.Equal(x.Cuboid, t.Cuboid) || x.Queries != "" || t.Queries != "" {
 				continue
 			}
 			if gaussian {
@@ -102,7 +102,7 @@ func measuredElsewhere(m release.Metadata) []string {
 		}
 		published := false
 		for _, t := range m.Tables {
-			published = published || slices.Equal(x.Cuboid, t.Cuboid)
+			published = published || slices.Equal(x.Cuboid, t.Cuboid) && t.Queries == ""
 		}
 		if !published {
 			out = append(out, "{"+strings.Join(x.Cuboid, ",")+"}")
