@@ -48,6 +48,18 @@ type Spec struct {
 	// cells (the zero TableQuery) or the prefix sums or ranges along one
 	// of its ordered dimensions (ranges.go plans such a release).
 	Queries []TableQuery
+	// Objective says what the optimal split minimises (objective.go): the
+	// weighted sum of every cell's variance (ObjectiveTotal), of each
+	// table's mean cell variance (ObjectiveMean), or the largest weighted
+	// cell variance of any table (ObjectiveMax: Gaussian noise, tables at
+	// their finest levels); the zero value, ObjectiveAuto, is the mean
+	// across the levels of a hierarchy and the total otherwise.
+	Objective Objective
+	// TargetMOE90, if set, has one target margin of error per table (0:
+	// none, at least one > 0): the release spends the least budget that
+	// meets every target (Epsilon or Rho is then a cap, refused if the
+	// targets need more), tables at their finest levels (objective.go).
+	TargetMOE90 []float64
 	// Exact are the invariants: views whose counts are published exactly,
 	// which every released table agrees with.
 	Exact []domain.View
@@ -96,6 +108,9 @@ type Plan struct {
 	single *ReleaseSpec
 	// ranges plans a release with prefix or range tables (ranges.go).
 	ranges *rangePlan
+	// targets are the tables' target margins of error, when the budget
+	// was chosen to meet them (objective.go).
+	targets []float64
 }
 
 // NewPlan validates the spec and plans the release. Every error it returns
@@ -135,6 +150,26 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if spec.Objective == ObjectiveAuto && spec.TargetMOE90 == nil {
+		spec.Objective = ObjectiveTotal
+		if len(coarseDims(spec)) > 0 && !queries {
+			spec.Objective = ObjectiveMean
+		}
+		p.spec.Objective = spec.Objective
+	}
+	switch {
+	case spec.Objective < ObjectiveAuto || spec.Objective > ObjectiveMax:
+		return nil, fmt.Errorf("release: unknown objective %v", spec.Objective)
+	case spec.Weights != nil && len(spec.Weights) != len(spec.Tables):
+		return nil, fmt.Errorf("release: %d weights for %d tables", len(spec.Weights), len(spec.Tables))
+	case spec.Objective == ObjectiveMax && (queries || len(coarseDims(spec)) > 0):
+		return nil, errors.New("release: the max objective is planned for tables of cells at the finest levels of every dimension; use total or mean")
+	case spec.TargetMOE90 != nil:
+		return planTargets(s, spec, p)
+	case spec.Objective == ObjectiveMean && (queries || len(coarseDims(spec)) > 0):
+		// The other engines take the mean through the weights.
+		spec.Weights = meanWeights(s, spec)
+	}
 	if queries {
 		// Prefix and range tables: their own engine (ranges.go).
 		if spec.Split == SplitAuto {
@@ -153,7 +188,7 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 	case len(coarse) == 0 && spec.Split != SplitSpine:
 		ws := WorkloadSpec{Epsilon: spec.Epsilon, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
 			DomainsFromData: spec.DomainsFromData, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
-			Strategy: spec.Strategy, KeepMeasurements: spec.KeepMeasurements}
+			Strategy: spec.Strategy, KeepMeasurements: spec.KeepMeasurements, Objective: spec.Objective}
 		ws.Cuboids, ws.Exact, ws.Measure = cuboidsOf(spec.Tables), cuboidsOf(spec.Exact), cuboidsOf(spec.Measure)
 		wp, err := PlanWorkload(s, ws, false)
 		if err != nil {
@@ -290,6 +325,16 @@ func (p *Plan) Workload() *WorkloadPlan {
 // (integer rounding from the next Split of r). A seeded r gives the same
 // release every time.
 func (p *Plan) Run(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
+	w, err := p.run(ctx, counts, r)
+	if err != nil {
+		return nil, err
+	}
+	w.ObjectiveKind = p.spec.Objective
+	return w, nil
+}
+
+// run is Run by engine.
+func (p *Plan) run(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
 	if p.ranges != nil {
 		return p.ranges.run(ctx, counts, r)
 	}

@@ -246,18 +246,18 @@ func TestRangesRefusals(t *testing.T) {
 	}
 }
 
-// TestWorkloadTables reads prefix and ranges entries and refuses the bad
-// ones naming the entry.
+// TestWorkloadTables reads prefix, ranges and target entries and refuses
+// the bad ones naming the entry.
 func TestWorkloadTables(t *testing.T) {
 	s := orderedSchema(t, 6, 3)
-	vs, ws, qs, err := ParseWorkloadTables(s, []byte(`[["a"], {"cuboid": ["x", "a"], "prefix": "x", "weight": 2}, {"cuboid": ["x"], "ranges": "x"}]`))
+	es, err := ParseWorkloadEntries(s, []byte(`[["a"], {"cuboid": ["x", "a"], "prefix": "x", "weight": 2}, {"cuboid": ["x"], "ranges": "x", "moe90": 4.5}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(vs) != 3 || ws[1] != 2 || qs[0].Kind != QueryCells || qs[1] != (TableQuery{Kind: QueryPrefix, Dim: 0}) || qs[2].Kind != QueryRanges {
-		t.Fatalf("%v %v %v", vs, ws, qs)
+	if len(es) != 3 || es[1].Weight != 2 || es[0].Query.Kind != QueryCells || es[1].Query != (TableQuery{Kind: QueryPrefix, Dim: 0}) || es[2].Query.Kind != QueryRanges || es[2].TargetMOE90 != 4.5 || es[0].TargetMOE90 != 0 {
+		t.Fatalf("%+v", es)
 	}
-	if _, _, err := ParseWorkload(s, []byte(`[{"cuboid": ["x"], "ranges": "x"}]`)); err == nil || !strings.Contains(err.Error(), "ParseWorkloadTables") {
+	if _, _, err := ParseWorkload(s, []byte(`[{"cuboid": ["x"], "ranges": "x"}]`)); err == nil || !strings.Contains(err.Error(), "ParseWorkloadEntries") {
 		t.Errorf("ParseWorkload took a ranges entry: %v", err)
 	}
 	for _, c := range []struct{ in, want string }{
@@ -266,8 +266,9 @@ func TestWorkloadTables(t *testing.T) {
 		{`[{"cuboid": ["x"], "ranges": "x", "prefix": "x"}]`, "exclude each other"},
 		{`[{"cuboid": ["x"], "ranges": "y"}]`, `no such dimension`},
 		{`[["x"], {"cuboid": ["x"], "ranges": 3}]`, "entry 2"},
+		{`[{"cuboid": ["x"], "moe90": -1}]`, `"moe90" must be finite and > 0`},
 	} {
-		if _, _, _, err := ParseWorkloadTables(s, []byte(c.in)); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := ParseWorkloadEntries(s, []byte(c.in)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.in, err, c.want)
 		}
 	}

@@ -38,8 +38,9 @@ type Request struct {
 	Mechanism           string
 	Epsilon, Rho, Delta float64
 	// Split ("optimal", "equal", "spine") and Strategy ("requested",
-	// "marginals", "best").
-	Split, Strategy string
+	// "marginals", "residuals", "lattice", "best"); Objective ("total", the
+	// default when empty, "mean" or "max").
+	Split, Strategy, Objective string
 	// Sensitivity overrides the generic sensitivity (0: computed).
 	Sensitivity     int
 	NonNeg, Integer bool
@@ -100,6 +101,11 @@ func (q Request) budget() (Spec, error) {
 	if spec.Strategy, err = ParseMeasureStrategy(q.Strategy); err != nil {
 		return spec, usage("--strategy: %v", err)
 	}
+	if q.Objective != "" {
+		if spec.Objective, err = ParseObjective(q.Objective); err != nil {
+			return spec, usage("--objective: %v", err)
+		}
+	}
 	spec.Sensitivity, spec.NonNegative, spec.Integer, spec.Tol = q.Sensitivity, q.NonNeg, q.Integer, q.Tol
 	spec.KeepMeasurements, spec.DomainsFromData = q.KeepMeasurements, q.DomainsFromData
 	return spec, nil
@@ -121,15 +127,28 @@ func (q Request) Spec(s *domain.Schema) (Spec, error) {
 		spec.Tables, spec.Weights = append(spec.Tables, v), append(spec.Weights, 1)
 	}
 	if q.WorkloadName != "" || q.Workload != nil {
-		vs, ws, qs, err := ParseWorkloadTables(s, q.Workload)
+		entries, err := ParseWorkloadEntries(s, q.Workload)
 		if err != nil {
 			return spec, fmt.Errorf("--workload %s: %w", q.WorkloadName, err)
 		}
-		if slices.ContainsFunc(qs, func(x TableQuery) bool { return x.Kind != QueryCells }) {
+		if slices.ContainsFunc(entries, func(e WorkloadEntry) bool { return e.Query.Kind != QueryCells }) {
 			// The --cuboid tables before the workload publish their cells.
-			spec.Queries = append(make([]TableQuery, len(spec.Tables)), qs...)
+			spec.Queries = make([]TableQuery, len(spec.Tables))
+			for _, e := range entries {
+				spec.Queries = append(spec.Queries, e.Query)
+			}
 		}
-		spec.Tables, spec.Weights = append(spec.Tables, vs...), append(spec.Weights, ws...)
+		if slices.ContainsFunc(entries, func(e WorkloadEntry) bool { return e.TargetMOE90 != 0 }) {
+			// Targets for every table, or the plan refuses naming the first
+			// without one.
+			spec.TargetMOE90 = make([]float64, len(spec.Tables))
+			for _, e := range entries {
+				spec.TargetMOE90 = append(spec.TargetMOE90, e.TargetMOE90)
+			}
+		}
+		for _, e := range entries {
+			spec.Tables, spec.Weights = append(spec.Tables, e.View), append(spec.Weights, e.Weight)
+		}
 	}
 	if len(spec.Tables) == 0 {
 		spec.Tables, spec.Weights = []domain.View{domain.ViewOf(domain.Base(s.NumDims()))}, []float64{1}

@@ -180,6 +180,9 @@ func (p *workloadPlan) finishObjective() error {
 	// residual measurement's rounding costs something (about 2e-6 at most,
 	// which the tables' variances include).
 	p.objValue = o.value(x)
+	if p.maxVar {
+		p.objValue = p.maxObjective()
+	}
 	if math.IsNaN(p.objValue) || math.IsInf(p.objValue, 0) {
 		return fmt.Errorf("workload: the weighted total variance is %v (weights too large)", p.objValue)
 	}

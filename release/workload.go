@@ -144,6 +144,11 @@ type WorkloadSpec struct {
 	// KeepMeasurements keeps a copy of the noisy measurements in the
 	// release, for SaveMeasurements.
 	KeepMeasurements bool
+	// Objective says what the optimal split minimises (objective.go): the
+	// weighted sum of every cell's variance (the zero value), of each
+	// table's mean cell variance, or the largest weighted cell variance
+	// (Gaussian noise).
+	Objective Objective
 	// residuals are residual measurements (Gaussian only) to plan besides
 	// Measure, set by the residuals strategy.
 	residuals []domain.Cuboid
@@ -177,6 +182,9 @@ type Table struct {
 	Variance float64
 	// Weight is the table's weight in the split's objective.
 	Weight float64
+	// TargetMOE90 is the margin of error the release was planned to meet
+	// (Spec.TargetMOE90), 0 when none was set.
+	TargetMOE90 float64
 	// Measured is true when noise was added to this cuboid, with Share of
 	// the budget, calibrated to Sensitivity (from SensitivityRule), at
 	// Laplace scale Scale on grid Grid. A table that is not measured is
@@ -275,6 +283,8 @@ type Release struct {
 	// Certificate bounds how far it can be from the minimum.
 	Objective   float64
 	Certificate *SplitCertificate
+	// ObjectiveKind is what Objective is (Spec.Objective).
+	ObjectiveKind Objective
 	// LowerBound, where one is known, bounds Objective from below over
 	// every strategy of the mechanism class (not only the families
 	// searched), with what it bounds.
@@ -374,6 +384,9 @@ type workloadPlan struct {
 	// ncands is the number of candidate measurements the split chose
 	// among, latticeCands the cuboids package strategy searched (lattice).
 	ncands, latticeCands int
+	// objKind is what the split minimises (maxVar: ObjectiveMax).
+	objKind Objective
+	maxVar  bool
 }
 
 // Needs returns the cuboids whose exact counts ReleaseWorkload needs: the
@@ -479,13 +492,18 @@ func measuredPlan(s *domain.Schema, spec WorkloadSpec, start []float64) (*worklo
 		return nil, fmt.Errorf("release: a Gaussian release states its equivalent (eps, delta) guarantee at a delta in (0, 1), got %v", spec.Delta)
 	case !gaussian && (!spec.Rho.IsZero() || spec.Delta != 0):
 		return nil, errors.New("release: rho and delta apply to Gaussian releases only")
+	case spec.Objective < ObjectiveAuto || spec.Objective > ObjectiveMax:
+		return nil, fmt.Errorf("release: unknown objective %v", spec.Objective)
+	case spec.Objective == ObjectiveMax && !gaussian:
+		return nil, errors.New("release: the max objective (the largest weighted cell variance) is planned for Gaussian noise, where the split is convex and its dual certifies it; with Laplace noise use total or mean")
 	}
 	for i, e := range spec.Exact {
 		if err := sensitivity.CheckCuboid(s, e, fmt.Sprintf("release: exact cuboid %d", i+1)); err != nil {
 			return nil, err
 		}
 	}
-	p := &workloadPlan{s: s, sizes: s.Sizes(), exact: dedupe(spec.Exact), budget: spec.Epsilon, mech: spec.Mechanism, rho: spec.Rho, split: spec.Split, start: start}
+	p := &workloadPlan{s: s, sizes: s.Sizes(), exact: dedupe(spec.Exact), budget: spec.Epsilon, mech: spec.Mechanism, rho: spec.Rho, split: spec.Split, start: start,
+		objKind: spec.Objective, maxVar: spec.Objective == ObjectiveMax}
 	for i, c := range spec.Cuboids {
 		if err := sensitivity.CheckCuboid(s, c, fmt.Sprintf("release: cuboid %d", i+1)); err != nil {
 			return nil, err
@@ -501,6 +519,10 @@ func measuredPlan(s *domain.Schema, spec WorkloadSpec, start []float64) (*worklo
 			if !(w > 0) || math.IsInf(w, 0) {
 				return nil, fmt.Errorf("release: weight of cuboid %s must be finite and > 0, got %v", s.Format(c), w)
 			}
+		}
+		if spec.Objective == ObjectiveMean {
+			// The weight of the table's mean cell variance.
+			w /= float64(s.CuboidSize(c))
 		}
 		t := Table{Cuboid: c, Weight: w}
 		sens, err := p.sensitivity(c, spec.Sensitivity)
@@ -681,7 +703,12 @@ func (p *workloadPlan) chooseShares(ctx context.Context) error {
 	}
 	if p.split == SplitOptimal {
 		var err error
-		if frac, err = p.optimalFractions(ctx); err != nil {
+		if p.maxVar {
+			frac, err = p.minimaxFractions(ctx)
+		} else {
+			frac, err = p.optimalFractions(ctx)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -1063,6 +1090,7 @@ func (p *workloadPlan) newRelease(spec WorkloadSpec, inv []estimate.Invariant, s
 		Split:           p.split,
 		Strategy:        p.strategy,
 		Objective:       p.objValue,
+		ObjectiveKind:   p.objKind,
 		Neighbours:      neighbours(p.s, p.exact),
 		Conditional:     p.conditional,
 		Seeded:          seeded,
@@ -1258,6 +1286,7 @@ type Metadata struct {
 	// says how both were found. LowerBound, where one is known, bounds the
 	// objective over every strategy of the mechanism class.
 	Objective      float64  `json:"objective"`
+	ObjectiveOf    string   `json:"objective_of"`
 	SplitBound     *float64 `json:"split_lower_bound,omitempty"`
 	SplitGap       *float64 `json:"split_gap,omitempty"`
 	SplitBoundOver string   `json:"split_bound_over,omitempty"`
@@ -1317,6 +1346,8 @@ type TableMetadata struct {
 	// ("prefix sums along checks", "every range along age"; Cells is then
 	// the number of queries).
 	Queries string `json:"queries,omitempty"`
+	// TargetMOE90 is the margin of error the budget was chosen to meet.
+	TargetMOE90 float64 `json:"target_moe90,omitempty"`
 	// Note says why a table is public or has no measurement of its own.
 	Note string `json:"note,omitempty"`
 	// Post-processing: see Table.
@@ -1370,6 +1401,7 @@ func (w *Release) Metadata() Metadata {
 		m.Strategy = "given"
 	}
 	m.StrategyFamily = w.family
+	m.ObjectiveOf = w.ObjectiveKind.describe()
 	if w.hasQueryMeasurements() {
 		m.Mechanism = "Laplace noise on a power-of-two grid (exact discrete Laplace) on every query of each measurement (integer combinations of counts, exactly on the grid: a factor with real weights is quantised to integers first), " +
 			"calibrated to its L1 sensitivity under the exact cuboids"
@@ -1430,7 +1462,7 @@ func (w *Release) Metadata() Metadata {
 			cells = TableTerm(s, t.TableView(), t.Query).Rows()
 		}
 		tm := TableMetadata{
-			Cuboid: nonNil(s.ViewNames(t.TableView())), File: t.FileName(s), Cells: cells, Weight: t.Weight, Queries: t.Query.describe(s),
+			Cuboid: nonNil(s.ViewNames(t.TableView())), File: t.FileName(s), Cells: cells, Weight: t.Weight, Queries: t.Query.describe(s), TargetMOE90: t.TargetMOE90,
 			Public: t.Public, Measured: t.Measured, MOE90: t.CellMOE90(), Variance: t.Variance,
 			NonNegative: t.NonNegative, NonNegativeResidual: t.NonNegativeResidual,
 			Integer: t.Integer, IntegerMethod: t.IntegerMethod, IntegerMaxDeviation: t.IntegerMaxDeviation,
@@ -1573,38 +1605,66 @@ func ExpectedRMSE(s *domain.Schema, spec WorkloadSpec, st Strategy) ([]float64, 
 // default 1). Errors name the entry. An entry asking for prefix sums or
 // ranges is refused: ParseWorkloadTables reads those.
 func ParseWorkload(s *domain.Schema, b []byte) (views []domain.View, weights []float64, err error) {
-	views, weights, qs, err := ParseWorkloadTables(s, b)
+	entries, err := ParseWorkloadEntries(s, b)
 	if err != nil {
 		return nil, nil, err
 	}
-	for i, q := range qs {
-		if q.Kind != QueryCells {
-			return nil, nil, fmt.Errorf("workload entry %d asks for %v: read the workload with ParseWorkloadTables", i+1, q.Kind)
+	for i, e := range entries {
+		switch {
+		case e.Query.Kind != QueryCells:
+			return nil, nil, fmt.Errorf("workload entry %d asks for %v: read the workload with ParseWorkloadEntries", i+1, e.Query.Kind)
+		case e.TargetMOE90 != 0:
+			return nil, nil, fmt.Errorf("workload entry %d sets a target margin of error: read the workload with ParseWorkloadEntries", i+1)
 		}
+		views, weights = append(views, e.View), append(weights, e.Weight)
 	}
 	return views, weights, nil
 }
 
-// ParseWorkloadTables decodes a workload file as ParseWorkload does, and
+// WorkloadEntry is one table of a workload file.
+type WorkloadEntry struct {
+	View   domain.View
+	Weight float64
+	// Query is what the table publishes: its cells, or the prefix sums or
+	// ranges along an ordered dimension ("prefix", "ranges").
+	Query TableQuery
+	// TargetMOE90 is the entry's "moe90", the margin of error the release
+	// must meet for it (0: none set).
+	TargetMOE90 float64
+}
+
+// ParseWorkloadEntries decodes a workload file as ParseWorkload does, and
 // entries that ask, along an ordered dimension of their cuboid, for every
 // prefix sum, {"cuboid": ["year", "checks"], "prefix": "checks"}, or every
 // contiguous range, {"cuboid": ["age"], "ranges": "age"} (with an optional
-// weight). It returns one TableQuery per entry (cells for the others).
-// Errors name the entry.
-func ParseWorkloadTables(s *domain.Schema, b []byte) (views []domain.View, weights []float64, queries []TableQuery, err error) {
+// weight), or that set a target margin of error, {"cuboid": ["sex"],
+// "moe90": 5} (Spec.TargetMOE90). Errors name the entry.
+func ParseWorkloadEntries(s *domain.Schema, b []byte) ([]WorkloadEntry, error) {
+	views, weights, queries, targets, err := parseWorkload(s, b)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WorkloadEntry, len(views))
+	for i := range views {
+		out[i] = WorkloadEntry{View: views[i], Weight: weights[i], Query: queries[i], TargetMOE90: targets[i]}
+	}
+	return out, nil
+}
+
+func parseWorkload(s *domain.Schema, b []byte) (views []domain.View, weights []float64, queries []TableQuery, targets []float64, err error) {
 	var entries []json.RawMessage
 	if err := json.Unmarshal(b, &entries); err != nil {
-		return nil, nil, nil, fmt.Errorf("release: want a JSON list of cuboids: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("release: want a JSON list of cuboids: %w", err)
 	}
 	if len(entries) == 0 {
-		return nil, nil, nil, errors.New("release: the list of cuboids is empty")
+		return nil, nil, nil, nil, errors.New("release: the list of cuboids is empty")
 	}
 	for i, raw := range entries {
 		var names []string
-		weight := 1.0
+		weight, target := 1.0, 0.0
 		var q TableQuery
 		if string(bytes.TrimSpace(raw)) == "null" {
-			return nil, nil, nil, fmt.Errorf("workload entry %d: null is not a cuboid (the grand total is [])", i+1)
+			return nil, nil, nil, nil, fmt.Errorf("workload entry %d: null is not a cuboid (the grand total is [])", i+1)
 		}
 		var along *string
 		if err := json.Unmarshal(raw, &names); err != nil {
@@ -1613,22 +1673,29 @@ func ParseWorkloadTables(s *domain.Schema, b []byte) (views []domain.View, weigh
 				Weight *float64  `json:"weight"`
 				Prefix *string   `json:"prefix"`
 				Ranges *string   `json:"ranges"`
+				MOE90  *float64  `json:"moe90"`
 			}
 			dec := json.NewDecoder(bytes.NewReader(raw))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&obj); err != nil {
-				return nil, nil, nil, fmt.Errorf("workload entry %d: want a list of dimension names or {\"cuboid\": [...], \"weight\": w} (with \"prefix\" or \"ranges\": an ordered dimension of the cuboid): %w", i+1, err)
+				return nil, nil, nil, nil, fmt.Errorf("workload entry %d: want a list of dimension names or {\"cuboid\": [...], \"weight\": w} (with \"prefix\" or \"ranges\": an ordered dimension of the cuboid, and \"moe90\": a target margin of error): %w", i+1, err)
 			}
 			if obj.Cuboid == nil {
-				return nil, nil, nil, fmt.Errorf("workload entry %d: no \"cuboid\"", i+1)
+				return nil, nil, nil, nil, fmt.Errorf("workload entry %d: no \"cuboid\"", i+1)
 			}
 			names = *obj.Cuboid
 			if obj.Weight != nil {
 				weight = *obj.Weight
 			}
+			if obj.MOE90 != nil {
+				target = *obj.MOE90
+				if !(target > 0) || math.IsInf(target, 0) {
+					return nil, nil, nil, nil, fmt.Errorf("workload entry %d: \"moe90\" must be finite and > 0, got %v", i+1, target)
+				}
+			}
 			switch {
 			case obj.Prefix != nil && obj.Ranges != nil:
-				return nil, nil, nil, fmt.Errorf("workload entry %d: \"prefix\" and \"ranges\" exclude each other (one table asks for one of them)", i+1)
+				return nil, nil, nil, nil, fmt.Errorf("workload entry %d: \"prefix\" and \"ranges\" exclude each other (one table asks for one of them)", i+1)
 			case obj.Prefix != nil:
 				q.Kind, along = QueryPrefix, obj.Prefix
 			case obj.Ranges != nil:
@@ -1637,26 +1704,27 @@ func ParseWorkloadTables(s *domain.Schema, b []byte) (views []domain.View, weigh
 		}
 		v, err := s.ViewOfNames(names...)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("workload entry %d: %w", i+1, err)
+			return nil, nil, nil, nil, fmt.Errorf("workload entry %d: %w", i+1, err)
 		}
 		if !(weight > 0) || math.IsInf(weight, 0) {
-			return nil, nil, nil, fmt.Errorf("workload entry %d (%s): weight must be finite and > 0, got %v", i+1, s.FormatView(v), weight)
+			return nil, nil, nil, nil, fmt.Errorf("workload entry %d (%s): weight must be finite and > 0, got %v", i+1, s.FormatView(v), weight)
 		}
 		if along != nil {
 			d, ok := s.Lookup(*along)
 			if !ok {
-				return nil, nil, nil, fmt.Errorf("workload entry %d: %v along %q: the schema has no such dimension", i+1, q.Kind, *along)
+				return nil, nil, nil, nil, fmt.Errorf("workload entry %d: %v along %q: the schema has no such dimension", i+1, q.Kind, *along)
 			}
 			q.Dim = d
 			if err := q.check(s, v); err != nil {
-				return nil, nil, nil, fmt.Errorf("workload entry %d: %w", i+1, err)
+				return nil, nil, nil, nil, fmt.Errorf("workload entry %d: %w", i+1, err)
 			}
 		}
 		views = append(views, v)
 		weights = append(weights, weight)
 		queries = append(queries, q)
+		targets = append(targets, target)
 	}
-	return views, weights, queries, nil
+	return views, weights, queries, targets, nil
 }
 
 // measuredView returns v, or the view of cuboid c when v is the zero view

@@ -76,8 +76,12 @@ func PrintSummary(w io.Writer, m release.Metadata) {
 		tw.Flush()
 	}
 	if m.SplitGap != nil {
-		fmt.Fprintf(w, "split: weighted total variance %.6g, strategy %s; within %.2g%% of the best split among its candidates (%s)\n",
-			m.Objective, m.Strategy, 100**m.SplitGap, m.SplitMethod)
+		of := m.ObjectiveOf
+		if of == "" {
+			of = "weighted total variance"
+		}
+		fmt.Fprintf(w, "split: objective %.6g (%s), strategy %s; within %.2g%% of the best split among its candidates (%s)\n",
+			m.Objective, of, m.Strategy, 100**m.SplitGap, m.SplitMethod)
 	}
 	for _, warn := range m.Warnings {
 		if strings.Contains(warn, "TRUE counts") {
