@@ -189,3 +189,52 @@ func TestTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestInvariantCosts: each table states its error without each invariant
+// and without any, and those are the errors of the plans without them.
+func TestInvariantCosts(t *testing.T) {
+	s := testkit.TestSchema(t, 3, 4, 2)
+	tables := []domain.View{domain.ViewOf(0b011), domain.ViewOf(0b110), domain.ViewOf(0b101)}
+	exact := []domain.View{domain.ViewOf(0b001), domain.ViewOf(0b100)}
+	for _, gauss := range []bool{false, true} {
+		spec := Spec{Tables: tables, Exact: exact, Strategy: MeasureBest, InvariantCosts: true}
+		if gauss {
+			spec.Mechanism, spec.Rho, spec.Delta = MechanismGaussian, rho(t, 1), 1e-6
+		} else {
+			spec.Epsilon = eps(t, 1)
+		}
+		p, err := NewPlan(s, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := p.Run(context.Background(), countsFor(&cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(3), s.Cells())}, p.Needs()), noise.NewSeeded(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := w.Metadata()
+		for i, tm := range m.Tables {
+			if len(tm.WithoutInvariants) != 3 {
+				t.Fatalf("table %d: %d costs, want 3 (each invariant, then both)", i, len(tm.WithoutInvariants))
+			}
+			for k, c := range tm.WithoutInvariants {
+				alt := spec
+				alt.InvariantCosts = false
+				switch k {
+				case 0:
+					alt.Exact = exact[1:]
+				case 1:
+					alt.Exact = exact[:1]
+				default:
+					alt.Exact = nil
+				}
+				q, err := NewPlan(s, alt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := q.flat.Release.Tables[i].Variance; math.Abs(c.Variance-want) > 1e-12*want || c.Note != "" {
+					t.Errorf("gaussian %v, table %d without %v: %v (%s), the plan says %v", gauss, i, c.Without, c.Variance, c.Note, want)
+				}
+			}
+		}
+	}
+}

@@ -60,6 +60,10 @@ type Spec struct {
 	// meets every target (Epsilon or Rho is then a cap, refused if the
 	// targets need more), tables at their finest levels (objective.go).
 	TargetMOE90 []float64
+	// InvariantCosts asks for what each invariant costs every table: its
+	// error in the plans without each invariant and without any
+	// (invcost.go), in the sidecar.
+	InvariantCosts bool
 	// Exact are the invariants: views whose counts are published exactly,
 	// which every released table agrees with.
 	Exact []domain.View
@@ -111,6 +115,8 @@ type Plan struct {
 	// targets are the tables' target margins of error, when the budget
 	// was chosen to meet them (objective.go).
 	targets []float64
+	// costs are what each invariant costs each table (invcost.go).
+	costs [][]InvariantCost
 }
 
 // NewPlan validates the spec and plans the release. Every error it returns
@@ -178,6 +184,11 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 		if p.ranges, err = planRanges(context.Background(), s, spec, qs); err != nil {
 			return nil, err
 		}
+		if spec.InvariantCosts {
+			if p.costs, err = invariantCosts(p); err != nil {
+				return nil, err
+			}
+		}
 		return p, nil
 	}
 	coarse := coarseDims(spec)
@@ -224,6 +235,11 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 			return nil, err
 		}
 		p.cross = cp
+	}
+	if spec.InvariantCosts {
+		if p.costs, err = invariantCosts(p); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }
@@ -330,6 +346,11 @@ func (p *Plan) Run(ctx context.Context, counts map[domain.View][]float64, r *noi
 		return nil, err
 	}
 	w.ObjectiveKind = p.spec.Objective
+	for i := range w.Tables {
+		if i < len(p.costs) {
+			w.Tables[i].WithoutInvariants = p.costs[i]
+		}
+	}
 	return w, nil
 }
 

@@ -47,6 +47,9 @@ type Request struct {
 	Tol             float64
 	// KeepMeasurements asks for the noisy measurements (--measurements).
 	KeepMeasurements bool
+	// InvariantCosts asks what each invariant costs every table
+	// (--invariant-costs).
+	InvariantCosts bool
 	// DomainsFromData says the schema was read from the data.
 	DomainsFromData bool
 }
@@ -107,7 +110,7 @@ func (q Request) budget() (Spec, error) {
 		}
 	}
 	spec.Sensitivity, spec.NonNegative, spec.Integer, spec.Tol = q.Sensitivity, q.NonNeg, q.Integer, q.Tol
-	spec.KeepMeasurements, spec.DomainsFromData = q.KeepMeasurements, q.DomainsFromData
+	spec.KeepMeasurements, spec.DomainsFromData, spec.InvariantCosts = q.KeepMeasurements, q.DomainsFromData, q.InvariantCosts
 	return spec, nil
 }
 

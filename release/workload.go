@@ -185,6 +185,9 @@ type Table struct {
 	// TargetMOE90 is the margin of error the release was planned to meet
 	// (Spec.TargetMOE90), 0 when none was set.
 	TargetMOE90 float64
+	// WithoutInvariants is the table's error in the plans without each
+	// invariant and without any (Spec.InvariantCosts).
+	WithoutInvariants []InvariantCost
 	// Measured is true when noise was added to this cuboid, with Share of
 	// the budget, calibrated to Sensitivity (from SensitivityRule), at
 	// Laplace scale Scale on grid Grid. A table that is not measured is
@@ -1348,6 +1351,10 @@ type TableMetadata struct {
 	Queries string `json:"queries,omitempty"`
 	// TargetMOE90 is the margin of error the budget was chosen to meet.
 	TargetMOE90 float64 `json:"target_moe90,omitempty"`
+	// WithoutInvariants is what each invariant costs the table: its error
+	// without it (and without every invariant), beside Variance and MOE90
+	// with them all.
+	WithoutInvariants []InvariantCost `json:"without_invariants,omitempty"`
 	// Note says why a table is public or has no measurement of its own.
 	Note string `json:"note,omitempty"`
 	// Post-processing: see Table.
@@ -1462,7 +1469,7 @@ func (w *Release) Metadata() Metadata {
 			cells = TableTerm(s, t.TableView(), t.Query).Rows()
 		}
 		tm := TableMetadata{
-			Cuboid: nonNil(s.ViewNames(t.TableView())), File: t.FileName(s), Cells: cells, Weight: t.Weight, Queries: t.Query.describe(s), TargetMOE90: t.TargetMOE90,
+			Cuboid: nonNil(s.ViewNames(t.TableView())), File: t.FileName(s), Cells: cells, Weight: t.Weight, Queries: t.Query.describe(s), TargetMOE90: t.TargetMOE90, WithoutInvariants: t.WithoutInvariants,
 			Public: t.Public, Measured: t.Measured, MOE90: t.CellMOE90(), Variance: t.Variance,
 			NonNegative: t.NonNegative, NonNegativeResidual: t.NonNegativeResidual,
 			Integer: t.Integer, IntegerMethod: t.IntegerMethod, IntegerMaxDeviation: t.IntegerMaxDeviation,

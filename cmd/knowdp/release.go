@@ -44,7 +44,7 @@ type releaseFlags struct {
 	strategy, objective                                        string
 	measurements                                               string
 	format                                                     string
-	infer, nonneg, integer, json                               bool
+	infer, nonneg, integer, json, invariantCosts               bool
 	exact, cuboids                                             stringList
 	epsilon, tol, rho, delta                                   float64
 	sensitivity, cellLimit                                     int
@@ -86,6 +86,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.out, "out", "", "output CSV `FILE` (required; FILE.parquet for Parquet), with the privacy story in the same name with .json; with several cuboids a new directory: one CSV (or Parquet, --format) file per cuboid and release.json")
 	fs.StringVar(&f.format, "format", "", "`FORMAT` of the released tables: csv or parquet (default: parquet for an --out ending in .parquet, otherwise csv); the columns are the same")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (the sidecar's fields, full precision)")
+	fs.BoolVar(&f.invariantCosts, "invariant-costs", false, "also plan the release without each --exact invariant and without any, and state in the sidecar each table's error in those plans (without_invariants): what each invariant costs")
 	fs.Var(&f.seed, "seed", seedUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -186,7 +187,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 func (f *releaseFlags) request() release.Request {
 	q := release.Request{Tables: f.cuboids, WorkloadName: f.workload, Exact: f.exact, Mechanism: f.mechanism,
 		Epsilon: f.epsilon, Rho: f.rho, Split: f.split, Strategy: f.strategy, Objective: f.objective, Sensitivity: f.sensitivity,
-		NonNeg: f.nonneg, Integer: f.integer, Tol: f.tol, KeepMeasurements: f.measurements != ""}
+		NonNeg: f.nonneg, Integer: f.integer, Tol: f.tol, KeepMeasurements: f.measurements != "", InvariantCosts: f.invariantCosts}
 	if f.mechanism == "gaussian" {
 		q.Delta = f.delta
 	}
