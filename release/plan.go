@@ -23,7 +23,16 @@ package release
 //   - two or more hierarchical dimensions at coarser levels: the
 //     generalised least-squares estimate over the leaves in the query model
 //     (package gls), by conjugate gradients to a certified residual
-//     (cross.go).
+//     (cross.go);
+//   - tables of prefix sums or ranges along ordered dimensions: package
+//     strategy's measurements (residuals, the marginal lattice, Kronecker
+//     products of intervals and p-Identity), measured exactly, and the
+//     same generalised least-squares estimate (ranges.go).
+//
+// What is measured for flat tables is the strategy's choice (split.go:
+// requested, marginals, ResidualPlanner's residuals for Gaussian noise,
+// residual.go, or the marginal lattice for Laplace noise, lattice.go), and
+// what the split minimises the objective's (objective.go).
 
 import (
 	"context"
