@@ -249,6 +249,12 @@ func NewPlan(s *domain.Schema, spec Spec) (*Plan, error) {
 		if p.costs, err = invariantCosts(p); err != nil {
 			return nil, err
 		}
+		if p.flat != nil {
+			// The planned release's story too (pipelines write it).
+			for i := range p.flat.Release.Tables {
+				p.flat.Release.Tables[i].WithoutInvariants = p.costs[i]
+			}
+		}
 	}
 	return p, nil
 }
