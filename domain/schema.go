@@ -43,11 +43,16 @@ const MaxDims = 64
 // the last, keyed by that level's name, the parent of each value of the next
 // finer level. Its domain is still the leaves: a coarser level is a roll-up,
 // so no combination of levels is ever impossible.
+//
+// An Ordered dimension's values are listed in their natural order (ages,
+// years, counts of something), so that a workload may ask for its prefix
+// sums (every "at most v") or its ranges (every "from u to v").
 type Dimension struct {
 	Name    string                       `json:"name"`
 	Levels  []string                     `json:"levels,omitempty"`
 	Values  []string                     `json:"values"`
 	Parents map[string]map[string]string `json:"parents,omitempty"`
+	Ordered bool                         `json:"ordered,omitempty"`
 }
 
 // Schema is the list of dimensions of a fact table and their domains.
@@ -94,7 +99,7 @@ func NewSchema(dims []Dimension) (*Schema, error) {
 			}
 			s.index[i][v] = j
 		}
-		s.dims[i] = Dimension{Name: d.Name, Values: append([]string(nil), d.Values...)}
+		s.dims[i] = Dimension{Name: d.Name, Values: append([]string(nil), d.Values...), Ordered: d.Ordered}
 		if len(d.Levels) > 0 || d.Parents != nil {
 			h, err := newHierarchy(d)
 			if err != nil {

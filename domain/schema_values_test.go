@@ -62,3 +62,29 @@ func TestFormatList(t *testing.T) {
 		}
 	}
 }
+
+// TestOrderedDimension: "ordered": true is read, kept and written back;
+// it is false by default.
+func TestOrderedDimension(t *testing.T) {
+	s, err := ParseSchema([]byte(`{"dimensions":[{"name":"age","values":["0-17","18-64","65+"],"ordered":true},{"name":"sex","values":["F","M"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Dim(0).Ordered || s.Dim(1).Ordered {
+		t.Fatalf("ordered: %v, %v", s.Dim(0).Ordered, s.Dim(1).Ordered)
+	}
+	b, err := s.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseSchema(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !back.Dim(0).Ordered || back.Dim(1).Ordered {
+		t.Errorf("round trip lost the order: %s", b)
+	}
+	if _, err := ParseSchema([]byte(`{"dimensions":[{"name":"age","values":["a"],"ordered":"yes"}]}`)); err == nil {
+		t.Error(`"ordered": "yes" accepted`)
+	}
+}

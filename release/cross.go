@@ -65,8 +65,8 @@ func planCross(s *domain.Schema, spec Spec, hier []int) (*crossPlan, error) {
 		return nil, errors.New("release: rho and delta apply to Gaussian releases only")
 	case spec.Split == SplitOptimal:
 		return nil, errors.New("release: the optimal split is certified for tables at the levels of one hierarchy; across two or more, use spine or equal (the default, auto, takes spine)")
-	case spec.Strategy == MeasureMarginals:
-		return nil, errors.New("release: the marginals strategy is not available across two or more hierarchies; use requested or best (which measures the requested tables)")
+	case spec.Strategy == MeasureMarginals || spec.Strategy == MeasureResiduals || spec.Strategy == MeasureLattice:
+		return nil, fmt.Errorf("release: the %v strategy is not available across two or more hierarchies; use requested or best (which measures the requested tables)", spec.Strategy)
 	}
 	p := &crossPlan{s: s, spec: spec, hier: hier, split: spec.Split}
 	if p.split == SplitAuto {

@@ -53,7 +53,7 @@ func ExampleNewPlan() {
 	}
 	// Output:
 	// private: false epsilon spent: 1
-	// [year colour]: 12 cells, public false, moe90 39.51
-	// [sex agegroup]: 10 cells, public false, moe90 46.26
-	// [year released]: 12 cells, public false, moe90 40.81
+	// [year colour]: 12 cells, public false, moe90 29.98
+	// [sex agegroup]: 10 cells, public false, moe90 40.32
+	// [year released]: 12 cells, public false, moe90 32.76
 }

@@ -72,6 +72,11 @@ type SavedMeasurement struct {
 	Rho           float64   `json:"rho,omitempty"`
 	Variance      float64   `json:"variance"`
 	Counts        []float64 `json:"counts"`
+	// Queries is "residual" for a residual measurement: Counts are then the
+	// noisy normalised Helmert contrasts of the cuboid's dimensions
+	// (Π(n_i - 1) of them, row-major over each dimension's contrasts) and
+	// Variance the noise's on each.
+	Queries string `json:"queries,omitempty"`
 }
 
 // SaveMeasurements returns the release's measurements for writing. The
@@ -97,6 +102,13 @@ func (w *Release) SaveMeasurements() (*SavedMeasurements, error) {
 		sm := SavedMeasurement{Cuboid: nonNil(s.ViewNames(m.TableView())), Counts: slices.Clone(w.noisy[k])}
 		if w.Mechanism == MechanismGaussian {
 			sm.L2Sensitivity, sm.Rho, sm.Variance = m.L2Sensitivity, m.RhoShare, m.Sigma*m.Sigma
+			if m.Residual {
+				rn, err := newResidualNoise(s.SubSizesOf(m.Cuboid), m.L2Sensitivity, m.RhoShare)
+				if err != nil {
+					return nil, fmt.Errorf("release: residual %s: %w", s.Format(m.Cuboid), err)
+				}
+				sm.Queries, sm.Variance = "residual", rn.variance()
+			}
 		} else {
 			sm.Sensitivity, sm.Epsilon = m.Sensitivity, m.Share
 			lap, err := noise.NewLaplace(float64(m.Sensitivity), m.Share)
@@ -150,6 +162,15 @@ func (sm *SavedMeasurements) Estimate(s *domain.Schema, cuboids []domain.Cuboid)
 		c, err := s.CuboidOf(x.Cuboid...)
 		if err != nil {
 			return nil, fmt.Errorf("measurements: measurement %d: %w", k+1, err)
+		}
+		if x.Queries != "" {
+			m, y, err := savedResidual(s, mech, c, x)
+			if err != nil {
+				return nil, err
+			}
+			p.meas = append(p.meas, m)
+			noisy[k] = y
+			continue
 		}
 		if len(x.Counts) != s.CuboidSize(c) {
 			return nil, fmt.Errorf("measurements: measurement %s has %d counts for %d cells", s.Format(c), len(x.Counts), s.CuboidSize(c))
@@ -254,7 +275,14 @@ func (sm *SavedMeasurements) EstimateViews(ctx context.Context, s *domain.Schema
 	}
 	var meas []viewMeasurement
 	var noisy [][]float64
+	residuals := false
+	for _, x := range sm.Measurements {
+		residuals = residuals || x.Queries != ""
+	}
 	for k, x := range sm.Measurements {
+		if residuals {
+			break // flat tables only: see below
+		}
 		v, err := parse(x.Cuboid, fmt.Sprintf("measurement %d", k+1))
 		if err != nil {
 			return nil, err
@@ -303,6 +331,9 @@ func (sm *SavedMeasurements) EstimateViews(ctx context.Context, s *domain.Schema
 		measured = append(measured, m.v)
 	}
 	coarse := coarseDims(Spec{Tables: views, Exact: exact, Measure: measured})
+	if residuals && len(coarse) > 0 {
+		return nil, errors.New("measurements: residual measurements estimate tables at the finest levels of every dimension only")
+	}
 	switch len(coarse) {
 	case 0:
 		var cs []domain.Cuboid
@@ -331,4 +362,40 @@ func (sm *SavedMeasurements) EstimateViews(ctx context.Context, s *domain.Schema
 		}
 		return rel.Tables, nil
 	}
+}
+
+// savedResidual reads a saved residual measurement: its noise, recomputed
+// from its sensitivity and share and checked against the file's variance,
+// and its contribution to the residual of its cuboid (H_Aᵀ z).
+func savedResidual(s *domain.Schema, mech Mechanism, c domain.Cuboid, x SavedMeasurement) (measurement, []float64, error) {
+	switch {
+	case x.Queries != "residual":
+		return measurement{}, nil, fmt.Errorf("measurements: measurement %s: queries %q, want \"residual\" or none", s.Format(c), x.Queries)
+	case mech != MechanismGaussian:
+		return measurement{}, nil, fmt.Errorf("measurements: measurement %s: residual measurements are Gaussian", s.Format(c))
+	}
+	sizes := s.SubSizesOf(c)
+	rows := 1
+	for _, n := range sizes {
+		rows *= n - 1
+	}
+	if len(x.Counts) != rows {
+		return measurement{}, nil, fmt.Errorf("measurements: residual %s has %d contrasts, want %d", s.Format(c), len(x.Counts), rows)
+	}
+	share, err := privacy.NewRho(x.Rho)
+	if err != nil {
+		return measurement{}, nil, fmt.Errorf("measurements: residual %s: %w", s.Format(c), err)
+	}
+	rn, err := newResidualNoise(sizes, x.L2Sensitivity, share.Float64())
+	if err != nil {
+		return measurement{}, nil, fmt.Errorf("measurements: residual %s: %w", s.Format(c), err)
+	}
+	m := measurement{c: c, resid: true, l2: x.L2Sensitivity, rhoShare: share, rn: rn, v: rn.variance()}
+	if math.Abs(m.v-x.Variance) > 1e-9*m.v {
+		return measurement{}, nil, fmt.Errorf("measurements: residual %s: its noise has variance %v, the file says %v", s.Format(c), m.v, x.Variance)
+	}
+	y := residualPseudoMarginal(x.Counts, sizes)
+	out := make([]float64, len(y), tensor.ExtSize(sizes))
+	copy(out, y)
+	return m, out, nil
 }

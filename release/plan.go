@@ -23,7 +23,16 @@ package release
 //   - two or more hierarchical dimensions at coarser levels: the
 //     generalised least-squares estimate over the leaves in the query model
 //     (package gls), by conjugate gradients to a certified residual
-//     (cross.go).
+//     (cross.go);
+//   - tables of prefix sums or ranges along ordered dimensions: package
+//     strategy's measurements (residuals, the marginal lattice, Kronecker
+//     products of intervals and p-Identity), measured exactly, and the
+//     same generalised least-squares estimate (ranges.go).
+//
+// What is measured for flat tables is the strategy's choice (split.go:
+// requested, marginals, ResidualPlanner's residuals for Gaussian noise,
+// residual.go, or the marginal lattice for Laplace noise, lattice.go), and
+// what the split minimises the objective's (objective.go).
 
 import (
 	"context"
@@ -45,6 +54,26 @@ type Spec struct {
 	// the optimal split minimises (nil: 1 each).
 	Tables  []domain.View
 	Weights []float64
+	// Queries, if set, has one entry per table: what it publishes, its
+	// cells (the zero TableQuery) or the prefix sums or ranges along one
+	// of its ordered dimensions (ranges.go plans such a release).
+	Queries []TableQuery
+	// Objective says what the optimal split minimises (objective.go): the
+	// weighted sum of every cell's variance (ObjectiveTotal), of each
+	// table's mean cell variance (ObjectiveMean), or the largest weighted
+	// cell variance of any table (ObjectiveMax: Gaussian noise, tables at
+	// their finest levels); the zero value, ObjectiveAuto, is the mean
+	// across the levels of a hierarchy and the total otherwise.
+	Objective Objective
+	// TargetMOE90, if set, has one target margin of error per table (0:
+	// none, at least one > 0): the release spends the least budget that
+	// meets every target (Epsilon or Rho is then a cap, refused if the
+	// targets need more), tables at their finest levels (objective.go).
+	TargetMOE90 []float64
+	// InvariantCosts asks for what each invariant costs every table: its
+	// error in the plans without each invariant and without any
+	// (invcost.go), in the sidecar.
+	InvariantCosts bool
 	// Exact are the invariants: views whose counts are published exactly,
 	// which every released table agrees with.
 	Exact []domain.View
@@ -99,6 +128,13 @@ type Plan struct {
 	cross  *crossPlan
 	single *ReleaseSpec
 	unit   *unitPlan
+	// ranges plans a release with prefix or range tables (ranges.go).
+	ranges *rangePlan
+	// targets are the tables' target margins of error, when the budget
+	// was chosen to meet them (objective.go).
+	targets []float64
+	// costs are what each invariant costs each table (invcost.go).
+	costs [][]InvariantCost
 }
 
 // NewPlan validates the spec and plans the release. Every error it returns
@@ -115,15 +151,31 @@ func NewPlanContext(ctx context.Context, s *domain.Schema, spec Spec) (*Plan, er
 		return nil, err
 	}
 	p := &Plan{schema: s, spec: spec, unit: spec.unitPlan}
-	switch engineOf(spec, coarse) {
-	case engineFlat:
+	qs, queries, err := validTableQueries(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case spec.TargetMOE90 != nil:
+		return planTargets(s, spec, p)
+	case spec.Objective == ObjectiveMean && (queries || len(coarse) > 0):
+		// The other engines take the mean through the weights.
+		spec.Weights = meanWeights(s, spec)
+	}
+	switch {
+	case queries:
+		// Prefix and range tables: their own engine (ranges.go).
+		if p.ranges, err = planRanges(ctx, s, spec, qs); err != nil {
+			return nil, err
+		}
+	case engineOf(spec, coarse) == engineFlat:
 		ws := spec.workload()
 		wp, err := PlanWorkloadContext(ctx, s, ws, false)
 		if err != nil {
 			return nil, err
 		}
 		p.flat = wp
-		if len(spec.Tables) == 1 && spec.Measure == nil && len(wp.Release.Measurements) <= 1 && (len(wp.Release.Measurements) == 0 || wp.Release.Measurements[0].Cuboid == ws.Cuboids[0]) {
+		if len(spec.Tables) == 1 && spec.Measure == nil && len(wp.Release.Measurements) <= 1 && (len(wp.Release.Measurements) == 0 || wp.Release.Measurements[0].Cuboid == ws.Cuboids[0] && !wp.Release.Measurements[0].Residual) {
 			one := ReleaseSpec{Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta, Epsilon: spec.Epsilon,
 				Exact: ws.Exact, Cuboid: ws.Cuboids[0], Sensitivity: spec.Sensitivity, DomainsFromData: spec.DomainsFromData,
 				NonNegative: spec.NonNegative, Tol: spec.Tol, Integer: spec.Integer, keepNoisy: spec.KeepMeasurements, unitRows: spec.unitRows}
@@ -132,7 +184,7 @@ func NewPlanContext(ctx context.Context, s *domain.Schema, spec Spec) (*Plan, er
 			}
 			p.single = &one
 		}
-	case engineViews:
+	case engineOf(spec, coarse) == engineViews:
 		vp, err := PlanViewsContext(ctx, s, spec.views())
 		if err != nil {
 			return nil, err
@@ -147,6 +199,17 @@ func NewPlanContext(ctx context.Context, s *domain.Schema, spec Spec) (*Plan, er
 			return nil, err
 		}
 		p.cross = cp
+	}
+	if spec.InvariantCosts {
+		if p.costs, err = invariantCosts(p); err != nil {
+			return nil, err
+		}
+		if p.flat != nil {
+			// The planned release's story too (pipelines write it).
+			for i := range p.flat.Release.Tables {
+				p.flat.Release.Tables[i].WithoutInvariants = p.costs[i]
+			}
+		}
 	}
 	return p, nil
 }
@@ -173,6 +236,14 @@ func Check(s *domain.Schema, spec Spec) (Checked, error) {
 	spec, coarse, err := checkSpec(s, spec)
 	if err != nil {
 		return Checked{}, err
+	}
+	if spec.Queries != nil || spec.TargetMOE90 != nil || spec.InvariantCosts {
+		// Their planning is their check.
+		p, err := NewPlan(s, spec)
+		if err != nil {
+			return Checked{}, err
+		}
+		return p.checked(), nil
 	}
 	switch engineOf(spec, coarse) {
 	case engineFlat:
@@ -245,15 +316,30 @@ func checkSpec(s *domain.Schema, spec Spec) (Spec, []int, error) {
 		}
 	}
 	coarse := coarseDims(spec)
-	if len(coarse) <= 1 && spec.Split == SplitAuto {
+	queries := spec.Queries != nil && slices.ContainsFunc(spec.Queries, func(q TableQuery) bool { return q.Kind != QueryCells })
+	if spec.Objective == ObjectiveAuto && spec.TargetMOE90 == nil {
+		spec.Objective = ObjectiveTotal
+		if len(coarse) > 0 && !queries {
+			spec.Objective = ObjectiveMean
+		}
+	}
+	switch {
+	case spec.Objective < ObjectiveAuto || spec.Objective > ObjectiveMax:
+		return spec, nil, fmt.Errorf("release: unknown objective %v", spec.Objective)
+	case spec.Weights != nil && len(spec.Weights) != len(spec.Tables):
+		return spec, nil, fmt.Errorf("release: %d weights for %d tables", len(spec.Weights), len(spec.Tables))
+	case spec.Objective == ObjectiveMax && (queries || len(coarse) > 0):
+		return spec, nil, errors.New("release: the max objective is planned for tables of cells at the finest levels of every dimension; use total or mean")
+	}
+	if (len(coarse) <= 1 || queries) && spec.Split == SplitAuto {
 		spec.Split = SplitOptimal
 	}
-	if engineOf(spec, coarse) == engineViews {
+	if !queries && engineOf(spec, coarse) == engineViews {
 		switch {
 		case spec.Measure != nil:
 			return spec, nil, errors.New("release: a list of views to measure is not supported for tables at coarser levels of a hierarchy yet; leave it to the strategy")
-		case spec.Strategy == MeasureMarginals:
-			return spec, nil, errors.New("release: the marginals strategy is not supported for tables at coarser levels of a hierarchy yet; use requested or best")
+		case spec.Strategy == MeasureMarginals || spec.Strategy == MeasureResiduals || spec.Strategy == MeasureLattice:
+			return spec, nil, fmt.Errorf("release: the %v strategy is not supported for tables at coarser levels of a hierarchy yet; use requested or best", spec.Strategy)
 		}
 	}
 	if spec.Unit != nil && spec.unitPlan == nil {
@@ -293,7 +379,7 @@ func engineOf(spec Spec, coarse []int) engine {
 func (spec Spec) workload() WorkloadSpec {
 	ws := WorkloadSpec{Epsilon: spec.Epsilon, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
 		DomainsFromData: spec.DomainsFromData, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
-		Strategy: spec.Strategy, KeepMeasurements: spec.KeepMeasurements, unitRows: spec.unitRows}
+		Strategy: spec.Strategy, KeepMeasurements: spec.KeepMeasurements, Objective: spec.Objective, unitRows: spec.unitRows}
 	ws.Cuboids, ws.Exact, ws.Measure = cuboidsOf(spec.Tables), cuboidsOf(spec.Exact), cuboidsOf(spec.Measure)
 	return ws
 }
@@ -346,6 +432,9 @@ func (p *Plan) Spec() Spec { return p.spec }
 // Needs returns the views whose exact counts Run needs: the invariants, then
 // the measured views. Counting them is the only access to the data.
 func (p *Plan) Needs() []domain.View {
+	if p.ranges != nil {
+		return p.ranges.needs()
+	}
 	if p.flat != nil {
 		cs := p.flat.Needs()
 		if p.single != nil {
@@ -377,10 +466,21 @@ func (p *Plan) Cuboid() *ReleaseSpec {
 	return &c
 }
 
+// QueryTables reports whether a table publishes prefix sums or ranges
+// rather than cells (Table.Query): such tables are written by
+// Table.WriteQueryCSV.
+func (p *Plan) QueryTables() bool { return p.ranges != nil }
+
 // Workload returns the plan of a release whose tables and invariants all
-// stand at their finest levels, for pipelines that estimate it block by
-// block (WorkloadPlan.Terms); nil otherwise.
-func (p *Plan) Workload() *WorkloadPlan { return p.flat }
+// stand at their finest levels and whose measurements are cuboids, for
+// pipelines that estimate it block by block (WorkloadPlan.Terms); nil
+// otherwise (a release that measures residuals is estimated by Run).
+func (p *Plan) Workload() *WorkloadPlan {
+	if p.flat != nil && p.flat.Release.hasResiduals() {
+		return nil
+	}
+	return p.flat
+}
 
 // Run draws the planned release from the exact counts of the views Needs
 // lists (more are ignored): noise on every measurement (measurement k from
@@ -395,7 +495,26 @@ func (p *Plan) Run(ctx context.Context, counts map[domain.View][]float64, r *noi
 	return p.run(ctx, counts, r)
 }
 
+// run is Run by engine, with the plan's objective and invariant costs.
 func (p *Plan) run(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
+	w, err := p.runEngine(ctx, counts, r)
+	if err != nil {
+		return nil, err
+	}
+	w.ObjectiveKind = p.spec.Objective
+	for i := range w.Tables {
+		if i < len(p.costs) {
+			w.Tables[i].WithoutInvariants = p.costs[i]
+		}
+	}
+	return w, nil
+}
+
+// runEngine is run by engine.
+func (p *Plan) runEngine(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
+	if p.ranges != nil {
+		return p.ranges.run(ctx, counts, r)
+	}
 	if p.single != nil {
 		return p.runSingle(ctx, counts, r)
 	}
@@ -488,4 +607,20 @@ func checkIntegerViews(ctx context.Context, s *domain.Schema, spec Spec, p *view
 		return fmt.Errorf("release: integer: %w", err)
 	}
 	return nil
+}
+
+// checked is what Check reports of a plan made in full.
+func (p *Plan) checked() Checked {
+	switch {
+	case p.ranges != nil:
+		return Checked{Measured: len(p.ranges.meas) > 0, Conditional: p.ranges.conditional}
+	case p.flat != nil:
+		return Checked{Measured: len(p.flat.Release.Measurements) > 0, Conditional: p.flat.Release.Conditional}
+	case p.views != nil && p.views.flat != nil:
+		return Checked{Measured: len(p.views.flat.Release.Measurements) > 0, Conditional: p.views.flat.Release.Conditional}
+	case p.views != nil:
+		return Checked{Measured: len(p.views.p.meas) > 0, Conditional: p.views.p.conditional}
+	default:
+		return Checked{Measured: len(p.cross.meas) > 0, Conditional: p.cross.conditional}
+	}
 }

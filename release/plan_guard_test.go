@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/knowdp/knowdp/internal/testkit"
+	splitplan "github.com/knowdp/knowdp/plan"
 )
 
 // Extreme weights never panic or hang the planning of a workload or of
@@ -107,6 +108,9 @@ func TestSplitWork(t *testing.T) {
 		{"flat laplace", []string{"sex,age", "geo,sex", "age"}, nil, SplitOptimal, false, false},
 		{"flat laplace best", []string{"sex,age", "geo,sex", "geo,age"}, nil, SplitOptimal, false, true},
 		{"flat gaussian", []string{"sex,age", "geo,sex", "age"}, []string{"sex"}, SplitOptimal, true, false},
+		{"flat gaussian best", []string{"sex,age", "geo,sex", "age"}, []string{"sex"}, SplitOptimal, true, true},
+		{"flat gaussian best, no invariant", []string{"sex,age", "geo,sex", "geo,age"}, nil, SplitOptimal, true, true},
+		{"flat laplace best, invariant", []string{"sex,age", "geo,sex", "geo,age"}, []string{"sex"}, SplitOptimal, false, true},
 		{"flat equal", []string{"sex,age", "geo,sex"}, nil, SplitEqual, false, false},
 		{"views laplace", viewSplitCases[0].views, viewSplitCases[0].exact, SplitOptimal, false, false},
 		{"views gaussian", viewSplitCases[1].views, viewSplitCases[1].exact, SplitOptimal, true, false},
@@ -134,12 +138,16 @@ func TestSplitWork(t *testing.T) {
 				if bound, err = w.SplitWork(s); err != nil {
 					t.Fatal(err)
 				}
-				p, err := planWorkload(s, w)
+				var meter splitplan.Meter
+				p, err := planWorkloadCtx(splitplan.WithMeter(context.Background(), &meter), s, w)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if p.cert != nil {
 					used = p.cert.Work
+				}
+				if meter.Work() > bound {
+					t.Fatalf("metered work %v above the bound %v", meter.Work(), bound)
 				}
 			} else {
 				if bound, err = spec.SplitWork(s); err != nil {

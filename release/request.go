@@ -3,6 +3,7 @@ package release
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/privacy"
@@ -37,14 +38,18 @@ type Request struct {
 	Mechanism           string
 	Epsilon, Rho, Delta float64
 	// Split ("optimal", "equal", "spine") and Strategy ("requested",
-	// "marginals", "best").
-	Split, Strategy string
+	// "marginals", "residuals", "lattice", "best"); Objective ("total", the
+	// default when empty, "mean" or "max").
+	Split, Strategy, Objective string
 	// Sensitivity overrides the generic sensitivity (0: computed).
 	Sensitivity     int
 	NonNeg, Integer bool
 	Tol             float64
 	// KeepMeasurements asks for the noisy measurements (--measurements).
 	KeepMeasurements bool
+	// InvariantCosts asks what each invariant costs every table
+	// (--invariant-costs).
+	InvariantCosts bool
 	// DomainsFromData says the schema was read from the data.
 	DomainsFromData bool
 	// PrivacyUnit is --privacy-unit, the unit column, with --max-rows
@@ -112,8 +117,13 @@ func (q Request) budget() (Spec, error) {
 	if spec.Strategy, err = ParseMeasureStrategy(q.Strategy); err != nil {
 		return spec, usage("--strategy: %v", err)
 	}
+	if q.Objective != "" {
+		if spec.Objective, err = ParseObjective(q.Objective); err != nil {
+			return spec, usage("--objective: %v", err)
+		}
+	}
 	spec.Sensitivity, spec.NonNegative, spec.Integer, spec.Tol = q.Sensitivity, q.NonNeg, q.Integer, q.Tol
-	spec.KeepMeasurements, spec.DomainsFromData = q.KeepMeasurements, q.DomainsFromData
+	spec.KeepMeasurements, spec.DomainsFromData, spec.InvariantCosts = q.KeepMeasurements, q.DomainsFromData, q.InvariantCosts
 	if spec.Unit, err = q.unit(); err != nil {
 		return spec, err
 	}
@@ -136,11 +146,28 @@ func (q Request) Spec(s *domain.Schema) (Spec, error) {
 		spec.Tables, spec.Weights = append(spec.Tables, v), append(spec.Weights, 1)
 	}
 	if q.WorkloadName != "" || q.Workload != nil {
-		vs, ws, err := ParseWorkload(s, q.Workload)
+		entries, err := ParseWorkloadEntries(s, q.Workload)
 		if err != nil {
 			return spec, fmt.Errorf("--workload %s: %w", q.WorkloadName, err)
 		}
-		spec.Tables, spec.Weights = append(spec.Tables, vs...), append(spec.Weights, ws...)
+		if slices.ContainsFunc(entries, func(e WorkloadEntry) bool { return e.Query.Kind != QueryCells }) {
+			// The --cuboid tables before the workload publish their cells.
+			spec.Queries = make([]TableQuery, len(spec.Tables))
+			for _, e := range entries {
+				spec.Queries = append(spec.Queries, e.Query)
+			}
+		}
+		if slices.ContainsFunc(entries, func(e WorkloadEntry) bool { return e.TargetMOE90 != 0 }) {
+			// Targets for every table, or the plan refuses naming the first
+			// without one.
+			spec.TargetMOE90 = make([]float64, len(spec.Tables))
+			for _, e := range entries {
+				spec.TargetMOE90 = append(spec.TargetMOE90, e.TargetMOE90)
+			}
+		}
+		for _, e := range entries {
+			spec.Tables, spec.Weights = append(spec.Tables, e.View), append(spec.Weights, e.Weight)
+		}
 	}
 	if len(spec.Tables) == 0 {
 		spec.Tables, spec.Weights = []domain.View{domain.ViewOf(domain.Base(s.NumDims()))}, []float64{1}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/knowdp/knowdp/domain"
 	splitplan "github.com/knowdp/knowdp/plan"
@@ -29,9 +30,26 @@ const (
 	// smaller marginal that several requested tables share can be cheaper
 	// to measure than the tables themselves.
 	MeasureMarginals
-	// MeasureBest plans both and keeps the one with the smaller weighted
-	// total variance (MeasureRequested on a tie).
+	// MeasureBest plans every strategy that applies (requested, marginals,
+	// and residuals for Gaussian noise or lattice for Laplace noise) and
+	// keeps the one with the smallest weighted total variance (the earlier
+	// on a tie).
 	MeasureBest
+	// MeasureResiduals (Gaussian noise) lets the optimal split choose among
+	// the residuals of the workload (ResidualPlanner's measurements: the
+	// Helmert contrasts of a cuboid, residual.go) and the marginals under
+	// the requested cuboids, each calibrated to its own L2 sensitivity
+	// under the invariants. Without invariants it reaches the least
+	// expected error of every strategy of the matrix mechanism on a
+	// marginal workload (ResidualPlanner's closed form, which meets the SVD
+	// bound).
+	MeasureResiduals
+	// MeasureLattice (Laplace noise) measures marginals anywhere in the
+	// lattice of cuboids, above or below the requested ones, chosen with
+	// their shares by package strategy's search (HDMM's OPT_M family and
+	// more), each calibrated to its generic sensitivity under the
+	// invariants; the split among the chosen cuboids is then certified.
+	MeasureLattice
 )
 
 // String returns "requested", "marginals" or "best".
@@ -43,11 +61,16 @@ func (ms MeasureStrategy) String() string {
 		return "marginals"
 	case MeasureBest:
 		return "best"
+	case MeasureResiduals:
+		return "residuals"
+	case MeasureLattice:
+		return "lattice"
 	}
 	return fmt.Sprintf("MeasureStrategy(%d)", int(ms))
 }
 
-// ParseMeasureStrategy parses "requested", "marginals" or "best".
+// ParseMeasureStrategy parses "requested", "marginals", "residuals",
+// "lattice" or "best".
 func ParseMeasureStrategy(name string) (MeasureStrategy, error) {
 	switch name {
 	case "requested":
@@ -56,8 +79,12 @@ func ParseMeasureStrategy(name string) (MeasureStrategy, error) {
 		return MeasureMarginals, nil
 	case "best":
 		return MeasureBest, nil
+	case "residuals":
+		return MeasureResiduals, nil
+	case "lattice":
+		return MeasureLattice, nil
 	}
-	return 0, fmt.Errorf("strategy %q: want requested, marginals or best", name)
+	return 0, fmt.Errorf("strategy %q: want requested, marginals, residuals (Gaussian noise), lattice (Laplace noise) or best", name)
 }
 
 // SplitCertificate is what the optimal split proves about itself.
@@ -70,6 +97,9 @@ type SplitCertificate struct {
 	Global bool
 	// Method says how the split was found and the bound proved.
 	Method string
+	// Over says which splits Bound bounds: the candidates of the families
+	// searched, not every strategy (Release.LowerBound is that).
+	Over string
 	// Work is what finding it took, in plan.Result.Work's unit (summed
 	// over the problems solved; for views across a hierarchy, the node
 	// visits of the variance passes converted to it). It stays within
@@ -145,7 +175,14 @@ func (p *workloadPlan) finishObjective() error {
 			x[k] = m.share.Float64() / p.budget.Float64()
 		}
 	}
+	// The split's model at the shares given: the noise actually drawn has
+	// the calibrated variance, a hair above the model where the grid or a
+	// residual measurement's rounding costs something (about 2e-6 at most,
+	// which the tables' variances include).
 	p.objValue = o.value(x)
+	if p.maxVar {
+		p.objValue = p.maxObjective()
+	}
 	if math.IsNaN(p.objValue) || math.IsInf(p.objValue, 0) {
 		return fmt.Errorf("workload: the weighted total variance is %v (weights too large)", p.objValue)
 	}
@@ -222,13 +259,56 @@ func (spec WorkloadSpec) SplitWork(s *domain.Schema) (float64, error) {
 	if len(cands) == 0 {
 		return work, nil
 	}
-	marg := req
-	marg.Measure = cands
-	p2, err := measuredPlan(s, marg, make([]float64, len(cands)))
-	if err != nil {
-		return 0, err
+	best := spec.Strategy == MeasureBest
+	if best || spec.Strategy == MeasureMarginals {
+		marg := req
+		marg.Measure = cands
+		p2, err := measuredPlan(s, marg, make([]float64, len(cands)))
+		if err != nil {
+			return 0, err
+		}
+		work += p2.splitWork(true)
 	}
-	return work + p2.splitWork(true), nil
+	lattice := p1.latticeCuboids(spec.Sensitivity)
+	switch {
+	case spec.Mechanism == MechanismGaussian && (best || spec.Strategy == MeasureResiduals):
+		// The residuals alone, and under invariants with the lattice.
+		res := req
+		res.residuals = p1.freeResiduals()
+		if r := p1.res[0]; r != nil && r.status == resFree && r.a > 0 {
+			res.Measure = []domain.Cuboid{0}
+		}
+		p3, err := measuredPlan(s, res, nil)
+		if err != nil {
+			return 0, err
+		}
+		work += p3.splitWork(false)
+		if len(p1.exact) > 0 {
+			res.Measure = lattice
+			p3b, err := measuredPlan(s, res, nil)
+			if err != nil {
+				return 0, err
+			}
+			work += p3b.splitWork(false)
+		}
+	case spec.Mechanism != MechanismGaussian && spec.Strategy == MeasureBest && p1.oneMarginal():
+		// No search (planStrategy: the table itself is optimal).
+	case spec.Mechanism != MechanismGaussian && (best || spec.Strategy == MeasureLattice):
+		// The lattice search, capped, then the split among the cuboids it
+		// chooses, a subset of the lattice: bounded by the split among
+		// the whole lattice.
+		work += latticeMaxWork
+		if len(lattice) > 0 {
+			lat := req
+			lat.Measure = lattice
+			p4, err := measuredPlan(s, lat, make([]float64, len(lattice)))
+			if err != nil {
+				return 0, err
+			}
+			work += p4.splitWork(true)
+		}
+	}
+	return work, nil
 }
 
 // splitWork is plan.WorkBound of the plan's split problem, solved with a
@@ -245,11 +325,20 @@ func (p *workloadPlan) splitWork(start bool) float64 {
 	return splitplan.WorkBound(o.problem().Shape(), opt)
 }
 
-// planStrategy plans a MeasureMarginals or MeasureBest release: the
-// requested plan, and the plan that measures the down-closure's cuboids
-// that have a computable, positive sensitivity, started from the requested
-// plan's split. It returns the better one (the requested one on a tie, and
-// always the marginals one for MeasureMarginals).
+// planStrategy plans a release whose strategy chooses the measurements:
+// the requested plan, then each family the strategy asks for (MeasureBest:
+// every family that applies to the mechanism),
+//
+//   - marginals: the down-closure's cuboids that have a computable,
+//     positive sensitivity, started from the requested plan's split;
+//   - residuals (Gaussian noise): those marginals and every free residual
+//     of the workload (residual.go), a convex split solved to its
+//     certificate;
+//   - lattice (Laplace noise): the marginals package strategy chooses in
+//     the whole lattice (lattice.go), the split among them certified;
+//
+// and returns the named one, or for MeasureBest the one with the least
+// objective (the earlier on a tie within 1e-9).
 func planStrategy(ctx context.Context, s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	req := spec
 	req.Strategy = MeasureRequested
@@ -279,27 +368,151 @@ func planStrategy(ctx context.Context, s *domain.Schema, spec WorkloadSpec) (*wo
 			}
 		}
 	}
-	marg := req
-	marg.Measure = cands
-	p2, err := planMeasured(ctx, s, marg, start)
-	if err != nil {
-		return nil, fmt.Errorf("release: strategy %v: %w", spec.Strategy, err)
+	gaussian := spec.Mechanism == MechanismGaussian
+	plans := []*workloadPlan{p1}
+	if spec.Strategy == MeasureMarginals || spec.Strategy == MeasureBest {
+		marg := req
+		marg.Measure = cands
+		p2, err := planMeasured(ctx, s, marg, start)
+		if err != nil {
+			return nil, fmt.Errorf("release: strategy %v: %w", spec.Strategy, err)
+		}
+		p2.strategy = MeasureMarginals
+		plans = append(plans, p2)
 	}
-	p2.strategy = MeasureMarginals
-	best := p2
-	if spec.Strategy == MeasureBest && !(p2.objValue < p1.objValue*(1-1e-9)) {
+	if gaussian && (spec.Strategy == MeasureResiduals || spec.Strategy == MeasureBest) {
+		// The residuals alone (the grand total, the empty residual, as a
+		// cuboid): ResidualPlanner's strategy. Under invariants the
+		// sensitivities differ from one measurement to another, and the
+		// marginals join the candidates (the split is convex: one
+		// certified optimum over all of them).
+		res := req
+		res.Measure, res.residuals = nil, p1.freeResiduals()
+		if r := p1.res[0]; r != nil && r.status == resFree && r.a > 0 {
+			res.Measure = []domain.Cuboid{0}
+		}
+		p3, err := planMeasured(ctx, s, res, nil)
+		if err != nil {
+			return nil, fmt.Errorf("release: strategy %v: %w", MeasureResiduals, err)
+		}
+		p3.strategy = MeasureResiduals
+		if len(p1.exact) > 0 {
+			// Under invariants a cuboid above the requested ones can have
+			// a smaller L2 sensitivity than the ones under them (it holds
+			// every dimension the invariants' moves change): the whole
+			// lattice joins the candidates.
+			res.Measure = p1.latticeCuboids(spec.Sensitivity)
+			p3b, err := planMeasured(ctx, s, res, nil)
+			if err != nil {
+				return nil, fmt.Errorf("release: strategy %v: %w", MeasureResiduals, err)
+			}
+			p3b.strategy = MeasureResiduals
+			if p3b.objValue < p3.objValue*(1-1e-9) {
+				p3 = p3b
+			}
+		}
+		plans = append(plans, p3)
+	}
+	// One marginal without invariants under Laplace noise is best measured
+	// as it is, among all strategies, not only the lattice's (oneMarginal):
+	// the search would find nothing better, at a cost the analyst waits for.
+	if !gaussian && (spec.Strategy == MeasureLattice || spec.Strategy == MeasureBest && !p1.oneMarginal()) {
+		p4, err := planLattice(ctx, s, req, p1)
+		if err != nil {
+			return nil, fmt.Errorf("release: strategy %v: %w", MeasureLattice, err)
+		}
+		if p4 != nil {
+			plans = append(plans, p4)
+		}
+	}
+	best := plans[len(plans)-1]
+	if spec.Strategy == MeasureBest {
 		best = p1
+		for _, p := range plans[1:] {
+			if p.objValue < best.objValue*(1-1e-9) {
+				best = p
+			}
+		}
 	}
-	// Either plan is within its gap of the best split among its own
-	// candidates; the down-closure contains the requested cuboids, so the
-	// lesser bound holds for both.
-	if p1.cert != nil && p2.cert != nil && best.objValue > 0 {
+	// Each plan is within its gap of the best split among its own
+	// candidates; the least of their bounds is a bound over every split
+	// among the candidates of any family searched.
+	if best.cert != nil && best.objValue > 0 {
 		c := *best.cert
-		c.Work = p1.cert.Work + p2.cert.Work
-		c.Bound = min(p1.cert.Bound, p2.cert.Bound, best.objValue)
+		c.Work = 0
+		var over []string
+		for _, p := range plans {
+			if p.cert == nil {
+				continue
+			}
+			c.Work += p.cert.Work
+			c.Bound = min(c.Bound, p.cert.Bound)
+			over = append(over, p.family())
+		}
+		c.Bound = min(c.Bound, best.objValue)
 		c.Gap = (best.objValue - c.Bound) / best.objValue
 		c.Global = c.Gap <= 1e-6
+		c.Over = "every split of the budget among the candidate measurements of each family searched (" + strings.Join(over, "; ") + ")"
 		best.cert = &c
 	}
 	return best, nil
+}
+
+// oneMarginal reports whether the plan asks for one private table and no
+// invariants. Under Laplace noise such a table is best measured directly,
+// by any strategy: if a strategy A answers the marginal M (m groups of
+// cells, M = XA), then A' = A Mᵀ D⁻¹ (D the group sizes) answers the
+// identity on m cells with the same X, and each column of A' averages
+// columns of A, so its L1 sensitivity is at most A's; the identity on m
+// cells costs at least m·2/ε² under any strategy (sens² ≥ ‖A'‖²_F/m and
+// ‖A'⁺‖²_F ≥ Σ 1/σ², whose product is at least m by Cauchy-Schwarz),
+// which is what measuring M directly costs.
+func (p *workloadPlan) oneMarginal() bool {
+	if len(p.exact) > 0 {
+		return false
+	}
+	n := 0
+	for _, t := range p.tables {
+		if !t.Public {
+			n++
+		}
+	}
+	return n == 1
+}
+
+// freeResiduals returns the free residuals the tables need (weight > 0),
+// in a fixed order.
+func (p *workloadPlan) freeResiduals() []domain.Cuboid {
+	var out []domain.Cuboid
+	for a, r := range p.res {
+		if r.status == resFree && r.a > 0 && a != 0 {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// family names the candidates a plan's split was chosen among.
+func (p *workloadPlan) family() string {
+	var cub, res int
+	for _, m := range p.meas {
+		if m.resid {
+			res++
+		} else {
+			cub++
+		}
+	}
+	switch p.strategy {
+	case MeasureMarginals:
+		return fmt.Sprintf("marginals: %d cuboids under the requested ones", p.ncands)
+	case MeasureResiduals:
+		if cub > 1 {
+			return fmt.Sprintf("residuals: %d candidates, the workload's residuals and the cuboids under the requested ones", p.ncands)
+		}
+		return fmt.Sprintf("residuals: %d candidates, the workload's residuals", p.ncands)
+	case MeasureLattice:
+		return fmt.Sprintf("lattice: the %d cuboids package strategy chose among %d of the lattice", p.ncands, p.latticeCands)
+	}
+	return fmt.Sprintf("requested: %d cuboids", p.ncands)
 }

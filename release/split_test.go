@@ -163,17 +163,17 @@ func TestSplitMetadata(t *testing.T) {
 			t.Fatal(err)
 		}
 		obj, _ := m["objective"].(float64)
-		_, hasGap := m["optimality_gap"]
-		_, hasBound := m["objective_lower_bound"]
+		_, hasGap := m["split_gap"]
+		_, hasBound := m["split_lower_bound"]
 		switch split {
 		case SplitOptimal:
-			gap, _ := m["optimality_gap"].(float64)
+			gap, _ := m["split_gap"].(float64)
 			if math.Abs(obj-1618.2) > 0.05 || !hasGap || !(gap >= 0 && gap <= 1e-6) || !hasBound || m["strategy"] != "requested" {
-				t.Errorf("optimal: objective %v, gap %v (%v), bound %v, strategy %v", obj, m["optimality_gap"], hasGap, m["objective_lower_bound"], m["strategy"])
+				t.Errorf("optimal: objective %v, gap %v (%v), bound %v, strategy %v", obj, m["split_gap"], hasGap, m["split_lower_bound"], m["strategy"])
 			}
 		case SplitEqual:
 			if !(obj > 1618.2) || hasGap || hasBound {
-				t.Errorf("equal: objective %v, gap %v, bound %v", obj, m["optimality_gap"], m["objective_lower_bound"])
+				t.Errorf("equal: objective %v, gap %v, bound %v", obj, m["split_gap"], m["split_lower_bound"])
 			}
 		}
 	}

@@ -147,6 +147,14 @@ type WorkloadSpec struct {
 	// unitRows, when above 1, is the most rows a privacy unit keeps: every
 	// sensitivity is that many times the row-level one (unit.go).
 	unitRows int
+	// Objective says what the optimal split minimises (objective.go): the
+	// weighted sum of every cell's variance (the zero value), of each
+	// table's mean cell variance, or the largest weighted cell variance
+	// (Gaussian noise).
+	Objective Objective
+	// residuals are residual measurements (Gaussian only) to plan besides
+	// Measure, set by the residuals strategy.
+	residuals []domain.Cuboid
 }
 
 // Table is one released cuboid of a workload.
@@ -156,6 +164,11 @@ type Table struct {
 	// a hierarchy (ReleaseViews); it is zero in a flat workload's tables,
 	// whose view is the cuboid itself: TableView gives it in both cases.
 	View domain.View
+	// Query says what the table publishes: its cells (the zero value), or
+	// the prefix sums or ranges along an ordered dimension (Counts and
+	// MOE90s then hold one value per query, in TableTerm's row order;
+	// WriteQueryCSV writes them).
+	Query TableQuery
 	// MOE90s, when set, is the margin of error of each cell, in the order
 	// of Counts: across a hierarchy the law of the error differs from node
 	// to node. MOE90 is then the largest of them.
@@ -174,6 +187,12 @@ type Table struct {
 	Variance float64
 	// Weight is the table's weight in the split's objective.
 	Weight float64
+	// TargetMOE90 is the margin of error the release was planned to meet
+	// (Spec.TargetMOE90), 0 when none was set.
+	TargetMOE90 float64
+	// WithoutInvariants is the table's error in the plans without each
+	// invariant and without any (Spec.InvariantCosts).
+	WithoutInvariants []InvariantCost
 	// Measured is true when noise was added to this cuboid, with Share of
 	// the budget, calibrated to Sensitivity (from SensitivityRule), at
 	// Laplace scale Scale on grid Grid. A table that is not measured is
@@ -230,6 +249,17 @@ type Measurement struct {
 	// (and rule) and the noise's standard deviation; Share and Scale are 0.
 	RhoShare, L2Sensitivity, Sigma float64
 	L2Rule                         string
+	// Residual is true when the measurement is not the cuboid's cells but
+	// its residual: the Π(n_i - 1) Helmert contrasts of the cuboid's
+	// dimensions (ResidualPlanner), Sigma on every normalised contrast
+	// (residual.go).
+	Residual bool
+	// Queries, when set, says what was measured along each dimension of
+	// Cuboid when it is not the cells (a release of prefix or range
+	// tables: hierarchical intervals, p-Identity...), and L1Sensitivity is
+	// then its L1 sensitivity (Sensitivity is its ceiling).
+	Queries       string
+	L1Sensitivity float64
 }
 
 // TableView returns the view the measurement is of.
@@ -261,6 +291,12 @@ type Release struct {
 	// Certificate bounds how far it can be from the minimum.
 	Objective   float64
 	Certificate *SplitCertificate
+	// ObjectiveKind is what Objective is (Spec.Objective).
+	ObjectiveKind Objective
+	// LowerBound, where one is known, bounds Objective from below over
+	// every strategy of the mechanism class (not only the families
+	// searched), with what it bounds.
+	LowerBound *Bound
 	// solve is the certificate of an iterative estimate (across two or more
 	// hierarchies); nil where the estimate is exact in closed form.
 	solve *gls.Certificate
@@ -283,6 +319,9 @@ type Release struct {
 	Levels    []LevelError
 	// Unit is set for a release per privacy unit (unit.go).
 	Unit *UnitStory
+	// family names the strategy family package strategy chose (a release
+	// of prefix or range tables).
+	family string
 }
 
 // residual is one residual A of the workload and what the plan knows about it.
@@ -300,9 +339,11 @@ const (
 	resFree
 )
 
-// measurement is one noisy cuboid of the plan.
+// measurement is one noisy cuboid of the plan, or one residual of a
+// cuboid (resid: its Helmert contrasts, residual.go).
 type measurement struct {
 	c     domain.Cuboid
+	resid bool
 	sens  int
 	rule  string
 	share privacy.Epsilon
@@ -314,6 +355,9 @@ type measurement struct {
 	l2rule   string
 	rhoShare privacy.Rho
 	gauss    noise.Gaussian
+	// rn is a residual measurement's noise (v is then its variance on every
+	// normalised contrast).
+	rn residualNoise
 }
 
 // dist is the measurement's noise distribution.
@@ -348,6 +392,12 @@ type workloadPlan struct {
 	start    []float64
 	cert     *SplitCertificate
 	objValue float64
+	// ncands is the number of candidate measurements the split chose
+	// among, latticeCands the cuboids package strategy searched (lattice).
+	ncands, latticeCands int
+	// objKind is what the split minimises (maxVar: ObjectiveMax).
+	objKind Objective
+	maxVar  bool
 }
 
 // Needs returns the cuboids whose exact counts ReleaseWorkload needs: the
@@ -382,12 +432,18 @@ func planWorkload(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 // the optimal split stops when ctx ends.
 func planWorkloadCtx(ctx context.Context, s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 	switch {
-	case spec.Strategy < MeasureRequested || spec.Strategy > MeasureBest:
+	case spec.Strategy < MeasureRequested || spec.Strategy > MeasureLattice:
 		return nil, fmt.Errorf("release: unknown strategy %v", spec.Strategy)
 	case spec.Strategy != MeasureRequested && spec.Measure != nil:
 		return nil, fmt.Errorf("release: strategy %v chooses the measurements; leave Measure unset", spec.Strategy)
 	case spec.Strategy == MeasureMarginals && spec.Split != SplitOptimal:
 		return nil, errors.New("release: strategy marginals needs the optimal split (an equal split among every marginal under the workload wastes the budget)")
+	case (spec.Strategy == MeasureResiduals || spec.Strategy == MeasureLattice) && spec.Split != SplitOptimal:
+		return nil, fmt.Errorf("release: strategy %v needs the optimal split (it chooses the shares with the measurements)", spec.Strategy)
+	case spec.Strategy == MeasureResiduals && spec.Mechanism != MechanismGaussian:
+		return nil, errors.New("release: strategy residuals is planned for Gaussian noise (ResidualPlanner's closed forms); with Laplace noise use lattice or best")
+	case spec.Strategy == MeasureLattice && spec.Mechanism == MechanismGaussian:
+		return nil, errors.New("release: strategy lattice is planned for Laplace noise; with Gaussian noise use residuals or best, which reach the least error of every strategy on marginal workloads")
 	case spec.Strategy == MeasureBest && spec.Split != SplitOptimal:
 		spec.Strategy = MeasureRequested
 	}
@@ -447,13 +503,18 @@ func measuredPlan(s *domain.Schema, spec WorkloadSpec, start []float64) (*worklo
 		return nil, fmt.Errorf("release: a Gaussian release states its equivalent (eps, delta) guarantee at a delta in (0, 1), got %v", spec.Delta)
 	case !gaussian && (!spec.Rho.IsZero() || spec.Delta != 0):
 		return nil, errors.New("release: rho and delta apply to Gaussian releases only")
+	case spec.Objective < ObjectiveAuto || spec.Objective > ObjectiveMax:
+		return nil, fmt.Errorf("release: unknown objective %v", spec.Objective)
+	case spec.Objective == ObjectiveMax && !gaussian:
+		return nil, errors.New("release: the max objective (the largest weighted cell variance) is planned for Gaussian noise, where the split is convex and its dual certifies it; with Laplace noise use total or mean")
 	}
 	for i, e := range spec.Exact {
 		if err := sensitivity.CheckCuboid(s, e, fmt.Sprintf("release: exact cuboid %d", i+1)); err != nil {
 			return nil, err
 		}
 	}
-	p := &workloadPlan{s: s, sizes: s.Sizes(), exact: dedupe(spec.Exact), budget: spec.Epsilon, mech: spec.Mechanism, rho: spec.Rho, split: spec.Split, start: start, unitRows: spec.unitRows}
+	p := &workloadPlan{s: s, sizes: s.Sizes(), exact: dedupe(spec.Exact), budget: spec.Epsilon, mech: spec.Mechanism, rho: spec.Rho, split: spec.Split, start: start, unitRows: spec.unitRows,
+		objKind: spec.Objective, maxVar: spec.Objective == ObjectiveMax}
 	for i, c := range spec.Cuboids {
 		if err := sensitivity.CheckCuboid(s, c, fmt.Sprintf("release: cuboid %d", i+1)); err != nil {
 			return nil, err
@@ -469,6 +530,10 @@ func measuredPlan(s *domain.Schema, spec WorkloadSpec, start []float64) (*worklo
 			if !(w > 0) || math.IsInf(w, 0) {
 				return nil, fmt.Errorf("release: weight of cuboid %s must be finite and > 0, got %v", s.Format(c), w)
 			}
+		}
+		if spec.Objective == ObjectiveMean {
+			// The weight of the table's mean cell variance.
+			w /= float64(s.CuboidSize(c))
 		}
 		t := Table{Cuboid: c, Weight: w}
 		sens, err := p.sensitivity(c, spec.Sensitivity)
@@ -517,7 +582,11 @@ func measuredPlan(s *domain.Schema, spec WorkloadSpec, start []float64) (*worklo
 			}
 			m.l2, m.l2rule = l2.Value, l2.Rule
 		}
+		if err := p.addResiduals(spec.residuals); err != nil {
+			return nil, err
+		}
 	}
+	p.ncands = len(p.meas)
 	p.classify()
 	for _, t := range p.tables {
 		for a := range p.subsets(t.Cuboid) {
@@ -617,12 +686,21 @@ func (p *workloadPlan) classify() {
 		}
 	}
 	for k, m := range p.meas {
-		for a := range p.subsets(m.c) {
+		for a := range p.informs(m) {
 			if r := get(a); r.status == resFree {
 				r.covers = append(r.covers, k)
 			}
 		}
 	}
+}
+
+// informs yields the residuals a measurement informs: every residual of a
+// measured cuboid, the one residual of a residual measurement.
+func (p *workloadPlan) informs(m measurement) func(yield func(domain.Cuboid) bool) {
+	if m.resid {
+		return func(yield func(domain.Cuboid) bool) { yield(m.c) }
+	}
+	return p.subsets(m.c)
 }
 
 // pi returns π_A = Π_{i∈A} (1 - 1/n_i), the variance a unit-variance
@@ -648,7 +726,12 @@ func (p *workloadPlan) chooseShares(ctx context.Context) error {
 	}
 	if p.split == SplitOptimal {
 		var err error
-		if frac, err = p.optimalFractions(ctx); err != nil {
+		if p.maxVar {
+			frac, err = p.minimaxFractions(ctx)
+		} else {
+			frac, err = p.optimalFractions(ctx)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -669,6 +752,15 @@ func (p *workloadPlan) chooseShares(ctx context.Context) error {
 			share, err := privacy.RhoFromSteps(steps)
 			if err != nil {
 				return fmt.Errorf("release: share of cuboid %s: %w", p.s.Format(m.c), err)
+			}
+			if m.resid {
+				rn, err := newResidualNoise(tensor.SubSizes(p.sizes, m.c), m.l2, share.Float64())
+				if err != nil {
+					return fmt.Errorf("release: residual %s: %w", p.s.Format(m.c), err)
+				}
+				m.rhoShare, m.rn, m.v = share, rn, rn.variance()
+				kept = append(kept, m)
+				continue
 			}
 			g, err := noise.NewGaussian(m.l2, share.Float64())
 			if err != nil {
@@ -703,11 +795,14 @@ func (p *workloadPlan) setCoverage() {
 		r.covers, r.w = r.covers[:0], 0
 	}
 	for k, m := range p.meas {
-		for a := range p.subsets(m.c) {
+		for a := range p.informs(m) {
 			if r := p.res[a]; r.status == resFree {
 				r.covers = append(r.covers, k)
 				r.w += 1 / (m.v * float64(p.s.CuboidSize(m.c)))
 			}
+		}
+		if m.resid {
+			continue // no table is measured itself
 		}
 		for i := range p.tables {
 			if t := &p.tables[i]; t.Cuboid == m.c {
@@ -729,6 +824,9 @@ func (p *workloadPlan) measurements() []Measurement {
 		if p.mech == MechanismGaussian {
 			out[k].RhoShare, out[k].L2Sensitivity, out[k].L2Rule = m.rhoShare.Float64(), m.l2, m.l2rule
 			out[k].Sigma, out[k].Grid = m.gauss.Sigma(), m.gauss.Grid()
+			if m.resid {
+				out[k].Sigma, out[k].Grid, out[k].Residual = m.rn.sigma(), m.rn.g.Grid(), true
+			}
 		}
 	}
 	return out
@@ -737,7 +835,7 @@ func (p *workloadPlan) measurements() []Measurement {
 // coveredWithout reports whether every free residual of measurement k is
 // covered by another measurement with a positive fraction.
 func (p *workloadPlan) coveredWithout(k int, frac []float64) bool {
-	for a := range p.subsets(p.meas[k].c) {
+	for a := range p.informs(p.meas[k]) {
 		r := p.res[a]
 		if r.status != resFree || r.a == 0 {
 			continue // fixed, or no table needs it
@@ -956,8 +1054,26 @@ func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map
 		return nil, err
 	}
 	noisy := make([][]float64, len(p.meas))
+	var contrasts [][]float64 // the residual measurements' noisy contrasts, as released
+	if spec.KeepMeasurements {
+		contrasts = make([][]float64, len(p.meas))
+	}
 	for k, m := range p.meas {
 		rk := r.Split()
+		if m.resid {
+			sizes := tensor.SubSizes(p.sizes, m.c)
+			z, err := m.rn.measure(ctx, exact[m.c], rk)
+			if err != nil {
+				return nil, fmt.Errorf("release: residual %s: %w", s.Format(m.c), err)
+			}
+			if contrasts != nil {
+				contrasts[k] = z
+			}
+			y := residualPseudoMarginal(z, sizes)
+			noisy[k] = make([]float64, len(y), tensor.ExtSize(sizes))
+			copy(noisy[k], y)
+			continue
+		}
 		// Room for the extended array, which estimate builds in place.
 		noisy[k] = make([]float64, len(exact[m.c]), tensor.ExtSize(tensor.SubSizes(p.sizes, m.c)))
 		copy(noisy[k], exact[m.c])
@@ -972,6 +1088,9 @@ func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map
 		rel.noisy = make([][]float64, len(noisy))
 		for k := range noisy {
 			rel.noisy[k] = slices.Clone(noisy[k])
+			if p.meas[k].resid {
+				rel.noisy[k] = contrasts[k]
+			}
 		}
 	}
 	p.estimate(rel.Tables, inv, noisy)
@@ -994,6 +1113,7 @@ func (p *workloadPlan) newRelease(spec WorkloadSpec, inv []estimate.Invariant, s
 		Split:           p.split,
 		Strategy:        p.strategy,
 		Objective:       p.objValue,
+		ObjectiveKind:   p.objKind,
 		Neighbours:      neighbours(p.s, p.exact),
 		Conditional:     p.conditional,
 		Seeded:          seeded,
@@ -1003,6 +1123,7 @@ func (p *workloadPlan) newRelease(spec WorkloadSpec, inv []estimate.Invariant, s
 		c := *p.cert
 		rel.Certificate = &c
 	}
+	rel.LowerBound = p.lowerBound()
 	var spent privacy.Budget
 	for _, m := range p.meas {
 		if p.mech == MechanismGaussian {
@@ -1100,7 +1221,8 @@ func (p *workloadPlan) weights(c, src domain.Cuboid, e, k int) ([]float64, bool)
 		switch {
 		case r.status == resFixed && e >= 0 && r.source == e:
 			w[pat] = 1
-		case r.status == resFree && k >= 0:
+		case r.status == resFree && k >= 0 && (!p.meas[k].resid || a == p.meas[k].c):
+			// A residual measurement informs its own residual only.
 			m := p.meas[k]
 			w[pat] = 1 / (m.v * float64(p.s.CuboidSize(m.c)) * r.w)
 		}
@@ -1173,18 +1295,28 @@ type Metadata struct {
 	Neighbours string  `json:"neighbours"`
 	Split      string  `json:"split"`
 	// Strategy is what was measured: "requested", "marginals" (cuboids
-	// under the requested ones, chosen by the split) or "given".
-	Strategy string `json:"strategy"`
+	// under the requested ones, chosen by the split), "residuals"
+	// (ResidualPlanner's Helmert contrasts, Gaussian noise), "lattice"
+	// (cuboids anywhere in the lattice, Laplace noise) or "given"; for
+	// prefix and range tables "best", and StrategyFamily names the family
+	// package strategy chose.
+	Strategy       string `json:"strategy"`
+	StrategyFamily string `json:"strategy_family,omitempty"`
 	// Objective is the weighted total variance Σ_C w_C |C| Var ŷ_C that the
 	// split minimises, at the shares given. With the optimal split,
-	// ObjectiveBound is a proved lower bound of its minimum over every split
-	// among the candidate measurements, OptimalityGap is
-	// (Objective - ObjectiveBound) / Objective, and SplitMethod says how
-	// both were found.
+	// SplitBound is a proved lower bound of its minimum over every split of
+	// the budget among the candidate measurements of the families searched
+	// (SplitBoundOver names them: it is not a bound over every strategy),
+	// SplitGap is (Objective - SplitBound) / Objective, and SplitMethod
+	// says how both were found. LowerBound, where one is known, bounds the
+	// objective over every strategy of the mechanism class.
 	Objective      float64  `json:"objective"`
-	ObjectiveBound *float64 `json:"objective_lower_bound,omitempty"`
-	OptimalityGap  *float64 `json:"optimality_gap,omitempty"`
+	ObjectiveOf    string   `json:"objective_of"`
+	SplitBound     *float64 `json:"split_lower_bound,omitempty"`
+	SplitGap       *float64 `json:"split_gap,omitempty"`
+	SplitBoundOver string   `json:"split_bound_over,omitempty"`
 	SplitMethod    string   `json:"split_method,omitempty"`
+	LowerBound     *Bound   `json:"lower_bound,omitempty"`
 	Guarantee      string   `json:"guarantee"`
 	// GuaranteeNote says on what a conditional guarantee rests.
 	GuaranteeNote string            `json:"guarantee_note,omitempty"`
@@ -1222,6 +1354,10 @@ type MeasurementInfo struct {
 	L2Sensitivity float64 `json:"l2_sensitivity,omitempty"`
 	L2Rule        string  `json:"l2_sensitivity_rule,omitempty"`
 	Sigma         float64 `json:"sigma,omitempty"`
+	// Queries says what was measured when it is not the cuboid's cells:
+	// "residual" for the cuboid's Helmert contrasts (Sigma is then the
+	// noise on each normalised contrast).
+	Queries string `json:"queries,omitempty"`
 }
 
 // TableMetadata describes one released table.
@@ -1234,6 +1370,16 @@ type TableMetadata struct {
 	Measured bool     `json:"measured"`
 	MOE90    float64  `json:"moe90"`
 	Variance float64  `json:"variance"`
+	// Queries says what the table publishes when it is not its cells
+	// ("prefix sums along checks", "every range along age"; Cells is then
+	// the number of queries).
+	Queries string `json:"queries,omitempty"`
+	// TargetMOE90 is the margin of error the budget was chosen to meet.
+	TargetMOE90 float64 `json:"target_moe90,omitempty"`
+	// WithoutInvariants is what each invariant costs the table: its error
+	// without it (and without every invariant), beside Variance and MOE90
+	// with them all.
+	WithoutInvariants []InvariantCost `json:"without_invariants,omitempty"`
 	// Note says why a table is public or has no measurement of its own.
 	Note string `json:"note,omitempty"`
 	// Post-processing: see Table.
@@ -1278,13 +1424,35 @@ func (w *Release) Metadata() Metadata {
 		m.Rho, m.RhoExact, m.RhoBudget, m.Delta = StatedUp(w.Rho), w.Rho, w.RhoBudget, w.Delta
 		m.MOE = "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
 			"the error of a cell is a fixed linear combination of independent discrete Gaussians, normal to within their grids: 1.645 standard deviations"
+		if w.hasResiduals() {
+			m.Mechanism = "Gaussian noise on a power-of-two grid (exact discrete Gaussian) on every cell of the declared domain of each measured cuboid, " +
+				"and on every Helmert contrast of each measured residual (queries \"residual\": the contrasts' exact values rounded to the grid exactly, the rounding counted in the sensitivity), " +
+				"each calibrated to its L2 sensitivity under the exact cuboids"
+		}
 	}
 	if w.Strategy < 0 {
 		m.Strategy = "given"
 	}
+	m.StrategyFamily = w.family
+	m.ObjectiveOf = w.ObjectiveKind.describe()
+	if w.hasQueryMeasurements() {
+		m.Mechanism = "Laplace noise on a power-of-two grid (exact discrete Laplace) on every query of each measurement (integer combinations of counts, exactly on the grid: a factor with real weights is quantised to integers first), " +
+			"calibrated to its L1 sensitivity under the exact cuboids"
+		if w.Mechanism == MechanismGaussian {
+			m.Mechanism = "Gaussian noise on a power-of-two grid (exact discrete Gaussian) on every query of each measurement (integer combinations of counts, exactly on the grid: a factor with real weights is quantised to integers first; " +
+				"Helmert contrasts rounded to the grid exactly, the rounding counted in the sensitivity), calibrated to its L2 sensitivity under the exact cuboids"
+		}
+	}
 	if c := w.Certificate; c != nil {
 		bound, gap := c.Bound, c.Gap
-		m.ObjectiveBound, m.OptimalityGap, m.SplitMethod = &bound, &gap, c.Method
+		m.SplitBound, m.SplitGap, m.SplitMethod, m.SplitBoundOver = &bound, &gap, c.Method, c.Over
+		if m.SplitBoundOver == "" {
+			m.SplitBoundOver = fmt.Sprintf("every split of the budget among the %d measurements planned", len(w.Measurements))
+		}
+	}
+	if b := w.LowerBound; b != nil {
+		lb := *b
+		m.LowerBound = &lb
 	}
 	switch {
 	case !m.Private:
@@ -1332,8 +1500,12 @@ func (w *Release) Metadata() Metadata {
 		}
 	}
 	for _, t := range w.Tables {
+		cells := s.ViewSize(t.TableView())
+		if t.Query.Kind != QueryCells {
+			cells = TableTerm(s, t.TableView(), t.Query).Rows()
+		}
 		tm := TableMetadata{
-			Cuboid: nonNil(s.ViewNames(t.TableView())), File: s.ViewFileName(t.TableView()), Cells: s.ViewSize(t.TableView()), Weight: t.Weight,
+			Cuboid: nonNil(s.ViewNames(t.TableView())), File: t.FileName(s), Cells: cells, Weight: t.Weight, Queries: t.Query.describe(s), TargetMOE90: t.TargetMOE90, WithoutInvariants: t.WithoutInvariants,
 			Public: t.Public, Measured: t.Measured, MOE90: t.CellMOE90(), Variance: t.Variance,
 			NonNegative: t.NonNegative, NonNegativeResidual: t.NonNegativeResidual,
 			Integer: t.Integer, IntegerMethod: t.IntegerMethod, IntegerMaxDeviation: t.IntegerMaxDeviation,
@@ -1356,6 +1528,12 @@ func (w *Release) Metadata() Metadata {
 			SensitivityRule: x.SensitivityRule, Scale: x.Scale, Grid: x.Grid,
 			RhoShare: x.RhoShare, L2Sensitivity: x.L2Sensitivity, L2Rule: x.L2Rule, Sigma: x.Sigma,
 		})
+		switch {
+		case x.Queries != "":
+			m.Measurements[len(m.Measurements)-1].Queries = x.Queries
+		case x.Residual:
+			m.Measurements[len(m.Measurements)-1].Queries = "residual"
+		}
 	}
 	for _, v := range w.Invariants {
 		m.Exact = append(m.Exact, nonNil(s.ViewNames(measuredView(v.Cuboid, v.View))))
@@ -1521,50 +1699,129 @@ func ExpectedRMSE(s *domain.Schema, spec WorkloadSpec, st Strategy) ([]float64, 
 // either a list of dimension names, such as ["sex","age"] ([] is the grand
 // total; a dimension may be named at a level of its hierarchy, "geo:state"),
 // or an object {"cuboid": ["sex","age"], "weight": 2} (weight optional,
-// default 1). Errors name the entry.
+// default 1). Errors name the entry. An entry asking for prefix sums or
+// ranges is refused: ParseWorkloadTables reads those.
 func ParseWorkload(s *domain.Schema, b []byte) (views []domain.View, weights []float64, err error) {
+	entries, err := ParseWorkloadEntries(s, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, e := range entries {
+		switch {
+		case e.Query.Kind != QueryCells:
+			return nil, nil, fmt.Errorf("workload entry %d asks for %v: read the workload with ParseWorkloadEntries", i+1, e.Query.Kind)
+		case e.TargetMOE90 != 0:
+			return nil, nil, fmt.Errorf("workload entry %d sets a target margin of error: read the workload with ParseWorkloadEntries", i+1)
+		}
+		views, weights = append(views, e.View), append(weights, e.Weight)
+	}
+	return views, weights, nil
+}
+
+// WorkloadEntry is one table of a workload file.
+type WorkloadEntry struct {
+	View   domain.View
+	Weight float64
+	// Query is what the table publishes: its cells, or the prefix sums or
+	// ranges along an ordered dimension ("prefix", "ranges").
+	Query TableQuery
+	// TargetMOE90 is the entry's "moe90", the margin of error the release
+	// must meet for it (0: none set).
+	TargetMOE90 float64
+}
+
+// ParseWorkloadEntries decodes a workload file as ParseWorkload does, and
+// entries that ask, along an ordered dimension of their cuboid, for every
+// prefix sum, {"cuboid": ["year", "checks"], "prefix": "checks"}, or every
+// contiguous range, {"cuboid": ["age"], "ranges": "age"} (with an optional
+// weight), or that set a target margin of error, {"cuboid": ["sex"],
+// "moe90": 5} (Spec.TargetMOE90). Errors name the entry.
+func ParseWorkloadEntries(s *domain.Schema, b []byte) ([]WorkloadEntry, error) {
+	views, weights, queries, targets, err := parseWorkload(s, b)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WorkloadEntry, len(views))
+	for i := range views {
+		out[i] = WorkloadEntry{View: views[i], Weight: weights[i], Query: queries[i], TargetMOE90: targets[i]}
+	}
+	return out, nil
+}
+
+func parseWorkload(s *domain.Schema, b []byte) (views []domain.View, weights []float64, queries []TableQuery, targets []float64, err error) {
 	var entries []json.RawMessage
 	if err := json.Unmarshal(b, &entries); err != nil {
-		return nil, nil, fmt.Errorf("release: want a JSON list of cuboids: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("release: want a JSON list of cuboids: %w", err)
 	}
 	if len(entries) == 0 {
-		return nil, nil, errors.New("release: the list of cuboids is empty")
+		return nil, nil, nil, nil, errors.New("release: the list of cuboids is empty")
 	}
 	for i, raw := range entries {
 		var names []string
-		weight := 1.0
+		weight, target := 1.0, 0.0
+		var q TableQuery
 		if string(bytes.TrimSpace(raw)) == "null" {
-			return nil, nil, fmt.Errorf("workload entry %d: null is not a cuboid (the grand total is [])", i+1)
+			return nil, nil, nil, nil, fmt.Errorf("workload entry %d: null is not a cuboid (the grand total is [])", i+1)
 		}
+		var along *string
 		if err := json.Unmarshal(raw, &names); err != nil {
 			var obj struct {
 				Cuboid *[]string `json:"cuboid"`
 				Weight *float64  `json:"weight"`
+				Prefix *string   `json:"prefix"`
+				Ranges *string   `json:"ranges"`
+				MOE90  *float64  `json:"moe90"`
 			}
 			dec := json.NewDecoder(bytes.NewReader(raw))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&obj); err != nil {
-				return nil, nil, fmt.Errorf("workload entry %d: want a list of dimension names or {\"cuboid\": [...], \"weight\": w}: %w", i+1, err)
+				return nil, nil, nil, nil, fmt.Errorf("workload entry %d: want a list of dimension names or {\"cuboid\": [...], \"weight\": w} (with \"prefix\" or \"ranges\": an ordered dimension of the cuboid, and \"moe90\": a target margin of error): %w", i+1, err)
 			}
 			if obj.Cuboid == nil {
-				return nil, nil, fmt.Errorf("workload entry %d: no \"cuboid\"", i+1)
+				return nil, nil, nil, nil, fmt.Errorf("workload entry %d: no \"cuboid\"", i+1)
 			}
 			names = *obj.Cuboid
 			if obj.Weight != nil {
 				weight = *obj.Weight
 			}
+			if obj.MOE90 != nil {
+				target = *obj.MOE90
+				if !(target > 0) || math.IsInf(target, 0) {
+					return nil, nil, nil, nil, fmt.Errorf("workload entry %d: \"moe90\" must be finite and > 0, got %v", i+1, target)
+				}
+			}
+			switch {
+			case obj.Prefix != nil && obj.Ranges != nil:
+				return nil, nil, nil, nil, fmt.Errorf("workload entry %d: \"prefix\" and \"ranges\" exclude each other (one table asks for one of them)", i+1)
+			case obj.Prefix != nil:
+				q.Kind, along = QueryPrefix, obj.Prefix
+			case obj.Ranges != nil:
+				q.Kind, along = QueryRanges, obj.Ranges
+			}
 		}
 		v, err := s.ViewOfNames(names...)
 		if err != nil {
-			return nil, nil, fmt.Errorf("workload entry %d: %w", i+1, err)
+			return nil, nil, nil, nil, fmt.Errorf("workload entry %d: %w", i+1, err)
 		}
 		if !(weight > 0) || math.IsInf(weight, 0) {
-			return nil, nil, fmt.Errorf("workload entry %d (%s): weight must be finite and > 0, got %v", i+1, s.FormatView(v), weight)
+			return nil, nil, nil, nil, fmt.Errorf("workload entry %d (%s): weight must be finite and > 0, got %v", i+1, s.FormatView(v), weight)
+		}
+		if along != nil {
+			d, ok := s.Lookup(*along)
+			if !ok {
+				return nil, nil, nil, nil, fmt.Errorf("workload entry %d: %v along %q: the schema has no such dimension", i+1, q.Kind, *along)
+			}
+			q.Dim = d
+			if err := q.check(s, v); err != nil {
+				return nil, nil, nil, nil, fmt.Errorf("workload entry %d: %w", i+1, err)
+			}
 		}
 		views = append(views, v)
 		weights = append(weights, weight)
+		queries = append(queries, q)
+		targets = append(targets, target)
 	}
-	return views, weights, nil
+	return views, weights, queries, targets, nil
 }
 
 // measuredView returns v, or the view of cuboid c when v is the zero view

@@ -955,7 +955,7 @@ func TestParseWorkload(t *testing.T) {
 		{`[]`, "list of cuboids is empty"},
 		{`[["sex"], ["agee"]]`, `workload entry 2: unknown dimension "agee" (the schema has sex, age)`},
 		{`[{"cuboid": ["sex"], "weight": 0}]`, "workload entry 1 ({sex}): weight must be finite and > 0, got 0"},
-		{`[{"cuboid": ["sex"], "wieght": 2}]`, `workload entry 1: want a list of dimension names or {"cuboid": [...], "weight": w}: json: unknown field "wieght"`},
+		{`[{"cuboid": ["sex"], "wieght": 2}]`, `workload entry 1: want a list of dimension names or {"cuboid": [...], "weight": w} (with "prefix" or "ranges": an ordered dimension of the cuboid, and "moe90": a target margin of error): json: unknown field "wieght"`},
 		{`[{"weight": 2}]`, `workload entry 1: no "cuboid"`},
 		{`[["sex"], null]`, "workload entry 2: null is not a cuboid"},
 		{`["sex"]`, "workload entry 1: want a list of dimension names"},

@@ -14,6 +14,7 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,8 +68,12 @@ type Metadata struct {
 	// The budget split of a release of several tables.
 	Split, Strategy, SplitMethod string
 	Objective                    *float64
-	ObjectiveBound               *float64
-	OptimalityGap                *float64
+	// ObjectiveBound bounds the objective over every split among the
+	// candidate measurements BoundOver names (not every strategy), and
+	// OptimalityGap is the objective's distance to it.
+	ObjectiveBound *float64
+	OptimalityGap  *float64
+	BoundOver      string
 	// MOE90Note says what the margins of error cover.
 	MOE90Note string
 	// Measurements are the noisy measurements the budget was spent on.
@@ -143,8 +148,11 @@ type rawMeta struct {
 	Split         string          `json:"split"`
 	Strategy      string          `json:"strategy"`
 	Objective     *float64        `json:"objective"`
-	ObjectiveLB   *float64        `json:"objective_lower_bound"`
-	OptimalityGap *float64        `json:"optimality_gap"`
+	ObjectiveLB   *float64        `json:"objective_lower_bound"` // before split_lower_bound
+	OptimalityGap *float64        `json:"optimality_gap"`        // before split_gap
+	SplitBound    *float64        `json:"split_lower_bound"`
+	SplitGap      *float64        `json:"split_gap"`
+	SplitOver     string          `json:"split_bound_over"`
 	SplitMethod   string          `json:"split_method"`
 	Guarantee     string          `json:"guarantee"`
 	GuaranteeNote string          `json:"guarantee_note"`
@@ -255,8 +263,9 @@ func ParseMetadata(name string, b []byte) (Metadata, error) {
 		Strategy:        r.Strategy,
 		SplitMethod:     r.SplitMethod,
 		Objective:       r.Objective,
-		ObjectiveBound:  r.ObjectiveLB,
-		OptimalityGap:   r.OptimalityGap,
+		ObjectiveBound:  cmp.Or(r.SplitBound, r.ObjectiveLB),
+		OptimalityGap:   cmp.Or(r.SplitGap, r.OptimalityGap),
+		BoundOver:       r.SplitOver,
 		MOE90Note:       r.MOE90Note,
 		Exact:           r.Exact,
 		Hierarchy:       r.Hierarchy,

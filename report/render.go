@@ -309,8 +309,12 @@ func budget(m Metadata) (budgetView, error) {
 		b.Split = append(b.Split, row{Label: "Objective (weighted total variance)", Value: Num(*m.Objective)})
 	}
 	if m.ObjectiveBound != nil && m.OptimalityGap != nil {
-		b.Split = append(b.Split, row{Label: "Proved lower bound", Value: Num(*m.ObjectiveBound)},
-			row{Label: "Optimality gap", Value: Percent(*m.OptimalityGap) + ": no split of the budget makes the objective smaller by more than this share of it (certified by the bound)"})
+		over := "the candidate measurements"
+		if m.BoundOver != "" {
+			over = m.BoundOver
+		}
+		b.Split = append(b.Split, row{Label: "Proved lower bound of the split", Value: Num(*m.ObjectiveBound) + " over " + over},
+			row{Label: "Split gap", Value: Percent(*m.OptimalityGap) + ": no split of the budget among these candidates makes the objective smaller by more than this share of it (certified by the bound; other strategies may do better)"})
 	}
 	if m.SplitMethod != "" {
 		b.Split = append(b.Split, row{Label: "Method", Value: m.SplitMethod})

@@ -56,7 +56,7 @@ func TestRenderFlat(t *testing.T) {
 		`<td class="num">ε 0.75</td><td class="num">75%</td>`,
 		`<td class="num">ε 0.25</td><td class="num">25%</td>`,
 		"Laplace, scale 2.6666",
-		"Optimality gap</dt><dd>5%",
+		"Split gap</dt><dd>5%",
 		"<strong>{b}</strong>",
 		"2 check(s) FAIL",
 		"0.5 at y", // {a}'s y against {a,b}'s y margin

@@ -147,6 +147,11 @@ func GenericL2SensitivityViews(s *domain.Schema, exact []domain.View, release do
 	case !errors.Is(berr, ErrNoClosedForm):
 		return L2Sensitivity{}, berr
 	case f.ok:
+		// A bound: exact by a larger brute force where the domain is small
+		// (bound_brute.go).
+		if v, ok, err := bruteBoundViews(s, q, rel, what); err != nil || ok {
+			return v, err
+		}
 		return l2(f.l2, f.l2Rule), nil
 	}
 	return L2Sensitivity{}, fmt.Errorf("L2 generic sensitivity: %w", berr)

@@ -297,7 +297,7 @@ func TestLevelsWorkload(t *testing.T) {
 	// The optimal split across the hierarchy, with its certificate.
 	before := s.budgetOf("lap", key)
 	st, raw := s.call("POST", "/v1/datasets/lap/queries", key, `{"kind":"cuboid","epsilon":0.5,"split":"optimal","cuboids":`+cuboids+`}`, nil, nil)
-	if st != http.StatusCreated || !strings.Contains(string(raw), `"optimality_gap"`) || !strings.Contains(string(raw), `"split": "optimal"`) && !strings.Contains(string(raw), `"split":"optimal"`) {
+	if st != http.StatusCreated || !strings.Contains(string(raw), `"split_gap"`) || !strings.Contains(string(raw), `"split": "optimal"`) && !strings.Contains(string(raw), `"split":"optimal"`) {
 		t.Fatalf("optimal split: %d %.300s", st, raw)
 	}
 	if after := s.budgetOf("lap", key); after.Spent-before.Spent > 0.5+1e-9 || after.Spent <= before.Spent {

@@ -115,6 +115,10 @@ func (d *dataset) viewPublic(v domain.View) bool {
 	return err == nil && !checked.Measured
 }
 
+// oneTableWork is the most search work (package plan's unit, about 1.5 ns)
+// a one-table query is planned with before its admission: about 15 ms.
+const oneTableWork = 1e7
+
 // planTables plans a cuboid query: its tables and the policy's invariants
 // as one release.Spec, with Laplace noise for eps or Gaussian noise for rho
 // stated at delta. It charges the whole budget (the shares spent add up to
@@ -234,9 +238,11 @@ func planTables(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.Rho
 	}
 	p := &plan{hash: h.sum(), uniform: charge, prepare: prepare, work: splitCells(checked.SplitWork),
 		compute: releaseTables(d, &planned, !several, guarantee)}
-	if !several {
-		// One table: its one measurement takes the whole budget, so
-		// planning it costs no search; planned now, like any check.
+	if !several && checked.SplitWork <= oneTableWork {
+		// One table whose plan costs little search (no invariants: the
+		// table is measured as it is, with the whole budget): planned
+		// now, like any check. Under invariants the strategy's search can
+		// take longer, and is prepared like a workload's split.
 		if err := prepare(context.Background()); err != nil {
 			return nil, err
 		}

@@ -63,7 +63,7 @@ func Estimate(shape []int, w query.Workload, ms []Measurement, answers [][]float
 			}
 		}
 	}
-	l, err := newLattice(shape, w)
+	l, err := newLattice(shape, w, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -18,11 +18,14 @@ package strategy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
+
+	splitplan "github.com/knowdp/knowdp/plan"
 )
 
 // candidates returns the marginals the lattice search considers: every
@@ -73,6 +76,19 @@ func (l *lattice) candidates(max int) []uint64 {
 	return nil
 }
 
+// LatticeCuboids returns the cuboids (bit i for dimension i; dimensions of
+// one value left out) a lattice search considers for a workload of the
+// given order (the most dimensions a term involves): every cuboid when
+// there are at most max of them (0: 4096), else those of up to order + 2
+// dimensions (+ 1, or order, while too many). They are in increasing order.
+func LatticeCuboids(shape []int, order, max int) []uint64 {
+	if max <= 0 {
+		max = Options{}.maxCandidates()
+	}
+	l := &lattice{shape: shape, maxOrder: order}
+	return l.candidates(max)
+}
+
 func binomSum(n, k int) float64 {
 	var s, c float64 = 0, 1
 	for i := 0; i <= k; i++ {
@@ -95,6 +111,18 @@ type marginalProblem struct {
 	// sets are the candidates' dimension sets, index finds one.
 	sets  []uint64
 	index map[uint64]int
+	// work counts the search's work in package plan's unit (one value of
+	// F costs Σ over residuals of 1 + its covering candidates), and the
+	// search stops at maxWork (0: no cap) or when its context ends.
+	work, maxWork, vcost float64
+	ctx                  context.Context
+}
+
+// stopped reports whether the search must stop: its context ended or its
+// work reached the cap. Every loop checks it, so a search returns the best
+// point it has, deterministically for a cap.
+func (pr *marginalProblem) stopped() bool {
+	return (pr.maxWork > 0 && pr.work >= pr.maxWork) || (pr.ctx != nil && pr.ctx.Err() != nil)
 }
 
 func newMarginalProblem(l *lattice, cands []uint64, coef []float64) *marginalProblem {
@@ -109,12 +137,14 @@ func newMarginalProblem(l *lattice, cands []uint64, coef []float64) *marginalPro
 				pr.byCand[k] = append(pr.byCand[k], p)
 			}
 		}
+		pr.vcost += float64(1 + len(pr.cov[p]))
 	}
 	return pr
 }
 
 // value returns F(x) (x need not sum to 1: F is evaluated at x/Σx).
 func (pr *marginalProblem) value(x []float64) float64 {
+	pr.work += pr.vcost
 	var sum float64
 	for _, v := range x {
 		sum += v
@@ -136,6 +166,7 @@ func (pr *marginalProblem) value(x []float64) float64 {
 // valueGrad returns f(θ) = (Σθ)² Σ_A a_A / Σ_C c_C θ_C² (scale-free) and
 // its gradient.
 func (pr *marginalProblem) valueGrad(th, g []float64, den []float64) float64 {
+	pr.work += 2 * pr.vcost
 	var sum float64
 	for _, v := range th {
 		sum += v
@@ -176,7 +207,7 @@ func (pr *marginalProblem) local(ctx context.Context, th []float64, iters int) (
 	f := pr.valueGrad(x, g, den)
 	step := 1e-2
 	for it := 0; it < iters; it++ {
-		if it%64 == 0 && ctx.Err() != nil {
+		if pr.stopped() {
 			break
 		}
 		// Multiplicative (mirror) step: keeps θ ≥ 0, and zero stays
@@ -239,22 +270,29 @@ func (pr *marginalProblem) clean(x []float64, f float64) ([]float64, float64) {
 
 // laplaceLattice searches the marginal lattice for the shares of epsilon.
 func laplaceLattice(ctx context.Context, l *lattice, eps float64, opt Options) (*Strategy, error) {
-	cands := l.candidates(opt.maxCandidates())
-	l1 := make([]float64, len(cands))
-	l2 := make([]float64, len(cands))
-	coef := make([]float64, len(cands))
-	for k, c := range cands {
-		var err error
-		l1[k], l2[k], err = opt.sens(marginalTerm(l.shape, c))
+	all := l.candidates(opt.maxCandidates())
+	var cands []uint64
+	var l1, l2, coef []float64
+	for _, c := range all {
+		a, b, err := opt.sens(marginalTerm(l.shape, c))
 		if err != nil {
 			return nil, err
 		}
-		if !(l1[k] > 0) {
-			return nil, fmt.Errorf("strategy: marginal %s has L1 sensitivity %v: it needs no noise, and is not planned here", setString(c), l1[k])
+		if !(a > 0) {
+			// Known exactly (its residuals are all known): no noise buys
+			// anything there.
+			continue
 		}
-		coef[k] = l.cells * eps * eps / (2 * l.size(c) * l1[k] * l1[k])
+		cands = append(cands, c)
+		l1, l2 = append(l1, a), append(l2, b)
+		coef = append(coef, l.cells*eps*eps/(2*l.size(c)*a*a))
+	}
+	if len(cands) == 0 {
+		return nil, errors.New("strategy: no marginal can be measured (every candidate is known exactly)")
 	}
 	pr := newMarginalProblem(l, cands, coef)
+	pr.ctx, pr.maxWork = ctx, opt.MaxWork
+	defer func() { splitplan.MeterFrom(ctx).Add(pr.work) }()
 	// The workload's own cuboids, equal shares: the plan without the
 	// lattice.
 	own := make([]float64, len(cands))
@@ -273,7 +311,7 @@ func laplaceLattice(ctx context.Context, l *lattice, eps float64, opt Options) (
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	st := &Strategy{Mechanism: Laplace, Budget: eps, Objective: f,
+	st := &Strategy{Mechanism: Laplace, Budget: eps, Objective: f, Candidates: len(cands), Work: pr.work,
 		Family: fmt.Sprintf("marginals with shares of epsilon (HDMM's OPT_M family): %d candidate cuboids", len(cands))}
 	for k, c := range cands {
 		if x[k] <= 0 {
@@ -323,7 +361,7 @@ func searchMarginals(ctx context.Context, pr *marginalProblem, extra [][]float64
 	}
 	best, fbest := []float64(nil), math.Inf(1)
 	for _, s := range starts {
-		if ctx.Err() != nil {
+		if pr.stopped() {
 			break
 		}
 		x, f := pr.local(ctx, s, 3000)
@@ -341,7 +379,7 @@ func searchMarginals(ctx context.Context, pr *marginalProblem, extra [][]float64
 		hops = 8 * opt.restarts()
 	}
 	for range hops {
-		if ctx.Err() != nil || best == nil {
+		if pr.stopped() || best == nil {
 			break
 		}
 		x := slices.Clone(best)
@@ -370,7 +408,7 @@ func searchMarginals(ctx context.Context, pr *marginalProblem, extra [][]float64
 // each followed by a local search, until none helps.
 func (pr *marginalProblem) moves(ctx context.Context, x []float64, f float64) ([]float64, float64) {
 	n := len(x)
-	for round := 0; round < 100 && ctx.Err() == nil; round++ {
+	for round := 0; round < 100 && !pr.stopped(); round++ {
 		improved := false
 		order := make([]int, 0, n)
 		for k, v := range x {
@@ -438,6 +476,7 @@ func (pr *marginalProblem) moves(ctx context.Context, x []float64, f float64) ([
 		// residuals under k: F is updated from the precisions at x.
 		den := make([]float64, len(pr.a))
 		var total float64
+		pr.work += 4 * pr.vcost // the scores below: about a few values of F
 		for p, a := range pr.a {
 			for _, k := range pr.cov[p] {
 				den[p] += pr.c[k] * x[k] * x[k]

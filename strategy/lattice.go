@@ -53,7 +53,9 @@ type termShare struct {
 // maxSupport bounds the dimensions a workload term may involve.
 const maxSupport = 20
 
-func newLattice(shape []int, w query.Workload) (*lattice, error) {
+// newLattice returns the workload's weights on the residuals; a residual
+// known reports (known exactly: fixed by invariants) gets none.
+func newLattice(shape []int, w query.Workload, known func(a uint64) bool) (*lattice, error) {
 	l := &lattice{shape: shape, cells: 1, index: map[uint64]int{}}
 	for _, n := range shape {
 		l.cells *= float64(n)
@@ -104,7 +106,7 @@ func newLattice(shape []int, w query.Workload) (*lattice, error) {
 					v *= t0[i]
 				}
 			}
-			if v > 0 {
+			if v > 0 && (known == nil || !known(a)) {
 				p, ok := l.index[a]
 				if !ok {
 					p = len(l.sets)
@@ -125,7 +127,7 @@ func newLattice(shape []int, w query.Workload) (*lattice, error) {
 		l.support = append(l.support, support)
 	}
 	if len(l.sets) == 0 {
-		return nil, fmt.Errorf("strategy: the workload has no weight")
+		return nil, fmt.Errorf("strategy: the workload has no weight (or every residual it needs is known)")
 	}
 	return l, nil
 }

@@ -558,6 +558,14 @@ func Objective(shape []int, w query.Workload, ms []Measurement) (float64, error)
 // TermErrors returns, per workload term, its weighted expected total
 // squared error w_T tr(W_T G⁺ W_Tᵀ) (Objective is their sum).
 func TermErrors(shape []int, w query.Workload, ms []Measurement) ([]float64, error) {
+	return termErrors(shape, w, ms, nil)
+}
+
+// termErrors is TermErrors with the residuals known reports (sets of
+// dimensions) known exactly: they contribute no error. Known residuals
+// need the residual basis: every measured factor an identity, a total or
+// Helmert contrasts.
+func termErrors(shape []int, w query.Workload, ms []Measurement, known func(a uint64) bool) ([]float64, error) {
 	if err := checkShape(shape); err != nil {
 		return nil, err
 	}
@@ -572,6 +580,16 @@ func TermErrors(shape []int, w query.Workload, ms []Measurement) ([]float64, err
 		return nil, err
 	}
 	out := make([]float64, len(w))
+	if known != nil {
+		for _, i := range s.diag {
+			if !s.basis[i].analytic {
+				return nil, errors.New("strategy: known residuals need identity, total or residual measurements")
+			}
+		}
+		if len(s.dense) > 0 {
+			return nil, errors.New("strategy: known residuals need identity, total or residual measurements")
+		}
+	}
 	if len(s.dense) > 0 {
 		// Per term: the dense traces are not separable, so enumerate the
 		// tuples term by term.
@@ -595,6 +613,17 @@ func TermErrors(shape []int, w query.Workload, ms []Measurement) ([]float64, err
 		return nil, err
 	}
 	for p, tup := range ts.cls {
+		if known != nil {
+			var a uint64
+			for j, i := range s.diag {
+				if tup[j] == 1 {
+					a |= 1 << i
+				}
+			}
+			if known(a) {
+				continue
+			}
+		}
 		l := s.precision(tup)[0]
 		if !(l > 0) {
 			return nil, fmt.Errorf("workload term %d: %w", ts.terms[p][0]+1, ErrNotEstimable)

@@ -47,7 +47,7 @@ func Optimize(ctx context.Context, shape []int, w query.Workload, mech Mechanism
 	if opt.MaxVariance && mech != Gaussian {
 		return nil, errors.New("strategy: the max-variance objective is planned for Gaussian noise only")
 	}
-	l, err := newLattice(shape, w)
+	l, err := newLattice(shape, w, opt.Known)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func Optimize(ctx context.Context, shape []int, w query.Workload, mech Mechanism
 		}
 		cands = append(cands, st)
 	}
-	if !marginal {
+	if !marginal && opt.Known == nil {
 		st, err := kronStrategy(ctx, shape, w, mech, budget, opt)
 		switch {
 		case err == nil:
@@ -109,7 +109,11 @@ func Optimize(ctx context.Context, shape []int, w query.Workload, mech Mechanism
 	}
 	var best *Strategy
 	for _, st := range cands {
-		obj, err := Objective(shape, w, st.Measurements)
+		per, err := termErrors(shape, w, st.Measurements, opt.Known)
+		var obj float64
+		for _, v := range per {
+			obj += v
+		}
 		if err != nil {
 			return nil, fmt.Errorf("strategy: %s: %w", st.Family, err)
 		}

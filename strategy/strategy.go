@@ -119,6 +119,12 @@ type Strategy struct {
 	FamilyBound Bound
 	// Family names the strategy family the measurements come from.
 	Family string
+	// Candidates is the number of candidate measurements the family's
+	// search chose among (the lattice's cuboids), where it has a list.
+	Candidates int
+	// Work is what the lattice search did, in package plan's unit of work
+	// (plan.Result.Work); it is also added to the context's plan.Meter.
+	Work float64
 }
 
 // Options tune Optimize. The zero value is usable.
@@ -130,7 +136,14 @@ type Options struct {
 	// Sensitivity, if set, gives the sensitivities of a term in place of
 	// the add/remove-one-row ones (for neighbours induced by invariants,
 	// say). It must be deterministic and must not depend on private data.
+	// A candidate marginal whose sensitivity is 0 (known exactly) is left
+	// out of the lattice search.
 	Sensitivity func(t query.Term) (l1, l2 float64, err error)
+	// Known, if set, reports the residuals (sets of dimensions, bit i for
+	// dimension i) that are known exactly, such as those under an
+	// invariant: the workload needs no measurement of them, and their
+	// error is zero. Set it with Sensitivity.
+	Known func(a uint64) bool
 	// Restarts is the number of starting points of each non-convex local
 	// search (default 12). Starts are deterministic.
 	Restarts int
@@ -140,6 +153,9 @@ type Options struct {
 	MaxCandidates int
 	// Seed seeds the random starting points (deterministic for a seed).
 	Seed uint64
+	// MaxWork caps the lattice search's work (package plan's unit): past
+	// it the search returns the best strategy found. 0: no cap.
+	MaxWork float64
 }
 
 func (o Options) restarts() int {

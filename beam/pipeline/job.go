@@ -26,9 +26,13 @@ type Job struct {
 	Mechanism           string
 	Epsilon, Rho, Delta float64
 	Split, Strategy     string
-	Sensitivity         int
-	NonNeg, Integer     bool
-	Tol                 float64
+	// Objective is what the optimal split minimises ("auto" when empty);
+	// InvariantCosts asks for each table's error without each invariant.
+	Objective       string
+	InvariantCosts  bool
+	Sensitivity     int
+	NonNeg, Integer bool
+	Tol             float64
 	// KeepMeasurements asks for the noisy measurements (--measurements).
 	KeepMeasurements bool
 	// Format is the tables' format: csv (the default) or parquet.
@@ -77,6 +81,7 @@ func (j Job) request() release.Request {
 	j.Tol = cmp.Or(j.Tol, 1e-6)
 	return release.Request{Tables: j.Cuboids, Workload: j.Workload, WorkloadName: j.WorkloadName, Exact: j.Exact,
 		Mechanism: j.Mechanism, Epsilon: j.Epsilon, Rho: j.Rho, Delta: j.Delta, Split: j.Split, Strategy: j.Strategy,
+		Objective: j.Objective, InvariantCosts: j.InvariantCosts,
 		Sensitivity: j.Sensitivity, NonNeg: j.NonNeg, Integer: j.Integer, Tol: j.Tol, KeepMeasurements: j.KeepMeasurements,
 		PrivacyUnit: j.PrivacyUnit, MaxRows: j.MaxRows, UnitShare: j.UnitShare, RowLevel: j.RowLevel, Columns: j.Columns}
 }
@@ -97,6 +102,9 @@ func parseJob(s *domain.Schema, j Job) (*job, error) {
 	plan, err := release.NewPlan(s, spec)
 	if err != nil {
 		return nil, err
+	}
+	if plan.QueryTables() {
+		return nil, jobErr("tables of prefix sums or ranges are released by knowdp release, not by the pipeline yet")
 	}
 	jb := &job{plan: plan, tables: spec.Tables, several: q.Several(), post: j.NonNeg || j.Integer, keep: j.KeepMeasurements, format: format}
 	if wp := plan.Workload(); wp != nil {

@@ -33,9 +33,9 @@ func TestEstimateCommand(t *testing.T) {
 	if err := json.Unmarshal(b, &meta); err != nil {
 		t.Fatal(err)
 	}
-	gap, _ := meta["optimality_gap"].(float64)
-	if obj, _ := meta["objective"].(float64); !(obj > 0) || !(gap >= 0 && gap <= 1e-6) || meta["strategy"] != "requested" {
-		t.Errorf("release.json: objective %v, gap %v, strategy %v", meta["objective"], meta["optimality_gap"], meta["strategy"])
+	gap, _ := meta["split_gap"].(float64)
+	if obj, _ := meta["objective"].(float64); !(obj > 0) || !(gap >= 0 && gap <= 1e-6) || meta["strategy"] != "lattice" {
+		t.Errorf("release.json: objective %v, gap %v, strategy %v", meta["objective"], meta["split_gap"], meta["strategy"])
 	}
 	out := filepath.Join(tmp, "est")
 	code, stdout, stderr = runCLI(t, "estimate", "--measurements", meas, "--cuboid", "year,colour", "--cuboid", "agegroup", "--out", out)

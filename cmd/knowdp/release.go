@@ -41,10 +41,10 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 type releaseFlags struct {
 	data, table, schema, dims, out, workload, split, mechanism string
 	countColumn                                                string
-	strategy                                                   string
+	strategy, objective                                        string
 	measurements                                               string
 	format                                                     string
-	infer, nonneg, integer, json, force                        bool
+	infer, nonneg, integer, json, force, invariantCosts        bool
 	exact, cuboids                                             stringList
 	epsilon, tol, rho, delta                                   float64
 	sensitivity, cellLimit                                     int
@@ -77,7 +77,8 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	fs.Float64Var(&f.delta, "delta", 1e-6, "with --mechanism gaussian: the delta at which the sidecar states the equivalent (eps, delta) guarantee")
 	fs.StringVar(&f.split, "split", "auto", "with several tables, `HOW` the budget is shared among their measurements: optimal (least weighted total variance, certified), equal, spine (each level of a hierarchy the same share), or auto (optimal where knowdp certifies it: flat dimensions or one hierarchy; spine across two or more hierarchies)")
 	fs.StringVar(&f.measurements, "measurements", "", "with several cuboids: also write the noisy measurements, invariants and noise to this JSON `FILE`, from which knowdp estimate answers any cuboid they determine at no privacy cost (as private as the release)")
-	fs.StringVar(&f.strategy, "strategy", "best", "with several cuboids, `WHAT` to measure: requested (the cuboids themselves), marginals (any cuboid under them, chosen by the optimal split) or best (the one of the two with the least weighted total variance)")
+	fs.StringVar(&f.strategy, "strategy", "best", "with several cuboids, `WHAT` to measure: requested (the cuboids themselves), marginals (any cuboid under them, chosen by the optimal split), residuals (ResidualPlanner's Helmert contrasts; gaussian), lattice (cuboids anywhere in the lattice; laplace) or best (the one of those with the least objective)")
+	fs.StringVar(&f.objective, "objective", "auto", "`WHAT` the optimal split minimises: total (the weighted sum of every cell's variance), mean (of each table's mean cell variance: every table counts the same), max (the largest weighted cell variance of any table; gaussian) or auto (mean across the levels of a hierarchy, total otherwise); a workload entry's \"moe90\" sets a target instead, met with the least budget (--epsilon or --rho is then the most it may spend)")
 	fs.IntVar(&f.sensitivity, "sensitivity", 0, "calibrate the noise to this generic sensitivity: refused below the value knowdp computes; where it has no closed form, the guarantee is conditional on this claim")
 	fs.BoolVar(&f.nonneg, "nonneg", false, "least-squares consistent release with no negative counts")
 	fs.BoolVar(&f.integer, "integer", false, "non-negative integer counts that keep every invariant exactly (unbiased controlled rounding)")
@@ -87,6 +88,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.format, "format", "", "`FORMAT` of the released tables: csv or parquet (default: parquet for an --out ending in .parquet, otherwise csv); the columns are the same")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (the sidecar's fields, full precision)")
 	fs.BoolVar(&f.force, "force", false, forceUsage)
+	fs.BoolVar(&f.invariantCosts, "invariant-costs", false, "also plan the release without each --exact invariant and without any, and state in the sidecar each table's error in those plans (without_invariants): what each invariant costs")
 	fs.Var(&f.seed, "seed", seedUsage)
 	f.unit.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -156,6 +158,9 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if plan.QueryTables() && format != tablefile.CSV {
+		return usageErr(fs, "--format %s: tables of prefix sums or ranges are written as CSV only", format)
+	}
 	needs := plan.Needs()
 	var leaves, released []domain.Cuboid
 	for _, v := range needs {
@@ -199,8 +204,8 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 // workload file's content is read later, with the other inputs).
 func (f *releaseFlags) request() release.Request {
 	q := release.Request{Tables: f.cuboids, WorkloadName: f.workload, Exact: f.exact, Mechanism: f.mechanism,
-		Epsilon: f.epsilon, Rho: f.rho, Split: f.split, Strategy: f.strategy, Sensitivity: f.sensitivity,
-		NonNeg: f.nonneg, Integer: f.integer, Tol: f.tol, KeepMeasurements: f.measurements != ""}
+		Epsilon: f.epsilon, Rho: f.rho, Split: f.split, Strategy: f.strategy, Objective: f.objective, Sensitivity: f.sensitivity,
+		NonNeg: f.nonneg, Integer: f.integer, Tol: f.tol, KeepMeasurements: f.measurements != "", InvariantCosts: f.invariantCosts}
 	f.unit.apply(&q)
 	if f.mechanism == "gaussian" {
 		q.Delta = f.delta
@@ -355,6 +360,9 @@ func writeRelease(e *env, f *releaseFlags, w *release.Release, format tablefile.
 	}
 	writeTable := func(t release.Table) func(io.Writer) error {
 		return func(out io.Writer) error {
+			if t.Query.Kind != release.QueryCells {
+				return t.WriteQueryCSV(out, s)
+			}
 			return tablefile.WriteRows(out, format, s, t.TableView(), 0, t.Counts, t.CellMOE, t.Integer)
 		}
 	}
@@ -372,7 +380,7 @@ func writeRelease(e *env, f *releaseFlags, w *release.Release, format tablefile.
 	} else {
 		var out []fileio.File
 		for i, t := range w.Tables {
-			name := strings.TrimSuffix(s.ViewFileName(t.TableView()), ".csv") + format.Ext()
+			name := strings.TrimSuffix(t.FileName(s), ".csv") + format.Ext()
 			meta.Tables[i].File = name
 			out = append(out, fileio.File{Path: name, Write: writeTable(t)})
 			files = append(files, name)

@@ -140,8 +140,8 @@ func TestReleaseViewsOptimal(t *testing.T) {
 		var meta struct {
 			Split     string   `json:"split"`
 			Objective float64  `json:"objective"`
-			Bound     *float64 `json:"objective_lower_bound"`
-			Gap       *float64 `json:"optimality_gap"`
+			Bound     *float64 `json:"split_lower_bound"`
+			Gap       *float64 `json:"split_gap"`
 		}
 		if err := json.Unmarshal(b, &meta); err != nil {
 			t.Fatal(err)

@@ -48,7 +48,7 @@ func PrintSummary(w io.Writer, m release.Metadata) {
 	for _, t := range m.Tables {
 		share, sens, scale := "derived", "-", "-"
 		for _, x := range m.Measurements {
-			if !slices.Equal(x.Cuboid, t.Cuboid) {
+			if !slices.Equal(x.Cuboid, t.Cuboid) || x.Queries != "" || t.Queries != "" {
 				continue
 			}
 			if gaussian {
@@ -79,9 +79,13 @@ func PrintSummary(w io.Writer, m release.Metadata) {
 		}
 		tw.Flush()
 	}
-	if m.OptimalityGap != nil {
-		fmt.Fprintf(w, "split: weighted total variance %.6g, measuring the %s tables; within %.2g%% of the best split among them (%s)\n",
-			m.Objective, m.Strategy, 100**m.OptimalityGap, m.SplitMethod)
+	if m.SplitGap != nil {
+		of := m.ObjectiveOf
+		if of == "" {
+			of = "weighted total variance"
+		}
+		fmt.Fprintf(w, "split: objective %.6g (%s), strategy %s; within %.2g%% of the best split among its candidates (%s)\n",
+			m.Objective, of, m.Strategy, 100**m.SplitGap, m.SplitMethod)
 	}
 	if u := m.PrivacyUnit; u != nil {
 		how := "given"
@@ -110,9 +114,13 @@ func PrintSummary(w io.Writer, m release.Metadata) {
 func measuredElsewhere(m release.Metadata) []string {
 	var out []string
 	for _, x := range m.Measurements {
+		if x.Queries != "" {
+			out = append(out, x.Queries+" {"+strings.Join(x.Cuboid, ",")+"}")
+			continue
+		}
 		published := false
 		for _, t := range m.Tables {
-			published = published || slices.Equal(x.Cuboid, t.Cuboid)
+			published = published || slices.Equal(x.Cuboid, t.Cuboid) && t.Queries == ""
 		}
 		if !published {
 			out = append(out, "{"+strings.Join(x.Cuboid, ",")+"}")
