@@ -311,7 +311,7 @@ func TestKeptMeasurementsStored(t *testing.T) {
 	}{
 		{`{"kind":"cuboid","epsilon":0.5,"cuboid":["sex","year"]}`, [][]string{{"year", "sex"}}},
 		{`{"kind":"cuboid","epsilon":0.5,"cuboid":["agegroup"],"integer":true}`, [][]string{{"agegroup"}}},
-		{`{"kind":"cuboid","epsilon":0.5,"cuboid":["year"]}`, nil}, // public: released exactly
+		{`{"kind":"cuboid","epsilon":0.5,"cuboid":["year"]}`, nil},                                                                   // public: released exactly
 		{`{"kind":"cuboid","epsilon":0.5,"cuboids":[["citizen"],["employed"]],"integer":true}`, [][]string{{"employed", "citizen"}}}, // the strategy measures their cross: both from one table at the whole epsilon
 		{`{"kind":"cuboid","epsilon":0.5,"cuboids":[["citizen"],["employed"]],"integer":true,"split":"equal"}`, [][]string{{"citizen"}, {"employed"}}},
 	}
