@@ -222,10 +222,6 @@ func TestDuplicateKeys(t *testing.T) {
 	if st != http.StatusBadRequest || !strings.Contains(errMsg(raw), `duplicate key "name"`) {
 		t.Errorf("admin body: %d %s", st, raw)
 	}
-	// Arrays of objects and repeated keys in sibling objects are fine.
-	if err := checkDuplicateKeys([]byte(`[{"a":1},{"a":2,"b":{"a":3}}]`)); err != nil {
-		t.Errorf("sibling objects: %v", err)
-	}
 }
 
 // TestLongInputsClipped checks that oversized client strings are not echoed

@@ -578,11 +578,6 @@ func readBody(r *http.Request) ([]byte, error) {
 // unavailableMsg is the text of a storage failure's 503.
 const unavailableMsg = "the database is unavailable; nothing was charged (if the failure hid a committed charge, a retry with the same Idempotency-Key returns its answer free); retry later"
 
-// checkDuplicateKeys refuses a JSON text in which an object, at any depth,
-// has the same key twice: encoding/json would keep the last silently, so
-// what the client meant and what the server did could differ.
-func checkDuplicateKeys(b []byte) error { return strictCheck(b, nil) }
-
 // clip shortens a client-supplied string for an error message.
 func clip(s string) string {
 	const max = 64
