@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/server/tlsconfig"
 )
 
 // analystView is an analyst as the admin API shows it.
@@ -365,7 +366,7 @@ func (s *Server) adminRegister(w http.ResponseWriter, r *http.Request, p princip
 	}
 	if sq := req.Source.SQL; sq != nil && sq.Driver == "postgres" {
 		// Decided from the DSN alone, before any connection.
-		if err := CheckPostgresTLS(sq.DSN); err != nil {
+		if err := tlsconfig.CheckPostgres(sq.DSN); err != nil {
 			return badInput("source.sql.dsn: %v", err)
 		}
 	}

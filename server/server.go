@@ -28,6 +28,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/server/tlsconfig"
 )
 
 // Config configures a Server.
@@ -37,7 +38,7 @@ type Config struct {
 	DataDir string
 	// Postgres, if set, is the DSN of a PostgreSQL database that holds
 	// the state instead (a shared deployment). A database on another host
-	// must be reached with TLS (see CheckPostgresTLS).
+	// must be reached with TLS (see tlsconfig.CheckPostgres).
 	Postgres string
 	// AdminKey, if set, is the curator's key (see GenerateKey); it is
 	// registered if new. Otherwise a key is generated at the first start
@@ -195,7 +196,7 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 	var st *store
 	switch {
 	case cfg.Postgres != "":
-		if err := CheckPostgresTLS(cfg.Postgres); err != nil {
+		if err := tlsconfig.CheckPostgres(cfg.Postgres); err != nil {
 			return nil, "", fmt.Errorf("PostgreSQL store: %w", err)
 		}
 		st, err = openPostgres(cfg.Postgres)
