@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,6 +25,7 @@ import (
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/release"
 	"github.com/knowdp/knowdp/sensitivity"
+	"github.com/knowdp/knowdp/server/store"
 	"github.com/knowdp/knowdp/source"
 )
 
@@ -642,50 +644,34 @@ func decodeCounts(b []byte, counts []float64) error {
 	return nil
 }
 
-// insertDataset stores a dataset, in ex (a transaction, so that its audit
-// record commits with it).
-func (s *store) insertDataset(ctx context.Context, ex execer, d *dataset) error {
+// record is the dataset as the store keeps it.
+func (d *dataset) record() (store.DatasetRecord, error) {
 	schemaJSON, err := d.schema.MarshalJSON()
 	if err != nil {
-		return err
+		return store.DatasetRecord{}, err
 	}
 	policyJSON, err := json.Marshal(d.policy)
 	if err != nil {
-		return err
+		return store.DatasetRecord{}, err
 	}
-	_, err = ex.ExecContext(ctx, s.d.q(`INSERT INTO datasets (id, name, schema_json, policy_json, source_json, counts, total_rows, budget_steps, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		d.id, d.name, string(schemaJSON), string(policyJSON), string(d.source), d.encodedCounts(), d.total, d.budget, d.created.UnixNano())
-	return err
+	return store.DatasetRecord{ID: d.id, Name: d.name, Schema: string(schemaJSON), Policy: string(policyJSON), Source: string(d.source),
+		Counts: d.encodedCounts(), Rows: d.total, Budget: d.budget, Created: d.created}, nil
 }
 
-// loadDataset reads a dataset back from the store. A dataset whose stored
-// form cannot be used (its schema, policy or counts fail the checks of
-// registration) is returned marked unavailable, with the reason, instead of
-// an error: one dataset must not keep the server from starting. Errors are
-// the store's.
-func (s *store) loadDataset(ctx context.Context, id string) (*dataset, error) {
-	var (
-		schemaJSON, policyJSON, sourceJSON string
-		counts                             []byte
-		created                            int64
-	)
-	d := &dataset{id: id}
-	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT name, schema_json, policy_json, source_json, counts, total_rows, budget_steps, created_at FROM datasets WHERE id = ?`), id).
-		Scan(&d.name, &schemaJSON, &policyJSON, &sourceJSON, &counts, &d.total, &d.budget, &created)
-	if err != nil {
-		return nil, err
-	}
-	d.source = json.RawMessage(sourceJSON)
-	d.created = time.Unix(0, created).UTC()
-	if err := d.restore(schemaJSON, policyJSON, counts); err != nil {
-		stub := &dataset{id: id, name: d.name, source: d.source, created: d.created, policy: d.policy, unavailable: err.Error()}
+// loadDataset rebuilds a dataset the store kept. One whose stored form
+// cannot be used (its schema, policy or counts fail the checks of
+// registration) is returned marked unavailable, with the reason: one
+// dataset must not keep the server from starting.
+func loadDataset(rec store.DatasetRecord) *dataset {
+	d := &dataset{id: rec.ID, name: rec.Name, source: json.RawMessage(rec.Source), total: rec.Rows, budget: rec.Budget, created: rec.Created}
+	if err := d.restore(rec.Schema, rec.Policy, rec.Counts); err != nil {
+		stub := &dataset{id: d.id, name: d.name, source: d.source, created: d.created, policy: d.policy, unavailable: err.Error()}
 		if d.schema != nil {
 			stub.zcdp = d.zcdp
 		}
-		return stub, nil
+		return stub
 	}
-	return d, nil
+	return d
 }
 
 // restore rebuilds a stored dataset with the checks of registration.
@@ -714,20 +700,18 @@ func (d *dataset) restore(schemaJSON, policyJSON string, counts []byte) error {
 	return d.setCube(c)
 }
 
-// datasetIDs lists the registered datasets in id order.
-func (s *store) datasetIDs(ctx context.Context) ([]string, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id FROM datasets ORDER BY id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
+// redactDSN removes a password from a database URL before it is stored or
+// shown.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		if strings.Contains(dsn, "password") {
+			return "(redacted)"
 		}
-		ids = append(ids, id)
+		return dsn
 	}
-	return ids, rows.Err()
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "REDACTED")
+	}
+	return u.String()
 }
