@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/server/ingest"
 	"github.com/knowdp/knowdp/server/store"
 	"github.com/knowdp/knowdp/server/tlsconfig"
 )
@@ -131,10 +132,10 @@ func (s *Server) adminRegister(w http.ResponseWriter, r *http.Request, p princip
 	}
 	d, err := buildDataset(r.Context(), req, s.cfg.CellLimit, s.cfg.SourceDirs)
 	if err != nil {
-		var se *sourceError
+		var se *ingest.Error
 		if errors.As(err, &se) {
-			s.log.Warn("registering a dataset: its source failed", "dataset", req.ID, "err", se.detail)
-			return &inputError{msg: "source: " + se.msg}
+			s.log.Warn("registering a dataset: its source failed", "dataset", req.ID, "err", se.Detail)
+			return &inputError{msg: "source: " + se.Msg}
 		}
 		// Curator-facing: the message may name the file and data values.
 		return &inputError{msg: err.Error()}

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/server/ingest"
 	"github.com/knowdp/knowdp/server/store"
 	"github.com/knowdp/knowdp/server/tlsconfig"
 )
@@ -174,7 +175,7 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 	if cfg.AnalystCompute < 0 || cfg.AnalystInFlight < 0 || cfg.LedgerQuota < 0 {
 		return nil, "", fmt.Errorf("analyst quotas must be >= 0, got compute %d, in flight %d, ledger %d bytes", cfg.AnalystCompute, cfg.AnalystInFlight, cfg.LedgerQuota)
 	}
-	dirs, err := resolveDirs(cfg.SourceDirs)
+	dirs, err := ingest.Dirs(cfg.SourceDirs)
 	if err != nil {
 		return nil, "", err
 	}
