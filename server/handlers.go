@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/server/admission"
 	"github.com/knowdp/knowdp/server/store"
 )
 
@@ -315,23 +316,26 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 	if err := checkRequest(d.schema, &q); err != nil {
 		return err
 	}
-	slots, leave, err := s.enter(p.analystID)
-	if err != nil {
-		return err
+	slots, leave, err := s.adm.Enter(p.analystID)
+	if err != nil { // admission.ErrInFlight
+		return &apiError{http.StatusTooManyRequests, "too_many_in_flight", fmt.Sprintf("at most %d of your queries may be in progress at once; wait for some to finish", s.cfg.AnalystInFlight)}
 	}
 	defer leave()
 	ctx := r.Context()
 	work := planWork(d, q)
-	if err := s.affordWork(p.keyID, work); err != nil {
-		return err
+	if n, ok := s.adm.Afford(p.keyID, work); !ok {
+		// The key's rate limit could not pay the planning were the query
+		// refused: refused before it is planned.
+		return &apiError{http.StatusTooManyRequests, "rate_limited", fmt.Sprintf(
+			"rate limit: this request selects about %d base cells, whose planning costs %d requests of your key's rate limit (%g per second) if the query is refused; retry later", work, n, s.cfg.RateLimit)}
 	}
-	if err := slots.acquire(ctx); err != nil {
+	if err := slots.Acquire(ctx); err != nil {
 		return err
 	}
 	computing := true
 	defer func() {
 		if computing {
-			slots.release()
+			slots.Release()
 		}
 	}()
 	b, err := s.st.Budget(ctx, p.analystID, d.id, d.budget)
@@ -356,7 +360,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 		}
 		floor = linearFloor(linearEps, lo, hi)
 	}
-	if floor > b.Total-b.Spent && work > maxProbeWork {
+	if floor > b.Total-b.Spent && work > admission.MaxProbeWork {
 		// Only a stored answer could be returned; look for it by its
 		// idempotency key, not by planning.
 		var found *store.Entry
@@ -371,21 +375,18 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 	}
 	defer func() {
 		if refusal(err) {
-			s.chargeRefusedWork(p.keyID, work)
+			s.adm.ChargeRefused(p.keyID, work)
 		}
 	}()
 	s.planned.Add(1)
-	if work > maxProbeWork {
-		select {
-		case s.heavy <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+	release := func() {}
+	if work > admission.MaxProbeWork {
+		if release, err = s.adm.Heavy(ctx); err != nil {
+			return err
 		}
 	}
 	pl, err := planQuery(ctx, d, q)
-	if work > maxProbeWork {
-		<-s.heavy
-	}
+	release()
 	if err != nil {
 		return err
 	}
@@ -435,7 +436,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 	}
 	ans, meas, err := s.computeAnswer(cctx, pl)
 	computing = false
-	slots.release()
+	slots.Release()
 	if err != nil {
 		return err
 	}
@@ -541,47 +542,6 @@ func (p *plan) cost() store.Cost { return store.Cost{Uniform: p.uniform, Cells: 
 // status and text whatever the cause.
 func failedError(e *store.Entry) error {
 	return &apiError{http.StatusInternalServerError, "internal", fmt.Sprintf("internal error: no answer was produced; query %s was charged %.6g (whether a computation fails may depend on the data, so a failure is not free)", e.ID, stepsEpsilon(e.Charge))}
-}
-
-// analystSlots is one analyst's share of the server: how many of their
-// queries are in the server, and a semaphore for computing.
-type analystSlots struct {
-	inFlight int
-	compute  chan struct{}
-}
-
-func (a *analystSlots) acquire(ctx context.Context) error {
-	select {
-	case a.compute <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (a *analystSlots) release() { <-a.compute }
-
-// enter admits one more query of the analyst, or refuses it with 429 when
-// Config.AnalystInFlight of theirs are in the server already.
-func (s *Server) enter(analyst string) (*analystSlots, func(), error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a := s.slots[analyst]
-	if a == nil {
-		a = &analystSlots{compute: make(chan struct{}, s.cfg.AnalystCompute)}
-		s.slots[analyst] = a
-	}
-	if a.inFlight >= s.cfg.AnalystInFlight {
-		return nil, nil, &apiError{http.StatusTooManyRequests, "too_many_in_flight", fmt.Sprintf("at most %d of your queries may be in progress at once; wait for some to finish", s.cfg.AnalystInFlight)}
-	}
-	a.inFlight++
-	return a, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if a.inFlight--; a.inFlight == 0 {
-			delete(s.slots, analyst)
-		}
-	}, nil
 }
 
 // queryKinds lists the kinds a dataset answers.

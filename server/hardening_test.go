@@ -54,7 +54,7 @@ func TestAnalystQuotas(t *testing.T) {
 	_, other := s.analyst("other")
 	var leaves []func()
 	for range 2 {
-		_, leave, err := s.srv.enter(aid)
+		_, leave, err := s.srv.adm.Enter(aid)
 		if err != nil {
 			t.Fatal(err)
 		}

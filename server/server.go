@@ -20,9 +20,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/time/rate"
-
 	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/server/admission"
 	"github.com/knowdp/knowdp/server/ingest"
 	"github.com/knowdp/knowdp/server/store"
 	"github.com/knowdp/knowdp/server/tlsconfig"
@@ -107,15 +106,16 @@ const (
 // analysts, analysts query within their budgets, and every answer is in a
 // durable ledger before it is sent.
 type Server struct {
-	cfg   Config
-	st    *store.DB
-	log   *slog.Logger
-	mux   *http.ServeMux
-	rts   []route
-	mu    sync.Mutex
-	sets  map[string]*dataset
-	limit map[string]*rate.Limiter
-	slots map[string]*analystSlots
+	cfg  Config
+	st   *store.DB
+	log  *slog.Logger
+	mux  *http.ServeMux
+	rts  []route
+	mu   sync.Mutex
+	sets map[string]*dataset
+	// adm keeps the per-key rate limits and the per-analyst and heavy
+	// planning slots.
+	adm *admission.Controller
 	// kept caches the analysts' decoded measurements (see keptCache).
 	kept keptCache
 	// computed counts the answers computed (prepared and drawn): what an
@@ -131,10 +131,6 @@ type Server struct {
 	// context and the computation's once a query has been admitted, before
 	// it is computed.
 	afterAdmit func(req, compute context.Context)
-	// heavy bounds the costly plannings (over maxProbeWork base cells) in
-	// progress at once, whoever asks: at most half the processors, so that
-	// planning never takes every core from the other requests.
-	heavy chan struct{}
 	// life ends when the server closes: admitted computations stop then
 	// (and nothing is charged for them).
 	life     context.Context
@@ -224,9 +220,13 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 			log.Warn("several admin keys are active; list them at GET /admin/v1/admin-keys and revoke the ones no longer used", "key_ids", strings.Join(active, ","))
 		}
 	}
-	s = &Server{cfg: cfg, st: st, log: log, sets: map[string]*dataset{}, limit: map[string]*rate.Limiter{}, slots: map[string]*analystSlots{}}
+	s = &Server{cfg: cfg, st: st, log: log, sets: map[string]*dataset{}}
 	s.life, s.stopLife = context.WithCancel(context.Background())
-	s.heavy = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+	// Costly plannings (over admission.MaxProbeWork base cells) take at
+	// most half the processors, whoever asks, so that planning never
+	// takes every core from the other requests.
+	s.adm = admission.New(admission.Config{Rate: cfg.RateLimit, Burst: cfg.RateBurst,
+		Compute: cfg.AnalystCompute, InFlight: cfg.AnalystInFlight, Heavy: runtime.GOMAXPROCS(0) / 2})
 	ids, err := st.DatasetIDs(ctx)
 	if err != nil {
 		st.Close()
@@ -457,30 +457,10 @@ func (s *Server) authorize(r *http.Request, role string) (principal, error) {
 		}
 		return p, &apiError{http.StatusForbidden, "forbidden", "this endpoint needs an analyst's key"}
 	}
-	if !s.allow(p.keyID) {
+	if !s.adm.Allow(p.keyID) {
 		return p, &apiError{http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("rate limit of %g requests per second per key exceeded; retry later", s.cfg.RateLimit)}
 	}
 	return p, nil
-}
-
-// allow applies the key's token bucket.
-func (s *Server) allow(keyID string) bool {
-	if s.cfg.RateLimit == 0 {
-		return true
-	}
-	return s.limiter(keyID).Allow()
-}
-
-// limiter returns the key's token bucket.
-func (s *Server) limiter(keyID string) *rate.Limiter {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := s.limit[keyID]
-	if l == nil {
-		l = rate.NewLimiter(rate.Limit(s.cfg.RateLimit), s.cfg.RateBurst)
-		s.limit[keyID] = l
-	}
-	return l
 }
 
 // fail writes err as a JSON error. Internal errors are logged and shown only
