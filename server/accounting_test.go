@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/knowdp/knowdp/cube"
@@ -201,11 +202,11 @@ func TestLinearPrivacy(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				before := maxOf(loss)
+				before := slices.Max(loss)
 				for _, cc := range p.cells {
-					loss[cc.cell] += cc.steps
+					loss[cc.Cell] += cc.Steps
 				}
-				spent += maxOf(loss) - before
+				spent += slices.Max(loss) - before
 				rows, _ := expandQueries(schema, req.queries, "q")
 				var delta int64
 				for _, cl := range columnL1(rows) {

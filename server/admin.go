@@ -1,11 +1,6 @@
 package server
 
 import (
-	"cmp"
-	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +11,9 @@ import (
 	"time"
 
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/server/ingest"
+	"github.com/knowdp/knowdp/server/store"
+	"github.com/knowdp/knowdp/server/tlsconfig"
 )
 
 // analystView is an analyst as the admin API shows it.
@@ -23,14 +21,8 @@ type analystView struct {
 	ID      string       `json:"id"`
 	Name    string       `json:"name"`
 	Created time.Time    `json:"created_at"`
-	Keys    []keyView    `json:"keys"`
+	Keys    []store.Key  `json:"keys"`
 	Budgets []budgetView `json:"budgets"`
-}
-
-type keyView struct {
-	ID      string     `json:"id"`
-	Created time.Time  `json:"created_at"`
-	Revoked *time.Time `json:"revoked_at,omitempty"`
 }
 
 // budgetView is a budget in epsilon and in exact steps of 2^-40.
@@ -46,13 +38,15 @@ type budgetView struct {
 	RemainingSteps int64   `json:"remaining_steps"`
 }
 
-func viewBudget(b budgetState, unit string) budgetView {
+func viewBudget(b store.Budget, unit string) budgetView {
 	return budgetView{Unit: unit,
 		Total: stepsEpsilon(b.Total), Spent: stepsEpsilon(b.Spent), Remaining: stepsEpsilon(b.Total - b.Spent),
 		TotalSteps: b.Total, SpentSteps: b.Spent, RemainingSteps: b.Total - b.Spent,
 	}
 }
 
+// errNotFound is a path the server does not serve; an id the store does
+// not hold is store.ErrNotFound. Both are 404.
 var errNotFound = errors.New("not found")
 
 var namePattern = func(name string) error {
@@ -67,242 +61,9 @@ var namePattern = func(name string) error {
 	return nil
 }
 
-// createAnalyst creates an analyst with a first API key and returns the key.
-// actor is the admin key that asked, for the audit trail.
-func (s *store) createAnalyst(ctx context.Context, actor, name string) (analystView, string, error) {
-	var idb [8]byte
-	if _, err := rand.Read(idb[:]); err != nil {
-		panic(err)
-	}
-	a := analystView{ID: "a_" + hex.EncodeToString(idb[:]), Name: name, Created: time.Now().UTC()}
-	var key string
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM analysts WHERE name = ?`), name).Scan(&n); err != nil {
-			return err
-		}
-		if n > 0 {
-			return &inputError{msg: fmt.Sprintf("an analyst named %q exists already", name)}
-		}
-		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO analysts (id, name, created_at) VALUES (?, ?, ?)`), a.ID, a.Name, a.Created.UnixNano()); err != nil {
-			return err
-		}
-		id, k, h := newKey()
-		key = k
-		a.Keys = []keyView{{ID: id, Created: a.Created}}
-		if err := s.insertKey(ctx, tx, id, roleAnalyst, a.ID, h); err != nil {
-			return err
-		}
-		return s.audit(ctx, tx, auditEvent{Actor: actor, Action: "analyst.created", Analyst: a.ID, Key: id,
-			details: map[string]any{"name": name}})
-	})
-	if err != nil {
-		return analystView{}, "", err
-	}
-	a.Budgets = []budgetView{}
-	return a, key, nil
-}
-
-// issueKey issues another key to an analyst.
-func (s *store) issueKey(ctx context.Context, actor, analyst string) (keyView, string, error) {
-	var kv keyView
-	var key string
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM analysts WHERE id = ?`), analyst).Scan(&n); err != nil {
-			return err
-		}
-		if n == 0 {
-			return errNotFound
-		}
-		id, k, h := newKey()
-		key = k
-		kv = keyView{ID: id, Created: time.Now().UTC()}
-		if err := s.insertKey(ctx, tx, id, roleAnalyst, analyst, h); err != nil {
-			return err
-		}
-		return s.audit(ctx, tx, auditEvent{Actor: actor, Action: "key.issued", Analyst: analyst, Key: id})
-	})
-	return kv, key, err
-}
-
-// revokeKey revokes a key; revoking twice is not an error (and is recorded
-// once, when it revoked the key).
-func (s *store) revokeKey(ctx context.Context, actor, id string) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		var role string
-		var analyst sql.NullString
-		var revoked sql.NullInt64
-		err := tx.QueryRowContext(ctx, s.d.q(`SELECT role, analyst_id, revoked_at FROM api_keys WHERE id = ?`), id).Scan(&role, &analyst, &revoked)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return errNotFound
-		case err != nil:
-			return err
-		case revoked.Valid:
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx, s.d.q(`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`), time.Now().UnixNano(), id); err != nil {
-			return err
-		}
-		action := "key.revoked"
-		if role == roleAdmin {
-			action = "admin_key.revoked"
-		}
-		return s.audit(ctx, tx, auditEvent{Actor: actor, Action: action, Analyst: analyst.String, Key: id})
-	})
-}
-
-// analysts lists every analyst with keys and budgets.
-func (s *store) analysts(ctx context.Context) ([]analystView, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, name, created_at FROM analysts ORDER BY name`)
-	if err != nil {
-		return nil, err
-	}
-	var out []analystView
-	byID := map[string]int{}
-	for rows.Next() {
-		var a analystView
-		var created int64
-		if err := rows.Scan(&a.ID, &a.Name, &created); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		a.Created = time.Unix(0, created).UTC()
-		a.Keys, a.Budgets = []keyView{}, []budgetView{}
-		byID[a.ID] = len(out)
-		out = append(out, a)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	rows, err = s.r.QueryContext(ctx, s.d.q(`SELECT id, analyst_id, created_at, revoked_at FROM api_keys WHERE role = ? ORDER BY created_at`), roleAnalyst)
-	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		var k keyView
-		var analyst string
-		var created int64
-		var revoked sql.NullInt64
-		if err := rows.Scan(&k.ID, &analyst, &created, &revoked); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		k.Created = time.Unix(0, created).UTC()
-		if revoked.Valid {
-			t := time.Unix(0, revoked.Int64).UTC()
-			k.Revoked = &t
-		}
-		if i, ok := byID[analyst]; ok {
-			out[i].Keys = append(out[i].Keys, k)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	budgets, err := s.budgets(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, b := range budgets {
-		if i, ok := byID[b.Analyst]; ok {
-			b.Analyst = ""
-			out[i].Budgets = append(out[i].Budgets, b)
-		}
-	}
-	return out, nil
-}
-
-// budgets lists every budget row.
-func (s *store) budgets(ctx context.Context) ([]budgetView, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT analyst_id, dataset_id, total_steps, spent_steps FROM budgets ORDER BY analyst_id, dataset_id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []budgetView
-	for rows.Next() {
-		var a, d string
-		var b budgetState
-		if err := rows.Scan(&a, &d, &b.Total, &b.Spent); err != nil {
-			return nil, err
-		}
-		v := viewBudget(b, "") // the caller knows the datasets' units
-		v.Analyst, v.Dataset = a, d
-		out = append(out, v)
-	}
-	return out, rows.Err()
-}
-
-// entries lists ledger entries, newest first: of one analyst and/or dataset
-// when given, before a sequence number when before > 0.
-func (s *store) entries(ctx context.Context, analyst, dataset string, before int64, limit int) ([]*entry, error) {
-	var where []string
-	var args []any
-	if analyst != "" {
-		where, args = append(where, "analyst_id = ?"), append(args, analyst)
-	}
-	if dataset != "" {
-		where, args = append(where, "dataset_id = ?"), append(args, dataset)
-	}
-	if before > 0 {
-		where, args = append(where, "seq < ?"), append(args, before)
-	}
-	q := `SELECT ` + entryColumns + ` FROM ledger`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY seq DESC LIMIT ?"
-	args = append(args, limit)
-	rows, err := s.r.QueryContext(ctx, s.d.q(q), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []*entry{}
-	for rows.Next() {
-		e, err := scanEntry(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
-}
-
-// entryByID returns one ledger entry.
-func (s *store) entryByID(ctx context.Context, id string) (*entry, error) {
-	e, err := scanEntry(s.r.QueryRowContext(ctx, s.d.q(`SELECT `+entryColumns+` FROM ledger WHERE id = ?`), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errNotFound
-	}
-	return e, err
-}
-
-// analystNames maps analyst ids to names.
-func (s *store) analystNames(ctx context.Context) (map[string]string, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, name FROM analysts`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	m := map[string]string{}
-	for rows.Next() {
-		var id, name string
-		if err := rows.Scan(&id, &name); err != nil {
-			return nil, err
-		}
-		m[id] = name
-	}
-	return m, rows.Err()
-}
-
 // --- curator ---
 
-func (s *Server) adminView(d *dataset, budgets []budgetView) adminDatasetView {
+func (s *Server) adminView(d *dataset, budgets []store.BudgetRow) adminDatasetView {
 	v := adminDatasetView{datasetView: viewDataset(d), Source: d.source, Rows: d.total, Policy: d.policy}
 	if d.unavailable != "" {
 		v.Unavailable = "the server could not load this dataset and answers no query on it: " + d.unavailable
@@ -314,7 +75,7 @@ func (s *Server) adminView(d *dataset, budgets []budgetView) adminDatasetView {
 	for _, b := range budgets {
 		if b.Dataset == d.id {
 			v.Analysts++
-			spent += b.SpentSteps
+			spent += b.Spent
 		}
 	}
 	v.Spent = stepsEpsilon(spent)
@@ -326,7 +87,7 @@ func (s *Server) adminListDatasets(w http.ResponseWriter, r *http.Request, _ pri
 	if err != nil {
 		return err
 	}
-	budgets, err := s.st.budgets(r.Context())
+	budgets, err := s.st.Budgets(r.Context())
 	if err != nil {
 		return err
 	}
@@ -342,7 +103,7 @@ func (s *Server) adminGetDataset(w http.ResponseWriter, r *http.Request, _ princ
 	if err != nil {
 		return err
 	}
-	budgets, err := s.st.budgets(r.Context())
+	budgets, err := s.st.Budgets(r.Context())
 	if err != nil {
 		return err
 	}
@@ -360,34 +121,32 @@ func (s *Server) adminRegister(w http.ResponseWriter, r *http.Request, p princip
 	}
 	if _, err := s.dataset(r.Context(), req.ID); err == nil {
 		return &apiError{http.StatusConflict, "exists", "a dataset with id " + req.ID + " exists already (perhaps retired: ids are never reused); datasets are immutable, register a new id"}
-	} else if !errors.Is(err, errNotFound) {
+	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
 	if sq := req.Source.SQL; sq != nil && sq.Driver == "postgres" {
 		// Decided from the DSN alone, before any connection.
-		if err := CheckPostgresTLS(sq.DSN); err != nil {
+		if err := tlsconfig.CheckPostgres(sq.DSN); err != nil {
 			return badInput("source.sql.dsn: %v", err)
 		}
 	}
 	d, err := buildDataset(r.Context(), req, s.cfg.CellLimit, s.cfg.SourceDirs)
 	if err != nil {
-		var se *sourceError
+		var se *ingest.Error
 		if errors.As(err, &se) {
-			s.log.Warn("registering a dataset: its source failed", "dataset", req.ID, "err", se.detail)
-			return &inputError{msg: "source: " + se.msg}
+			s.log.Warn("registering a dataset: its source failed", "dataset", req.ID, "err", se.Detail)
+			return &inputError{msg: "source: " + se.Msg}
 		}
 		// Curator-facing: the message may name the file and data values.
 		return &inputError{msg: err.Error()}
 	}
-	err = s.st.tx(r.Context(), func(tx *sql.Tx) error {
-		if err := s.st.insertDataset(r.Context(), tx, d); err != nil {
-			return err
-		}
-		return s.st.audit(r.Context(), tx, auditEvent{Actor: p.keyID, Action: "dataset.registered", Dataset: d.id,
-			details: map[string]any{"name": d.name, "source": d.source, "policy": d.policy}})
-	})
+	rec, err := d.record()
 	if err != nil {
-		if _, lerr := s.st.loadDataset(r.Context(), d.id); lerr == nil {
+		return err
+	}
+	err = s.st.RegisterDataset(r.Context(), p.keyID, rec, map[string]any{"name": d.name, "source": d.source, "policy": d.policy})
+	if err != nil {
+		if _, lerr := s.st.Dataset(r.Context(), d.id); lerr == nil {
 			return &apiError{http.StatusConflict, "exists", "a dataset with id " + req.ID + " exists already"}
 		}
 		return err
@@ -399,23 +158,32 @@ func (s *Server) adminRegister(w http.ResponseWriter, r *http.Request, p princip
 }
 
 func (s *Server) adminListAnalysts(w http.ResponseWriter, r *http.Request, _ principal) error {
-	as, err := s.st.analysts(r.Context())
+	as, err := s.st.Analysts(r.Context())
 	if err != nil {
 		return err
 	}
-	if as == nil {
-		as = []analystView{}
+	budgets, err := s.st.Budgets(r.Context())
+	if err != nil {
+		return err
 	}
-	for _, a := range as {
-		for i, b := range a.Budgets {
+	views := make([]analystView, len(as))
+	byID := map[string]*analystView{}
+	for i, a := range as {
+		views[i] = analystView{ID: a.ID, Name: a.Name, Created: a.Created, Keys: a.Keys, Budgets: []budgetView{}}
+		byID[a.ID] = &views[i]
+	}
+	for _, b := range budgets {
+		if v := byID[b.Analyst]; v != nil {
 			d, err := s.dataset(r.Context(), b.Dataset)
 			if err != nil {
 				return err
 			}
-			a.Budgets[i].Unit = d.unit()
+			bv := viewBudget(b.Budget, d.unit())
+			bv.Dataset = b.Dataset
+			v.Budgets = append(v.Budgets, bv)
 		}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"analysts": as})
+	return writeJSON(w, http.StatusOK, map[string]any{"analysts": views})
 }
 
 func (s *Server) adminCreateAnalyst(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -432,16 +200,20 @@ func (s *Server) adminCreateAnalyst(w http.ResponseWriter, r *http.Request, p pr
 	if err := namePattern(req.Name); err != nil {
 		return badInput("%v", err)
 	}
-	a, key, err := s.st.createAnalyst(r.Context(), p.keyID, req.Name)
+	a, key, err := s.st.CreateAnalyst(r.Context(), p.keyID, req.Name)
+	if errors.Is(err, store.ErrExists) {
+		return badInput("an analyst named %q exists already", req.Name)
+	}
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, map[string]any{"analyst": a, "api_key": key,
+	v := analystView{ID: a.ID, Name: a.Name, Created: a.Created, Keys: a.Keys, Budgets: []budgetView{}}
+	return writeJSON(w, http.StatusCreated, map[string]any{"analyst": v, "api_key": key,
 		"note": "the API key is shown only now; the server keeps only its hash"})
 }
 
 func (s *Server) adminIssueKey(w http.ResponseWriter, r *http.Request, p principal) error {
-	k, key, err := s.st.issueKey(r.Context(), p.keyID, r.PathValue("analyst"))
+	k, key, err := s.st.IssueKey(r.Context(), p.keyID, r.PathValue("analyst"))
 	if err != nil {
 		return err
 	}
@@ -450,7 +222,7 @@ func (s *Server) adminIssueKey(w http.ResponseWriter, r *http.Request, p princip
 }
 
 func (s *Server) adminListAdminKeys(w http.ResponseWriter, r *http.Request, _ principal) error {
-	ks, err := s.st.adminKeys(r.Context())
+	ks, err := s.st.AdminKeys(r.Context())
 	if err != nil {
 		return err
 	}
@@ -458,7 +230,7 @@ func (s *Server) adminListAdminKeys(w http.ResponseWriter, r *http.Request, _ pr
 }
 
 func (s *Server) adminIssueAdminKey(w http.ResponseWriter, r *http.Request, p principal) error {
-	k, key, err := s.st.issueAdminKey(r.Context(), p.keyID)
+	k, key, err := s.st.IssueAdminKey(r.Context(), p.keyID)
 	if err != nil {
 		return err
 	}
@@ -471,7 +243,7 @@ func (s *Server) adminRevokeKey(w http.ResponseWriter, r *http.Request, p princi
 	if id == p.keyID {
 		return badInput("this is the key of the current request; revoke it with another admin key")
 	}
-	if err := s.st.revokeKey(r.Context(), p.keyID, id); err != nil {
+	if err := s.st.RevokeKey(r.Context(), p.keyID, id); err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"revoked": id})
@@ -503,11 +275,11 @@ func (s *Server) adminQueries(w http.ResponseWriter, r *http.Request, _ principa
 	}
 	analyst := r.URL.Query().Get("analyst")
 	dataset := r.URL.Query().Get("dataset")
-	es, err := s.st.entries(r.Context(), analyst, dataset, before, int(limit))
+	es, err := s.st.Entries(r.Context(), analyst, dataset, before, int(limit))
 	if err != nil {
 		return err
 	}
-	names, err := s.st.analystNames(r.Context())
+	names, err := s.st.AnalystNames(r.Context())
 	if err != nil {
 		return err
 	}
@@ -530,131 +302,6 @@ func (s *Server) adminQueries(w http.ResponseWriter, r *http.Request, _ principa
 }
 
 // --- the operator's side: retirement, budgets, spending, the audit trail ---
-
-// execer runs a statement: a transaction or a pool.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-// actorStart is the audit trail's actor for what the server does at start:
-// registering the admin key of --admin-key-file, or one it generated.
-const actorStart = "start"
-
-// auditEvent is one record of the admin audit trail: who (the admin key's
-// id), when, what, on which analyst, dataset or key, with the action's
-// details.
-type auditEvent struct {
-	Seq     int64           `json:"seq"`
-	Created time.Time       `json:"created_at"`
-	Actor   string          `json:"actor"`
-	Action  string          `json:"action"`
-	Analyst string          `json:"analyst_id,omitempty"`
-	Dataset string          `json:"dataset,omitempty"`
-	Key     string          `json:"key_id,omitempty"`
-	Details json.RawMessage `json:"details"`
-	// details, when set, is recorded as Details.
-	details any
-}
-
-// audit records ev in tx, the transaction of the change it describes, and
-// returns it as recorded.
-func (s *store) audit(ctx context.Context, tx *sql.Tx, ev auditEvent) error {
-	_, err := s.auditRecord(ctx, tx, ev)
-	return err
-}
-
-func (s *store) auditRecord(ctx context.Context, tx *sql.Tx, ev auditEvent) (auditEvent, error) {
-	ev.Details = json.RawMessage("{}")
-	if ev.details != nil {
-		b, err := json.Marshal(ev.details)
-		if err != nil {
-			return auditEvent{}, err
-		}
-		ev.Details = b
-	}
-	ev.Created = time.Now().UTC()
-	null := func(v string) any {
-		if v == "" {
-			return nil
-		}
-		return v
-	}
-	err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO admin_audit (created_at, actor, action, analyst_id, dataset_id, key_id, details) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq`),
-		ev.Created.UnixNano(), ev.Actor, ev.Action, null(ev.Analyst), null(ev.Dataset), null(ev.Key), string(ev.Details)).Scan(&ev.Seq)
-	return ev, err
-}
-
-// auditEvents lists the audit trail, newest first: of one analyst and/or
-// dataset when given, before a sequence number when before > 0.
-func (s *store) auditEvents(ctx context.Context, analyst, dataset string, before int64, limit int) ([]auditEvent, error) {
-	var where []string
-	var args []any
-	if analyst != "" {
-		where, args = append(where, "analyst_id = ?"), append(args, analyst)
-	}
-	if dataset != "" {
-		where, args = append(where, "dataset_id = ?"), append(args, dataset)
-	}
-	if before > 0 {
-		where, args = append(where, "seq < ?"), append(args, before)
-	}
-	q := `SELECT seq, created_at, actor, action, analyst_id, dataset_id, key_id, details FROM admin_audit`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY seq DESC LIMIT ?"
-	rows, err := s.r.QueryContext(ctx, s.d.q(q), append(args, limit)...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []auditEvent{}
-	for rows.Next() {
-		var ev auditEvent
-		var created int64
-		var analyst, dataset, key sql.NullString
-		var details string
-		if err := rows.Scan(&ev.Seq, &created, &ev.Actor, &ev.Action, &analyst, &dataset, &key, &details); err != nil {
-			return nil, err
-		}
-		ev.Created = time.Unix(0, created).UTC()
-		ev.Analyst, ev.Dataset, ev.Key = analyst.String, dataset.String, key.String
-		ev.Details = json.RawMessage(details)
-		out = append(out, ev)
-	}
-	return out, rows.Err()
-}
-
-// setRetired retires a dataset (retire) or puts it back in service, and
-// records it. Retiring a retired dataset, or reinstating one in service,
-// changes and records nothing.
-func (s *store) setRetired(ctx context.Context, actor, id string, retire bool, note string) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		var retired sql.NullInt64
-		err := tx.QueryRowContext(ctx, s.d.q(`SELECT retired_at FROM datasets WHERE id = ?`+s.d.forUpdate), id).Scan(&retired)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return errNotFound
-		case err != nil:
-			return err
-		case retired.Valid == retire:
-			return nil
-		}
-		var at any
-		action := "dataset.reinstated"
-		if retire {
-			at, action = time.Now().UnixNano(), "dataset.retired"
-		}
-		if _, err := tx.ExecContext(ctx, s.d.q(`UPDATE datasets SET retired_at = ? WHERE id = ?`), at, id); err != nil {
-			return err
-		}
-		var details any
-		if note != "" {
-			details = map[string]string{"note": note}
-		}
-		return s.audit(ctx, tx, auditEvent{Actor: actor, Action: action, Dataset: id, details: details})
-	})
-}
 
 // budgetChange is a change of one analyst's budget on one dataset: exactly
 // one of its four amounts, in the dataset's unit (epsilon or rho) or in
@@ -730,56 +377,6 @@ func maxBudgetSteps(d *dataset) int64 {
 	return privacy.MaxEpsilon << 40
 }
 
-// changeBudget applies a budget change to the analyst's budget on a dataset
-// (created with the dataset's default total if the analyst has none yet)
-// and records it, in one transaction that locks the budget row: a charge
-// committed at the same time is checked against the old total or the new
-// one, never a mix. The total must stay within [spent, maxSteps].
-func (s *store) changeBudget(ctx context.Context, actor, analyst string, d *dataset, change func(int64) int64, note string) (budgetState, auditEvent, error) {
-	var b budgetState
-	var ev auditEvent
-	unit, maxSteps := d.unit(), maxBudgetSteps(d)
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM analysts WHERE id = ?`), analyst).Scan(&n); err != nil {
-			return err
-		}
-		if n == 0 {
-			return errNotFound
-		}
-		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO budgets (analyst_id, dataset_id, total_steps, spent_steps) VALUES (?, ?, ?, 0) ON CONFLICT DO NOTHING`),
-			analyst, d.id, d.budget); err != nil {
-			return err
-		}
-		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT total_steps, spent_steps, ledger_bytes FROM budgets WHERE analyst_id = ? AND dataset_id = ?`+s.d.forUpdate),
-			analyst, d.id).Scan(&b.Total, &b.Spent, &b.LedgerBytes); err != nil {
-			return err
-		}
-		before := b.Total
-		after := change(before)
-		switch {
-		case after < b.Spent:
-			return badInput("the new total, %s %.6g (%d steps), is below what the analyst has spent on dataset %s, %.6g (%d steps): a budget can be lowered to what was spent, not below",
-				unit, stepsEpsilon(after), after, d.id, stepsEpsilon(b.Spent), b.Spent)
-		case after > maxSteps:
-			return badInput("the new total, %s %.6g (%d steps), is above the largest budget, %g (%d steps)", unit, stepsEpsilon(after), after, stepsEpsilon(maxSteps), maxSteps)
-		}
-		if _, err := tx.ExecContext(ctx, s.d.q(`UPDATE budgets SET total_steps = ? WHERE analyst_id = ? AND dataset_id = ?`), after, analyst, d.id); err != nil {
-			return err
-		}
-		b.Total = after
-		details := map[string]any{"unit": unit, "total_before_steps": before, "total_after_steps": after, "spent_steps": b.Spent,
-			"total_before": stepsEpsilon(before), "total_after": stepsEpsilon(after)}
-		if note != "" {
-			details["note"] = note
-		}
-		var err error
-		ev, err = s.auditRecord(ctx, tx, auditEvent{Actor: actor, Action: "budget.changed", Analyst: analyst, Dataset: d.id, details: details})
-		return err
-	})
-	return b, ev, err
-}
-
 // checkNote checks an operator's note for the audit trail.
 func checkNote(note string) error {
 	if len(note) > 1000 {
@@ -826,13 +423,13 @@ func (s *Server) retire(w http.ResponseWriter, r *http.Request, p principal, ret
 	if err != nil {
 		return err
 	}
-	if err := s.st.setRetired(r.Context(), p.keyID, d.id, retire, note); err != nil {
+	if err := s.st.SetRetired(r.Context(), p.keyID, d.id, retire, note); err != nil {
 		return err
 	}
 	if d, err = s.dataset(r.Context(), d.id); err != nil {
 		return err
 	}
-	budgets, err := s.st.budgets(r.Context())
+	budgets, err := s.st.Budgets(r.Context())
 	if err != nil {
 		return err
 	}
@@ -863,7 +460,21 @@ func (s *Server) adminChangeBudget(w http.ResponseWriter, r *http.Request, p pri
 		return err
 	}
 	analyst := r.PathValue("analyst")
-	b, ev, err := s.st.changeBudget(r.Context(), p.keyID, analyst, d, change, req.Note)
+	unit, maxSteps := d.unit(), maxBudgetSteps(d)
+	// The total must stay within [spent, maxSteps]; the store checks it
+	// against the budget row it locks.
+	newTotal := func(b store.Budget) (int64, error) {
+		after := change(b.Total)
+		switch {
+		case after < b.Spent:
+			return 0, badInput("the new total, %s %.6g (%d steps), is below what the analyst has spent on dataset %s, %.6g (%d steps): a budget can be lowered to what was spent, not below",
+				unit, stepsEpsilon(after), after, d.id, stepsEpsilon(b.Spent), b.Spent)
+		case after > maxSteps:
+			return 0, badInput("the new total, %s %.6g (%d steps), is above the largest budget, %g (%d steps)", unit, stepsEpsilon(after), after, stepsEpsilon(maxSteps), maxSteps)
+		}
+		return after, nil
+	}
+	b, ev, err := s.st.ChangeBudget(r.Context(), p.keyID, analyst, d.id, d.budget, unit, newTotal, req.Note)
 	if err != nil {
 		return err
 	}
@@ -881,7 +492,7 @@ func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request, _ principal)
 	if err != nil {
 		return err
 	}
-	evs, err := s.st.auditEvents(r.Context(), r.URL.Query().Get("analyst"), r.URL.Query().Get("dataset"), before, int(limit))
+	evs, err := s.st.AuditEvents(r.Context(), r.URL.Query().Get("analyst"), r.URL.Query().Get("dataset"), before, int(limit))
 	if err != nil {
 		return err
 	}
@@ -907,158 +518,14 @@ func (d *dataset) inService() error {
 	return nil
 }
 
-// spendingPoint is an analyst's budget on a dataset over one interval (or
-// at one answer or budget change): the answers and changes in it, what
-// they charged, and the budget at its end.
-type spendingPoint struct {
-	Start         time.Time `json:"start"`
-	Queries       int       `json:"queries"`
-	BudgetChanges int       `json:"budget_changes"`
-	ChargedSteps  int64     `json:"charged_steps"`
-	Charged       float64   `json:"charged"`
-	SpentSteps    int64     `json:"spent_steps"`
-	Spent         float64   `json:"spent"`
-	TotalSteps    int64     `json:"total_steps"`
-	Total         float64   `json:"total"`
-}
-
 // spendingSeries is an analyst's spending on one dataset over time.
 type spendingSeries struct {
-	Dataset string          `json:"dataset"`
-	Unit    string          `json:"unit"`
-	Budget  budgetView      `json:"budget"`
-	Points  []spendingPoint `json:"points"`
+	Dataset string                `json:"dataset"`
+	Unit    string                `json:"unit"`
+	Budget  budgetView            `json:"budget"`
+	Points  []store.SpendingPoint `json:"points"`
 	// Truncated is set when older points were left out (see limit).
 	Truncated bool `json:"truncated"`
-}
-
-// spendingEvent is one answer (charge) or budget change, in time order.
-type spendingEvent struct {
-	at          int64
-	charge      int64
-	spentAfter  int64
-	totalBefore int64
-	totalAfter  int64
-	change      bool
-}
-
-// spending returns the analyst's answers and budget changes, per dataset
-// (one dataset when given), in time order, and their current budgets.
-func (s *store) spending(ctx context.Context, analyst, dataset string) (map[string][]spendingEvent, map[string]budgetState, error) {
-	filter, args := "analyst_id = ?", []any{analyst}
-	if dataset != "" {
-		filter, args = filter+" AND dataset_id = ?", append(args, dataset)
-	}
-	events := map[string][]spendingEvent{}
-	rows, err := s.r.QueryContext(ctx, s.d.q(`SELECT dataset_id, created_at, charge_steps, spent_after_steps FROM ledger WHERE `+filter+` ORDER BY seq`), args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	for rows.Next() {
-		var ds string
-		var e spendingEvent
-		if err := rows.Scan(&ds, &e.at, &e.charge, &e.spentAfter); err != nil {
-			rows.Close()
-			return nil, nil, err
-		}
-		events[ds] = append(events[ds], e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
-	rows, err = s.r.QueryContext(ctx, s.d.q(`SELECT dataset_id, created_at, details FROM admin_audit WHERE action = 'budget.changed' AND `+filter+` ORDER BY seq`), args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	for rows.Next() {
-		var ds, details string
-		e := spendingEvent{change: true}
-		if err := rows.Scan(&ds, &e.at, &details); err != nil {
-			rows.Close()
-			return nil, nil, err
-		}
-		var d struct {
-			Before int64 `json:"total_before_steps"`
-			After  int64 `json:"total_after_steps"`
-		}
-		if err := json.Unmarshal([]byte(details), &d); err != nil {
-			rows.Close()
-			return nil, nil, fmt.Errorf("audit trail: budget change: %w", err)
-		}
-		e.totalBefore, e.totalAfter = d.Before, d.After
-		events[ds] = append(events[ds], e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
-	}
-	budgets := map[string]budgetState{}
-	rows, err = s.r.QueryContext(ctx, s.d.q(`SELECT dataset_id, total_steps, spent_steps FROM budgets WHERE `+filter), args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var ds string
-		var b budgetState
-		if err := rows.Scan(&ds, &b.Total, &b.Spent); err != nil {
-			return nil, nil, err
-		}
-		budgets[ds] = b
-	}
-	return events, budgets, rows.Err()
-}
-
-// series buckets one dataset's events (in time order once sorted here):
-// bucket "query" gives every answer and budget change its own point,
-// "hour" and "day" sum them per UTC hour or day. Only the last limit points
-// are kept.
-func series(events []spendingEvent, current budgetState, bucket string, limit int) ([]spendingPoint, bool) {
-	slices.SortStableFunc(events, func(a, b spendingEvent) int { return cmp.Compare(a.at, b.at) })
-	total := current.Total
-	for _, e := range events {
-		if e.change {
-			total = e.totalBefore // the total before the first change
-			break
-		}
-	}
-	var spent int64
-	points := []spendingPoint{}
-	truncated := false
-	for _, e := range events {
-		start := time.Unix(0, e.at).UTC()
-		switch bucket {
-		case "hour":
-			start = start.Truncate(time.Hour)
-		case "day":
-			start = time.Date(start.Year(), start.Month(), start.Day(), 0, 0, 0, 0, time.UTC)
-		}
-		if n := len(points); n == 0 || bucket == "query" || !points[n-1].Start.Equal(start) {
-			points = append(points, spendingPoint{Start: start})
-			if len(points) > 2*limit {
-				points, truncated = append(points[:0], points[len(points)-limit:]...), true
-			}
-		}
-		p := &points[len(points)-1]
-		if e.change {
-			p.BudgetChanges++
-			total = e.totalAfter
-		} else {
-			p.Queries++
-			p.ChargedSteps += e.charge
-			spent = e.spentAfter
-		}
-		p.SpentSteps, p.TotalSteps = spent, total
-	}
-	if len(points) > limit {
-		points, truncated = points[len(points)-limit:], true
-	}
-	for i := range points {
-		p := &points[i]
-		p.Charged, p.Spent, p.Total = stepsEpsilon(p.ChargedSteps), stepsEpsilon(p.SpentSteps), stepsEpsilon(p.TotalSteps)
-	}
-	return points, truncated
 }
 
 func (s *Server) adminSpending(w http.ResponseWriter, r *http.Request, _ principal) error {
@@ -1075,11 +542,7 @@ func (s *Server) adminSpending(w http.ResponseWriter, r *http.Request, _ princip
 		return err
 	}
 	analyst := r.PathValue("analyst")
-	var name string
-	err = s.st.readRow(r.Context(), `SELECT name FROM analysts WHERE id = ?`, analyst).Scan(&name)
-	if errors.Is(err, sql.ErrNoRows) {
-		return errNotFound
-	}
+	name, err := s.st.AnalystName(r.Context(), analyst)
 	if err != nil {
 		return err
 	}
@@ -1089,7 +552,7 @@ func (s *Server) adminSpending(w http.ResponseWriter, r *http.Request, _ princip
 			return err
 		}
 	}
-	events, budgets, err := s.st.spending(r.Context(), analyst, only)
+	events, budgets, err := s.st.Spending(r.Context(), analyst, only)
 	if err != nil {
 		return err
 	}
@@ -1109,11 +572,11 @@ func (s *Server) adminSpending(w http.ResponseWriter, r *http.Request, _ princip
 		}
 		b, ok := budgets[id]
 		if !ok {
-			b = budgetState{Total: d.budget}
+			b = store.Budget{Total: d.budget}
 		}
 		v := viewBudget(b, d.unit())
 		v.Dataset = id
-		points, truncated := series(events[id], b, bucket, int(limit))
+		points, truncated := store.Series(events[id], b, bucket, int(limit))
 		out = append(out, spendingSeries{Dataset: id, Unit: d.unit(), Budget: v, Points: points, Truncated: truncated})
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{

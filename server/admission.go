@@ -2,13 +2,11 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"slices"
-	"time"
 
 	splitplan "github.com/knowdp/knowdp/plan"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/server/admission"
 )
 
 // Admission. Planning a query (expanding a linear query to its base cells,
@@ -18,18 +16,11 @@ import (
 // policy and the analyst's own budget. When even that exceeds the remaining
 // budget the query can only be answered from the ledger (a repeat), and it
 // is planned to look for its stored answer only when that is cheap (at most
-// maxProbeWork base cells) or when its Idempotency-Key names a stored
-// answer; otherwise it is refused before any planning. The work of a
+// admission.MaxProbeWork base cells) or when its Idempotency-Key names a
+// stored answer; otherwise it is refused before any planning. The work of a
 // refused query that was planned is charged to the key's rate limit (one
-// request per workPerToken base cells).
-
-// maxProbeWork bounds the planning work spent on an unaffordable query to
-// look for its stored answer.
-const maxProbeWork = 1 << 12
-
-// workPerToken is the planning work, in base cells, that costs a refused
-// request one more token of its key's rate limit.
-const workPerToken = 1 << 16
+// request per admission.WorkPerToken base cells; package admission keeps
+// the counts).
 
 // floorCharge returns a lower bound, in steps, of what q costs on d, from
 // the request and the dataset's public schema and policy alone. For a
@@ -140,60 +131,14 @@ func planWork(d *dataset, q QueryRequest) int {
 	return work
 }
 
-// affordWork refuses, before planning, a request whose planning work its
-// key's rate limit could not pay if it were refused: one token per
-// workPerToken base cells (at most a burst) must be in the bucket.
-func (s *Server) affordWork(keyID string, work int) error {
-	n := work / workPerToken
-	if s.cfg.RateLimit == 0 || n == 0 {
-		return nil
-	}
-	n = min(n, s.cfg.RateBurst)
-	if s.limiter(keyID).TokensAt(time.Now()) < float64(n) {
-		return &apiError{http.StatusTooManyRequests, "rate_limited", fmt.Sprintf(
-			"rate limit: this request selects about %d base cells, whose planning costs %d requests of your key's rate limit (%g per second) if the query is refused; retry later", work, n, s.cfg.RateLimit)}
-	}
-	return nil
-}
-
-// chargeRefusedWork counts the planning work of a refused request against
-// its key's rate limit: one token per workPerToken base cells, reserved a
-// burst at a time (at most maxRefusedTokens). The bucket goes below zero;
-// the key's next requests then wait for it to refill.
-func (s *Server) chargeRefusedWork(keyID string, work int) {
-	n := min(work/workPerToken, maxRefusedTokens)
-	if s.cfg.RateLimit == 0 || n == 0 {
-		return
-	}
-	l, now := s.limiter(keyID), time.Now()
-	for n > 0 {
-		k := min(n, s.cfg.RateBurst)
-		l.ReserveN(now, k)
-		n -= k
-	}
-}
-
-// maxRefusedTokens caps what one refused request costs its key's rate
-// limit: 2^16 tokens, more than any planning costs (a split at the bound of
-// a branch-and-bound over six cuboids, about 5e9 units of work or 12 s of
-// CPU, is about 2,800).
-const maxRefusedTokens = 1 << 16
-
 // splitWorkPerCell converts the split solvers' work (plan.Result.Work's
 // unit, in which cube's SplitWork bounds it) to the rate limiter's unit,
-// base cells of planning (workPerToken): planning a linear query takes
-// about 65 ns of CPU per base cell, a unit of the solvers' work about 2.4
-// ns (BenchmarkPlanCells here and BenchmarkSplitWorkUnits in cube, on the
-// 2-core development machine; on the same machine loaded, 110-130 and
+// base cells of planning (admission.WorkPerToken): planning a linear query
+// takes about 65 ns of CPU per base cell, a unit of the solvers' work about
+// 2.4 ns (BenchmarkPlanCells here and BenchmarkSplitWorkUnits in cube, on
+// the 2-core development machine; on the same machine loaded, 110-130 and
 // 4.3-4.8 ns: the ratio, 27, holds).
 const splitWorkPerCell = 27
-
-// heavyPrepare is the bound of a preparation's work (base cells of
-// planning) beyond which it waits for a heavy slot: about 70 ms of CPU at
-// its bound, which a branch-and-bound over up to six Laplace measurements
-// or a split of dozens of Gaussian ones can reach, and ordinary splits of
-// a few cuboids cannot.
-const heavyPrepare = 1 << 20
 
 // splitCells converts the split solvers' work to base cells of planning.
 func splitCells(work float64) int {
@@ -205,20 +150,18 @@ func splitCells(work float64) int {
 // context bounded by the compute timeout: a client that goes away, or a
 // deadline, stops it, and no budget is charged for it (it depends on the
 // request and public data only). A preparation whose bound (pl.work, known
-// from the request before it starts) is large (heavyPrepare) waits for a
-// heavy slot, so that such preparations never take every core. One that does not end in
-// an answer (an input error it finds, a client that left, a deadline)
+// from the request before it starts) is large (admission.HeavyPrepare)
+// waits for a heavy slot, so that such preparations never take every core.
+// One that does not end in an answer (an input error it finds, a client that left, a deadline)
 // costs the key's rate limit the work the solvers did, which they count
 // (plan.Meter): a function of the request alone, at most its bound.
 func (s *Server) prepare(ctx context.Context, keyID string, pl *plan) error {
-	heavy := pl.work > heavyPrepare
-	if heavy {
-		select {
-		case s.heavy <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+	if pl.work > admission.HeavyPrepare {
+		release, err := s.adm.Heavy(ctx)
+		if err != nil {
+			return err
 		}
-		defer func() { <-s.heavy }()
+		defer release()
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ComputeTimeout)
 	defer cancel()
@@ -227,7 +170,7 @@ func (s *Server) prepare(ctx context.Context, keyID string, pl *plan) error {
 	s.prepared.Add(1)
 	err := pl.prepare(pctx)
 	if err != nil {
-		s.chargeRefusedWork(keyID, splitCells(meter.Work()))
+		s.adm.ChargeRefused(keyID, splitCells(meter.Work()))
 		if ctx.Err() == nil && pctx.Err() != nil {
 			return context.DeadlineExceeded // the compute timeout, not the client's
 		}

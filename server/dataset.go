@@ -2,21 +2,16 @@ package server
 
 import (
 	"context"
-	"database/sql"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
@@ -24,7 +19,8 @@ import (
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/release"
 	"github.com/knowdp/knowdp/sensitivity"
-	"github.com/knowdp/knowdp/source"
+	"github.com/knowdp/knowdp/server/ingest"
+	"github.com/knowdp/knowdp/server/store"
 )
 
 // DatasetRequest is what a curator sends to register a dataset.
@@ -205,14 +201,14 @@ func buildDataset(ctx context.Context, req DatasetRequest, cellLimit int, source
 	case req.Source.CSV != "" && req.Source.SQL != nil:
 		return nil, errors.New("source: give csv or sql, not both")
 	case req.Source.CSV != "":
-		path, err := sourcePath(sourceDirs, req.Source.CSV, "source.csv")
+		path, err := ingest.Path(sourceDirs, req.Source.CSV, "source.csv")
 		if err != nil {
 			return nil, err
 		}
 		if d.policy.PrivacyUnit != nil {
 			c, err = d.countCSVUnits(ctx, path, req.Source.CountColumn, cellLimit)
 		} else if err = d.checkIdentifiers(path); err == nil {
-			c, err = countCSV(ctx, path, req.Source.CountColumn, schema, cellLimit)
+			c, err = ingest.CountCSV(ctx, path, req.Source.CountColumn, schema, cellLimit)
 		}
 		if err != nil {
 			return nil, err
@@ -221,12 +217,13 @@ func buildDataset(ctx context.Context, req DatasetRequest, cellLimit int, source
 	case req.Source.SQL != nil && d.policy.PrivacyUnit != nil:
 		return nil, errors.New("policy.privacy_unit: supported for a csv source only")
 	case req.Source.SQL != nil:
-		c, err = countSQL(ctx, *req.Source.SQL, req.Source.CountColumn, schema, cellLimit, sourceDirs)
+		sq := req.Source.SQL
+		c, err = ingest.CountSQL(ctx, ingest.Table{Driver: sq.Driver, DSN: sq.DSN, Name: sq.Table}, req.Source.CountColumn, schema, cellLimit, maxRows, sourceDirs)
 		if err != nil {
 			return nil, fmt.Errorf("source: %w", err)
 		}
 		d.source, _ = json.Marshal(map[string]any{"sql": map[string]string{
-			"driver": req.Source.SQL.Driver, "dsn": redactDSN(req.Source.SQL.DSN), "table": req.Source.SQL.Table}, "count_column": req.Source.CountColumn})
+			"driver": req.Source.SQL.Driver, "dsn": ingest.RedactDSN(req.Source.SQL.DSN), "table": req.Source.SQL.Table}, "count_column": req.Source.CountColumn})
 	default:
 		return nil, errors.New("source: give csv (a file path) or sql {driver, dsn, table}")
 	}
@@ -342,252 +339,6 @@ func (d *dataset) setCube(c *cube.Cube) error {
 	return nil
 }
 
-// resolveDirs returns the absolute, symlink-free form of each source
-// directory, refusing one that is not a directory.
-func resolveDirs(dirs []string) ([]string, error) {
-	out := make([]string, 0, len(dirs))
-	for _, dir := range dirs {
-		abs, err := filepath.Abs(dir)
-		if err == nil {
-			abs, err = filepath.EvalSymlinks(abs)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("source dir %s: %w", dir, err)
-		}
-		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("source dir %s: not a directory", dir)
-		}
-		out = append(out, abs)
-	}
-	return out, nil
-}
-
-// sourcePath resolves a curator's file source (symbolic links included) and
-// checks that it lies inside one of the source directories: the server reads
-// files on its own machine, with its own rights, so a curator may name only
-// the files the operator exposed at start. A relative name is taken inside
-// the source directories, the first that holds it, never from the server's
-// working directory.
-func sourcePath(dirs []string, name, field string) (string, error) {
-	if len(dirs) == 0 {
-		return "", fmt.Errorf("%s: file sources are disabled: the server was started without a source directory (knowdp serve --source-dir DIR, Config.SourceDirs)", field)
-	}
-	candidates := []string{name}
-	if !filepath.IsAbs(name) {
-		candidates = candidates[:0]
-		for _, dir := range dirs {
-			candidates = append(candidates, filepath.Join(dir, name))
-		}
-	}
-	var abs string
-	var err error
-	for _, c := range candidates {
-		if abs, err = filepath.EvalSymlinks(c); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		return "", fmt.Errorf("%s: %s: %w", field, name, errors.Unwrap(err))
-	}
-	if abs, err = filepath.Abs(abs); err != nil {
-		return "", fmt.Errorf("%s: %s: %w", field, name, err)
-	}
-	for _, dir := range dirs {
-		if rel, err := filepath.Rel(dir, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && rel != "." {
-			return abs, nil
-		}
-	}
-	return "", fmt.Errorf("%s: %s is outside the source directories (%s)", field, name, strings.Join(dirs, ", "))
-}
-
-// countCSV counts a CSV source into a cube. Its errors name the file, row
-// and column but never quote the file's contents (not even its header): a
-// server error must not become a way to read files.
-// With a count column each row stands for that many records.
-func countCSV(ctx context.Context, path, countColumn string, s *domain.Schema, cellLimit int) (*cube.Cube, error) {
-	t, err := source.OpenCSV(path)
-	if err != nil {
-		return nil, fmt.Errorf("source.csv: %s: not a readable CSV file with a header row", path)
-	}
-	defer t.Close()
-	header := map[string]bool{}
-	for _, h := range t.Header() {
-		header[h] = true
-	}
-	for i := range s.NumDims() {
-		if name := s.Dim(i).Name; !header[name] {
-			return nil, fmt.Errorf("source.csv: %s: the header row has no column %q", path, name)
-		}
-	}
-	if countColumn != "" && !header[countColumn] {
-		return nil, fmt.Errorf("source.count_column: %s: the header row has no column %q", path, countColumn)
-	}
-	c, err := cube.Build(ctx, source.WithCountColumn(t, countColumn), s, cube.Options{CellLimit: cellLimit})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if countColumn != "" {
-			return nil, fmt.Errorf("source.csv: %s: row %d is malformed, has a value outside its column's declared domain, or its %q is not a non-negative integer below 2^63 (values are not quoted)", path, t.Row(), countColumn)
-		}
-		return nil, fmt.Errorf("source.csv: %s: row %d is malformed or has a value outside its column's declared domain (values are not quoted)", path, t.Row())
-	}
-	return c, nil
-}
-
-// quoteIdent quotes a possibly schema-qualified SQL identifier.
-func quoteIdent(name string) (string, error) {
-	if name == "" {
-		return "", errors.New("empty identifier")
-	}
-	parts := strings.Split(name, ".")
-	for i, p := range parts {
-		if p == "" || strings.ContainsRune(p, 0) {
-			return "", fmt.Errorf("bad identifier %q", name)
-		}
-		parts[i] = `"` + strings.ReplaceAll(p, `"`, `""`) + `"`
-	}
-	return strings.Join(parts, "."), nil
-}
-
-// countSQL aggregates a table in its own database with GROUP BY and fills the
-// counts into a dense cube, rejecting values outside the declared domains.
-// With a count column the groups sum it instead of counting rows.
-func countSQL(ctx context.Context, src SQLSource, countColumn string, s *domain.Schema, cellLimit int, sourceDirs []string) (*cube.Cube, error) {
-	var driver string
-	switch src.Driver {
-	case "sqlite":
-		driver = "sqlite"
-	case "postgres":
-		driver = "pgx"
-	default:
-		return nil, fmt.Errorf("sql.driver: %q; use sqlite or postgres", src.Driver)
-	}
-	table, err := quoteIdent(src.Table)
-	if err != nil {
-		return nil, fmt.Errorf("sql.table: %w", err)
-	}
-	n := s.NumDims()
-	cols := make([]string, n)
-	for i := range n {
-		if cols[i], err = quoteIdent(s.Dim(i).Name); err != nil {
-			return nil, fmt.Errorf("schema dimension %d: %w", i, err)
-		}
-	}
-	dsn := src.DSN
-	if driver == "sqlite" {
-		path, err := sourcePath(sourceDirs, dsn, "source.sql.dsn")
-		if err != nil {
-			return nil, err
-		}
-		dsn = "file:" + path + "?mode=ro&_pragma=query_only(1)"
-	}
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("sql: %w", err)
-	}
-	defer db.Close()
-	if driver == "pgx" {
-		if err := db.PingContext(ctx); err != nil {
-			// Whether something listens at the address, and what, is
-			// none of the curator's business: the server may reach hosts
-			// the curator cannot. The details go to the server's log.
-			return nil, &sourceError{msg: pgConnectError, detail: err}
-		}
-	}
-	list := strings.Join(cols, ", ")
-	// The dimensions are cast to text so that integer and text columns
-	// compare with the schema's values alike.
-	casts := make([]string, n)
-	for i, c := range cols {
-		casts[i] = "CAST(" + c + " AS TEXT)"
-	}
-	agg := "COUNT(*)"
-	if countColumn != "" {
-		q, err := quoteIdent(countColumn)
-		if err != nil || strings.Contains(countColumn, ".") {
-			return nil, fmt.Errorf("source.count_column: bad column name %q", countColumn)
-		}
-		var bad int64
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+table+" WHERE "+source.BadCount(src.Driver, countColumn)).Scan(&bad); err != nil {
-			return nil, fmt.Errorf("sql %s: count column %q: %w", src.Table, countColumn, err)
-		}
-		if bad > 0 {
-			return nil, fmt.Errorf("sql %s: count column %q is not a non-negative integer below 2^63 in %d rows (values are not quoted)", src.Table, countColumn, bad)
-		}
-		agg = "CAST(SUM(CAST(CAST(" + q + " AS TEXT) AS BIGINT)) AS BIGINT)"
-	}
-	query := "SELECT " + strings.Join(casts, ", ") + ", " + agg + " FROM " + table + " GROUP BY " + list
-	rows, err := db.QueryContext(ctx, query)
-	if err != nil {
-		var pe *pgconn.PgError
-		var ce *pgconn.ConnectError
-		if driver == "pgx" && (errors.As(err, &ce) || !errors.As(err, &pe)) {
-			return nil, &sourceError{msg: pgConnectError, detail: err}
-		}
-		if pe != nil {
-			// Connected and authenticated: the database's own answer.
-			return nil, fmt.Errorf("sql %s: %s (SQLSTATE %s)", src.Table, pe.Message, pe.Code)
-		}
-		return nil, fmt.Errorf("sql %s: %w", src.Table, err)
-	}
-	defer rows.Close()
-	c, err := cube.New(s, cellLimit)
-	if err != nil {
-		return nil, err
-	}
-	vals := make([]sql.NullString, n)
-	dest := make([]any, n+1)
-	for i := range vals {
-		dest[i] = &vals[i]
-	}
-	var count int64
-	dest[n] = &count
-	for rows.Next() {
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("sql %s: a group's values or count cannot be read (a count must be an integer): %w", src.Table, err)
-		}
-		if count < 0 {
-			return nil, fmt.Errorf("sql %s: COUNT(*) gave a negative count for a group; a source must give every cell a count of rows >= 0", src.Table)
-		}
-		cell := 0
-		for i, v := range vals {
-			dim := s.Dim(i)
-			if !v.Valid {
-				return nil, fmt.Errorf("sql %s: column %q is NULL in %d rows; every row needs a value in the declared domain", src.Table, dim.Name, count)
-			}
-			k, ok := s.ValueIndex(i, v.String)
-			if !ok {
-				// The value itself is not quoted: error messages never echo
-				// the source's contents.
-				return nil, fmt.Errorf("sql %s: column %q has a value outside its declared domain (%d rows)", src.Table, dim.Name, count)
-			}
-			cell += k * s.Stride(i)
-		}
-		if c.Counts[cell] += float64(count); c.Counts[cell] >= maxRows {
-			return nil, fmt.Errorf("sql %s: more than %d rows; at most %d are supported", src.Table, int64(maxRows-1), int64(maxRows-1))
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sql %s: %w", src.Table, err)
-	}
-	return c, nil
-}
-
-// pgConnectError is the one answer to a PostgreSQL source that cannot be
-// reached, whatever the cause.
-const pgConnectError = "cannot connect to the PostgreSQL source (its address, credentials or database may be wrong; the server's log has the details)"
-
-// sourceError is a registration error whose details stay in the server's
-// log: the curator sees msg only.
-type sourceError struct {
-	msg    string
-	detail error
-}
-
-func (e *sourceError) Error() string { return e.msg }
-func (e *sourceError) Unwrap() error { return e.detail }
-
 // encodeCounts stores a cube's counts sparsely: the number of non-zero cells,
 // then for each the gap from the previous one and the count, as varints.
 func encodeCounts(counts []float64) []byte {
@@ -642,50 +393,34 @@ func decodeCounts(b []byte, counts []float64) error {
 	return nil
 }
 
-// insertDataset stores a dataset, in ex (a transaction, so that its audit
-// record commits with it).
-func (s *store) insertDataset(ctx context.Context, ex execer, d *dataset) error {
+// record is the dataset as the store keeps it.
+func (d *dataset) record() (store.DatasetRecord, error) {
 	schemaJSON, err := d.schema.MarshalJSON()
 	if err != nil {
-		return err
+		return store.DatasetRecord{}, err
 	}
 	policyJSON, err := json.Marshal(d.policy)
 	if err != nil {
-		return err
+		return store.DatasetRecord{}, err
 	}
-	_, err = ex.ExecContext(ctx, s.d.q(`INSERT INTO datasets (id, name, schema_json, policy_json, source_json, counts, total_rows, budget_steps, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		d.id, d.name, string(schemaJSON), string(policyJSON), string(d.source), d.encodedCounts(), d.total, d.budget, d.created.UnixNano())
-	return err
+	return store.DatasetRecord{ID: d.id, Name: d.name, Schema: string(schemaJSON), Policy: string(policyJSON), Source: string(d.source),
+		Counts: d.encodedCounts(), Rows: d.total, Budget: d.budget, Created: d.created}, nil
 }
 
-// loadDataset reads a dataset back from the store. A dataset whose stored
-// form cannot be used (its schema, policy or counts fail the checks of
-// registration) is returned marked unavailable, with the reason, instead of
-// an error: one dataset must not keep the server from starting. Errors are
-// the store's.
-func (s *store) loadDataset(ctx context.Context, id string) (*dataset, error) {
-	var (
-		schemaJSON, policyJSON, sourceJSON string
-		counts                             []byte
-		created                            int64
-	)
-	d := &dataset{id: id}
-	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT name, schema_json, policy_json, source_json, counts, total_rows, budget_steps, created_at FROM datasets WHERE id = ?`), id).
-		Scan(&d.name, &schemaJSON, &policyJSON, &sourceJSON, &counts, &d.total, &d.budget, &created)
-	if err != nil {
-		return nil, err
-	}
-	d.source = json.RawMessage(sourceJSON)
-	d.created = time.Unix(0, created).UTC()
-	if err := d.restore(schemaJSON, policyJSON, counts); err != nil {
-		stub := &dataset{id: id, name: d.name, source: d.source, created: d.created, policy: d.policy, unavailable: err.Error()}
+// loadDataset rebuilds a dataset the store kept. One whose stored form
+// cannot be used (its schema, policy or counts fail the checks of
+// registration) is returned marked unavailable, with the reason: one
+// dataset must not keep the server from starting.
+func loadDataset(rec store.DatasetRecord) *dataset {
+	d := &dataset{id: rec.ID, name: rec.Name, source: json.RawMessage(rec.Source), total: rec.Rows, budget: rec.Budget, created: rec.Created}
+	if err := d.restore(rec.Schema, rec.Policy, rec.Counts); err != nil {
+		stub := &dataset{id: d.id, name: d.name, source: d.source, created: d.created, policy: d.policy, unavailable: err.Error()}
 		if d.schema != nil {
 			stub.zcdp = d.zcdp
 		}
-		return stub, nil
+		return stub
 	}
-	return d, nil
+	return d
 }
 
 // restore rebuilds a stored dataset with the checks of registration.
@@ -712,22 +447,4 @@ func (d *dataset) restore(schemaJSON, policyJSON string, counts []byte) error {
 		return err
 	}
 	return d.setCube(c)
-}
-
-// datasetIDs lists the registered datasets in id order.
-func (s *store) datasetIDs(ctx context.Context) ([]string, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id FROM datasets ORDER BY id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }

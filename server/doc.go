@@ -137,10 +137,10 @@
 // deadlines and a per-key token bucket; bodies are decoded with exact field
 // names (case variants, unknown fields, duplicate keys and values of the
 // wrong JSON type are refused); logs carry key ids, never keys.
-// TLSConfig serves TLS 1.2+ (ECDHE, AEAD) from certificate files reloaded when
-// renewed; knowdp serve refuses plain HTTP off the loopback interface unless
-// a proxy terminates TLS, and CheckPostgresTLS refuses a PostgreSQL store or
-// source on another host reached without TLS.
+// tlsconfig.Load serves TLS 1.2+ (ECDHE, AEAD) from certificate files reloaded
+// when renewed; knowdp serve refuses plain HTTP off the loopback interface
+// unless a proxy terminates TLS, and tlsconfig.CheckPostgres refuses a
+// PostgreSQL store or source on another host reached without TLS.
 // Analyst-facing errors are computed from the request, the public schema and
 // policy, and the analyst's own budget; anything else (which could depend on
 // the data) is logged and reported as "internal error".

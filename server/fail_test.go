@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/knowdp/knowdp/server/store"
 )
 
 // TestDisconnectNotAnError (issue 33): a store error seen after the client
@@ -18,7 +20,7 @@ func TestDisconnectNotAnError(t *testing.T) {
 	var logs syncBuffer
 	s := &Server{log: slog.New(slog.NewTextHandler(&logs, nil))}
 	storeErr := fmt.Errorf("read budget: %w", syscall.ECONNRESET)
-	if !storeUnavailable(storeErr) {
+	if !store.Unavailable(storeErr) {
 		t.Fatal("the test's error is not a storage failure")
 	}
 	for _, tc := range []struct {
@@ -31,7 +33,7 @@ func TestDisconnectNotAnError(t *testing.T) {
 	}{
 		{"client gone", true, storeErr, 499, "level=INFO", "client went away"},
 		{"client waiting", false, storeErr, http.StatusServiceUnavailable, "level=ERROR", "store unavailable"},
-		{"client gone, commit failed", true, fmt.Errorf("batch: %w: %w", errCommitFailed, storeErr), http.StatusServiceUnavailable, "level=ERROR", "store unavailable"},
+		{"client gone, commit failed", true, fmt.Errorf("batch: %w: %w", store.ErrCommitFailed, storeErr), http.StatusServiceUnavailable, "level=ERROR", "store unavailable"},
 	} {
 		logs.mu.Lock()
 		logs.b.Reset()

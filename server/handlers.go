@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/server/admission"
+	"github.com/knowdp/knowdp/server/store"
 )
 
 // datasetView is a dataset as analysts see it: everything public about it.
@@ -98,7 +100,7 @@ type queryResponse struct {
 	Remaining *float64 `json:"remaining,omitempty"`
 }
 
-func viewEntry(e *entry, repeat bool, b *budgetState, unit string) queryResponse {
+func viewEntry(e *store.Entry, repeat bool, b *store.Budget, unit string) queryResponse {
 	q := queryResponse{Seq: e.Seq, ID: e.ID, Dataset: e.DatasetID, Kind: e.Kind, Repeat: repeat, Unit: unit, Steps: e.Charge,
 		Created: e.Created, Request: e.Request, Answer: e.Answer}
 	if unit == "epsilon" {
@@ -122,7 +124,7 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request, p principal) error {
 }
 
 func (s *Server) allDatasets(r *http.Request) ([]*dataset, error) {
-	ids, err := s.st.datasetIDs(r.Context())
+	ids, err := s.st.DatasetIDs(r.Context())
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +215,7 @@ func (s *Server) getBudget(w http.ResponseWriter, r *http.Request, p principal) 
 	if err != nil {
 		return err
 	}
-	b, err := s.st.budget(r.Context(), p.analystID, d.id, d.budget)
+	b, err := s.st.Budget(r.Context(), p.analystID, d.id, d.budget)
 	if err != nil {
 		return err
 	}
@@ -235,7 +237,7 @@ func (s *Server) listQueries(w http.ResponseWriter, r *http.Request, p principal
 	if err != nil {
 		return err
 	}
-	es, err := s.st.entries(r.Context(), p.analystID, d.id, before, int(limit))
+	es, err := s.st.Entries(r.Context(), p.analystID, d.id, before, int(limit))
 	if err != nil {
 		return err
 	}
@@ -247,7 +249,7 @@ func (s *Server) listQueries(w http.ResponseWriter, r *http.Request, p principal
 }
 
 func (s *Server) getQuery(w http.ResponseWriter, r *http.Request, p principal) error {
-	e, err := s.st.entryByID(r.Context(), r.PathValue("query"))
+	e, err := s.st.EntryByID(r.Context(), r.PathValue("query"))
 	if err != nil {
 		return err
 	}
@@ -314,26 +316,29 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 	if err := checkRequest(d.schema, &q); err != nil {
 		return err
 	}
-	slots, leave, err := s.enter(p.analystID)
-	if err != nil {
-		return err
+	slots, leave, err := s.adm.Enter(p.analystID)
+	if err != nil { // admission.ErrInFlight
+		return &apiError{http.StatusTooManyRequests, "too_many_in_flight", fmt.Sprintf("at most %d of your queries may be in progress at once; wait for some to finish", s.cfg.AnalystInFlight)}
 	}
 	defer leave()
 	ctx := r.Context()
 	work := planWork(d, q)
-	if err := s.affordWork(p.keyID, work); err != nil {
-		return err
+	if n, ok := s.adm.Afford(p.keyID, work); !ok {
+		// The key's rate limit could not pay the planning were the query
+		// refused: refused before it is planned.
+		return &apiError{http.StatusTooManyRequests, "rate_limited", fmt.Sprintf(
+			"rate limit: this request selects about %d base cells, whose planning costs %d requests of your key's rate limit (%g per second) if the query is refused; retry later", work, n, s.cfg.RateLimit)}
 	}
-	if err := slots.acquire(ctx); err != nil {
+	if err := slots.Acquire(ctx); err != nil {
 		return err
 	}
 	computing := true
 	defer func() {
 		if computing {
-			slots.release()
+			slots.Release()
 		}
 	}()
-	b, err := s.st.budget(ctx, p.analystID, d.id, d.budget)
+	b, err := s.st.Budget(ctx, p.analystID, d.id, d.budget)
 	if err != nil {
 		return err
 	}
@@ -349,42 +354,39 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 		floor, linearEps = 0, 0
 	}
 	if linearEps > b.Total-b.Spent {
-		lo, hi, err := s.st.lossRange(ctx, p.analystID, d.id, b.LedgerBytes, d.schema.Cells())
+		lo, hi, err := s.st.LossRange(ctx, p.analystID, d.id, b.LedgerBytes, d.schema.Cells())
 		if err != nil {
 			return err
 		}
 		floor = linearFloor(linearEps, lo, hi)
 	}
-	if floor > b.Total-b.Spent && work > maxProbeWork {
+	if floor > b.Total-b.Spent && work > admission.MaxProbeWork {
 		// Only a stored answer could be returned; look for it by its
 		// idempotency key, not by planning.
-		var found *entry
+		var found *store.Entry
 		if idem != "" {
-			if found, err = s.st.entryByIdem(ctx, p.analystID, idem); err != nil {
+			if found, err = s.st.EntryByIdem(ctx, p.analystID, idem); err != nil {
 				return err
 			}
 		}
 		if found == nil {
-			return &budgetError{need: floor, remaining: b.Total - b.Spent, unit: d.unit(), atLeast: linearEps > 0}
+			return &store.BudgetError{Need: floor, Remaining: b.Total - b.Spent, Unit: d.unit(), AtLeast: linearEps > 0}
 		}
 	}
 	defer func() {
 		if refusal(err) {
-			s.chargeRefusedWork(p.keyID, work)
+			s.adm.ChargeRefused(p.keyID, work)
 		}
 	}()
 	s.planned.Add(1)
-	if work > maxProbeWork {
-		select {
-		case s.heavy <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+	release := func() {}
+	if work > admission.MaxProbeWork {
+		if release, err = s.adm.Heavy(ctx); err != nil {
+			return err
 		}
 	}
 	pl, err := planQuery(ctx, d, q)
-	if work > maxProbeWork {
-		<-s.heavy
-	}
+	release()
 	if err != nil {
 		return err
 	}
@@ -399,7 +401,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 		}
 	}
 	if found != nil {
-		if found.failed() {
+		if failed(found) {
 			return failedError(found)
 		}
 		return writeJSON(w, http.StatusOK, respond(viewEntry(found, true, &b, d.unit()), found, drv, notice))
@@ -407,12 +409,12 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 	if drv != nil {
 		drv.apply(d, pl)
 	}
-	charge, err := s.st.costNow(ctx, p.analystID, d.id, b, pl, d.schema.Cells())
+	charge, err := s.st.Price(ctx, p.analystID, d.id, b, pl.cost(), d.schema.Cells())
 	if err != nil {
 		return err
 	}
 	if charge > b.Total-b.Spent {
-		return &budgetError{need: charge, remaining: b.Total - b.Spent, unit: pl.unit}
+		return &store.BudgetError{Need: charge, Remaining: b.Total - b.Spent, Unit: pl.unit}
 	}
 	if b.LedgerBytes >= s.cfg.LedgerQuota {
 		return &apiError{http.StatusTooManyRequests, "ledger_quota", fmt.Sprintf("your stored answers on this dataset reached the ledger quota of %d bytes; ask the curator", s.cfg.LedgerQuota)}
@@ -434,16 +436,16 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 	}
 	ans, meas, err := s.computeAnswer(cctx, pl)
 	computing = false
-	slots.release()
+	slots.Release()
 	if err != nil {
 		return err
 	}
-	e := &entry{AnalystID: p.analystID, DatasetID: d.id, Hash: pl.hash, IdemKey: idem, Kind: pl.kind, Request: pl.request, Answer: ans, Measurements: meas}
-	stored, b, repeat, err := s.gc.charge(e, pl, d.schema.Cells(), d.budget)
+	e := &store.Entry{AnalystID: p.analystID, DatasetID: d.id, Hash: pl.hash, IdemKey: idem, Kind: pl.kind, Request: pl.request, Answer: ans, Measurements: meas}
+	stored, b, repeat, err := s.st.Charge(e, pl.cost(), d.schema.Cells(), d.budget)
 	if err != nil {
 		return err
 	}
-	if stored.failed() {
+	if failed(stored) {
 		return failedError(stored)
 	}
 	status := http.StatusCreated
@@ -458,10 +460,10 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 func refusal(err error) bool {
 	var (
 		ie *inputError
-		be *budgetError
+		be *store.BudgetError
 		ae *apiError
 	)
-	return errors.As(err, &ie) || errors.As(err, &be) || errors.Is(err, errIdemConflict) ||
+	return errors.As(err, &ie) || errors.As(err, &be) || errors.Is(err, store.ErrIdemConflict) ||
 		(errors.As(err, &ae) && ae.status >= 400 && ae.status < 500)
 }
 
@@ -471,7 +473,7 @@ func refusal(err error) bool {
 // failure: whether and when the computation fails might depend on the
 // data, so a failure is charged like an answer and reported the same way
 // whatever the cause. Only the server's closing is not
-// charged (errClosed). The answer's noisy measurements, when it keeps them
+// charged (store.ErrClosed). The answer's noisy measurements, when it keeps them
 // (measuredAnswer), are returned encoded beside it, to be stored with it.
 func (s *Server) computeAnswer(ctx context.Context, pl *plan) (answer, measurements []byte, err error) {
 	s.computed.Add(1)
@@ -491,7 +493,7 @@ func (s *Server) computeAnswer(ctx context.Context, pl *plan) (answer, measureme
 		err = merr
 	}
 	if s.life != nil && s.life.Err() != nil {
-		return nil, nil, errClosed
+		return nil, nil, store.ErrClosed
 	}
 	s.log.Error("query computation failed; charged as an answer", "kind", pl.kind, "err", err)
 	return []byte(failedAnswer), nil, nil
@@ -500,26 +502,26 @@ func (s *Server) computeAnswer(ctx context.Context, pl *plan) (answer, measureme
 // findAnswer returns the analyst's stored answer to this query on the
 // dataset: the one of its idempotency key, of its hash, or, when the query
 // is derivable (drv), the earlier derived answer of its cuboid. An
-// idempotency key used for another query is errIdemConflict.
-func (s *Server) findAnswer(ctx context.Context, analyst, dataset, hash string, drv *derivation, idem string) (*entry, error) {
+// idempotency key used for another query is store.ErrIdemConflict.
+func (s *Server) findAnswer(ctx context.Context, analyst, dataset, hash string, drv *derivation, idem string) (*store.Entry, error) {
 	if drv == nil {
-		return s.st.findEntry(ctx, s.st.r, analyst, dataset, hash, idem)
+		return s.st.FindEntry(ctx, analyst, dataset, hash, idem)
 	}
 	if idem != "" {
-		e, err := s.st.entryByIdem(ctx, analyst, idem)
+		e, err := s.st.EntryByIdem(ctx, analyst, idem)
 		switch {
 		case err != nil:
 			return nil, err
 		case e != nil && e.DatasetID == dataset && (e.Hash == hash || e.Hash == drv.hash):
 			return e, nil
 		case e != nil:
-			return nil, errIdemConflict
+			return nil, store.ErrIdemConflict
 		}
 	}
 	// The same request answered before (charged, before its cuboid was
 	// determined) keeps its answer; otherwise the cuboid's derived answer.
 	for _, h := range []string{hash, drv.hash} {
-		e, err := s.st.findEntry(ctx, s.st.r, analyst, dataset, h, "")
+		e, err := s.st.FindEntry(ctx, analyst, dataset, h, "")
 		if err != nil || e != nil {
 			return e, err
 		}
@@ -530,53 +532,16 @@ func (s *Server) findAnswer(ctx context.Context, analyst, dataset, hash string, 
 // failedAnswer is the stored answer of a computation that failed.
 const failedAnswer = `{"error":"internal error: no answer was produced"}`
 
-func (e *entry) failed() bool { return string(e.Answer) == failedAnswer }
+// failed reports whether e is the stored failure of a computation.
+func failed(e *store.Entry) bool { return string(e.Answer) == failedAnswer }
+
+// cost is what the plan charges, as the store counts it.
+func (p *plan) cost() store.Cost { return store.Cost{Uniform: p.uniform, Cells: p.cells, Unit: p.unit} }
 
 // failedError is the response to a query whose computation failed: the same
 // status and text whatever the cause.
-func failedError(e *entry) error {
+func failedError(e *store.Entry) error {
 	return &apiError{http.StatusInternalServerError, "internal", fmt.Sprintf("internal error: no answer was produced; query %s was charged %.6g (whether a computation fails may depend on the data, so a failure is not free)", e.ID, stepsEpsilon(e.Charge))}
-}
-
-// analystSlots is one analyst's share of the server: how many of their
-// queries are in the server, and a semaphore for computing.
-type analystSlots struct {
-	inFlight int
-	compute  chan struct{}
-}
-
-func (a *analystSlots) acquire(ctx context.Context) error {
-	select {
-	case a.compute <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (a *analystSlots) release() { <-a.compute }
-
-// enter admits one more query of the analyst, or refuses it with 429 when
-// Config.AnalystInFlight of theirs are in the server already.
-func (s *Server) enter(analyst string) (*analystSlots, func(), error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a := s.slots[analyst]
-	if a == nil {
-		a = &analystSlots{compute: make(chan struct{}, s.cfg.AnalystCompute)}
-		s.slots[analyst] = a
-	}
-	if a.inFlight >= s.cfg.AnalystInFlight {
-		return nil, nil, &apiError{http.StatusTooManyRequests, "too_many_in_flight", fmt.Sprintf("at most %d of your queries may be in progress at once; wait for some to finish", s.cfg.AnalystInFlight)}
-	}
-	a.inFlight++
-	return a, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if a.inFlight--; a.inFlight == 0 {
-			delete(s.slots, analyst)
-		}
-	}, nil
 }
 
 // queryKinds lists the kinds a dataset answers.

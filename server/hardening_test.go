@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/knowdp/knowdp/internal/pgtest"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/server/store"
 )
 
 // TestBudgetBeforeCompute checks that a query the analyst cannot afford is
@@ -54,7 +54,7 @@ func TestAnalystQuotas(t *testing.T) {
 	_, other := s.analyst("other")
 	var leaves []func()
 	for range 2 {
-		_, leave, err := s.srv.enter(aid)
+		_, leave, err := s.srv.adm.Enter(aid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,10 +222,6 @@ func TestDuplicateKeys(t *testing.T) {
 	if st != http.StatusBadRequest || !strings.Contains(errMsg(raw), `duplicate key "name"`) {
 		t.Errorf("admin body: %d %s", st, raw)
 	}
-	// Arrays of objects and repeated keys in sibling objects are fine.
-	if err := checkDuplicateKeys([]byte(`[{"a":1},{"a":2,"b":{"a":3}}]`)); err != nil {
-		t.Errorf("sibling objects: %v", err)
-	}
 }
 
 // TestLongInputsClipped checks that oversized client strings are not echoed
@@ -392,13 +388,13 @@ func TestAdminKeys(t *testing.T) {
 		}
 		s.must(http.StatusCreated, "POST", "/admin/v1/admin-keys", first, nil, &issued)
 		var list struct {
-			Keys []keyView `json:"keys"`
+			Keys []store.Key `json:"keys"`
 		}
 		s.must(http.StatusOK, "GET", "/admin/v1/admin-keys", issued.API, nil, &list)
 		if len(list.Keys) != 2 {
 			t.Fatalf("%d admin keys listed, want 2", len(list.Keys))
 		}
-		firstID, _, _ := parseKey(first)
+		firstID, _ := store.KeyID(first)
 		s.must(http.StatusOK, "DELETE", "/admin/v1/keys/"+firstID, issued.API, nil, nil)
 		if st, _ := s.call("GET", "/admin/v1/admin-keys", first, nil, nil, nil); st != http.StatusUnauthorized {
 			t.Fatalf("revoked admin key: status %d", st)
@@ -469,14 +465,14 @@ func TestStoreDown(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	dead, err := sql.Open("pgx", "postgres://nobody@"+addr+"/x?sslmode=disable&connect_timeout=2")
+	dead, err := store.OpenPostgres("postgres://nobody@" + addr + "/x?sslmode=disable&connect_timeout=2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dead.Close()
 	live := s.srv.st
 	t.Cleanup(func() { s.srv.st = live })
-	s.srv.st = &store{d: postgresDialect, w: dead, r: dead}
+	s.srv.st = dead
 	req, _ := http.NewRequest("POST", s.ts.URL+"/v1/datasets/arrests/queries", strings.NewReader(`{"kind":"cuboid","epsilon":0.1,"cuboid":["sex"]}`))
 	req.Header.Set("Authorization", "Bearer "+key)
 	res, err := s.ts.Client().Do(req)
@@ -529,58 +525,14 @@ func TestFailureCharged(t *testing.T) {
 		if err != nil || string(ans) != failedAnswer || meas != nil {
 			t.Fatalf("%s: %s %v", cause, ans, err)
 		}
-		e := &entry{AnalystID: aid, DatasetID: d.id, Hash: pl.hash, Kind: pl.kind, Request: pl.request, Answer: ans}
-		stored, _, _, err := s.srv.gc.charge(e, pl, d.schema.Cells(), d.budget)
-		if err != nil || !stored.failed() || stored.Charge != steps(0.125) {
+		e := &store.Entry{AnalystID: aid, DatasetID: d.id, Hash: pl.hash, Kind: pl.kind, Request: pl.request, Answer: ans}
+		stored, _, _, err := s.srv.st.Charge(e, pl.cost(), d.schema.Cells(), d.budget)
+		if err != nil || !failed(stored) || stored.Charge != steps(0.125) {
 			t.Fatalf("%s: stored %+v, %v", cause, stored, err)
 		}
 		texts = append(texts, strings.Replace(failedError(stored).Error(), stored.ID, "ID", 1))
 	}
 	if texts[0] != texts[1] || strings.Contains(texts[0], "noise") {
 		t.Fatalf("failure texts differ or name the cause: %q", texts)
-	}
-}
-
-// TestGroupCommitClosed checks that a charge sent to a closed group
-// committer fails instead of waiting forever.
-func TestGroupCommitClosed(t *testing.T) {
-	s := startServer(t, Config{DataDir: t.TempDir()})
-	s.registerArrests("arrests", 1)
-	aid, _ := s.analyst("late")
-	d := s.srv.sets["arrests"]
-	s.srv.gc.close()
-	pl := &plan{kind: "cuboid", hash: "h", request: []byte(`{}`), uniform: steps(0.125)}
-	e := &entry{AnalystID: aid, DatasetID: d.id, Hash: pl.hash, Kind: pl.kind, Request: pl.request, Answer: []byte(`{}`)}
-	if _, _, _, err := s.srv.gc.charge(e, pl, d.schema.Cells(), d.budget); !errors.Is(err, errClosed) {
-		t.Fatalf("charge after close: %v", err)
-	}
-}
-
-// TestLossEncodings checks that the run-length encoding of the per-cell
-// losses round-trips, refuses corrupt input, and that budgets stored in the
-// earlier one-varint-per-cell form still decode to the same losses.
-func TestLossEncodings(t *testing.T) {
-	r := noise.NewSeeded(3)
-	for _, loss := range [][]int64{{}, {0}, {0, 0, 0}, {5, 5, 7, 0, 0, 1 << 40}, nil} {
-		if loss == nil {
-			loss = make([]int64, 1000)
-			for i := range loss {
-				loss[i] = int64(r.Uint64()%3) << 30
-			}
-		}
-		got, err := decodeRuns(encodeRuns(loss), len(loss))
-		if err != nil || fmt.Sprint(got) != fmt.Sprint(loss) {
-			t.Fatalf("runs round trip of %d losses: %v", len(loss), err)
-		}
-		var c lossCache
-		old, err := c.get("a", "d", 1, len(loss), func() (int64, []byte, []byte, error) { return 1, encodeColumns(loss), nil, nil })
-		if err != nil || fmt.Sprint(old.loss) != fmt.Sprint(loss) || old.max != maxOf(loss) {
-			t.Fatalf("the earlier encoding of %d losses: %v", len(loss), err)
-		}
-	}
-	for _, bad := range [][]byte{{0, 1}, {3, 1}, {1, 1, 1, 1, 9}, {2}} {
-		if _, err := decodeRuns(bad, 2); err == nil {
-			t.Errorf("corrupt runs %v accepted", bad)
-		}
 	}
 }

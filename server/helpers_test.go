@@ -24,6 +24,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/knowdp/knowdp/internal/pgtest"
+	"github.com/knowdp/knowdp/server/store"
 )
 
 // repoRoot returns the repository root (for data/arrests.*).
@@ -50,6 +51,7 @@ type testServer struct {
 	srv   *Server
 	ts    *httptest.Server
 	admin string
+	db    *sql.DB // see sqlite
 }
 
 func startServer(t testing.TB, cfg Config) *testServer {
@@ -208,13 +210,34 @@ func (s *testServer) budgetOf(dataset, key string) budgetView {
 
 // ledger returns every ledger entry of an analyst on a dataset, straight from
 // the store.
-func (s *testServer) ledger(analyst, dataset string) []*entry {
+func (s *testServer) ledger(analyst, dataset string) []*store.Entry {
 	s.t.Helper()
-	es, err := s.srv.st.entries(context.Background(), analyst, dataset, 0, 1<<30)
+	es, err := s.srv.st.Entries(context.Background(), analyst, dataset, 0, 1<<30)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	return es
+}
+
+// sqlite returns a connection of the test's own to the server's SQLite
+// database (Config.DataDir), closed when the test ends: to look at the
+// stored rows, or to break the store, beside the server.
+func (s *testServer) sqlite() *sql.DB {
+	s.t.Helper()
+	if s.db != nil {
+		return s.db
+	}
+	if s.srv.cfg.DataDir == "" {
+		s.t.Fatal("sqlite: the server's store is not SQLite")
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.srv.cfg.DataDir, "knowdp.db")+"?_busy_timeout=10000")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	s.t.Cleanup(func() { db.Close() })
+	s.db = db
+	return db
 }
 
 // countQuery is a linear query with one term.

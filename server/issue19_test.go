@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,14 +16,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/knowdp/knowdp/internal/pgtest"
 	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/server/store"
 )
 
 // TestDisconnectCharged: a client that goes away once its query has been
@@ -74,7 +71,7 @@ func TestDisconnectCharged(t *testing.T) {
 				t.Fatal("the client's request did not fail")
 			}
 			// The charge is committed after the client left: wait for it.
-			var es []*entry
+			var es []*store.Entry
 			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 				if es = s.ledger(aid, "arrests"); len(es) > 0 && es[0].IdemKey == tc.idem {
 					break
@@ -110,7 +107,7 @@ func TestComputeTimeoutCharged(t *testing.T) {
 	if st != http.StatusInternalServerError || !strings.Contains(errMsg(raw), "was charged") {
 		t.Fatalf("timed-out computation: %d %s", st, raw)
 	}
-	if es := s.ledger(aid, "arrests"); len(es) != 1 || !es[0].failed() || es[0].Charge != steps(0.25) {
+	if es := s.ledger(aid, "arrests"); len(es) != 1 || !failed(es[0]) || es[0].Charge != steps(0.25) {
 		t.Fatalf("ledger %+v", es)
 	}
 }
@@ -163,45 +160,6 @@ func TestStrictFieldNames(t *testing.T) {
 		t.Fatalf("a refused registration registered the dataset: %d", st)
 	}
 }
-
-// TestStorageErrorsUnavailable: every way a database connection fails is a
-// storage failure (503 with Retry-After), not a 500.
-func TestStorageErrorsUnavailable(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"conn closed", fmt.Errorf("group commit of 3 charges: %w", pgconn.ErrConnClosed), true},
-		{"unexpected EOF", fmt.Errorf("authenticate: %w", io.ErrUnexpectedEOF), true},
-		{"EOF", io.EOF, true},
-		{"admin shutdown", &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"}, true},
-		{"crash shutdown", &pgconn.PgError{Code: "57P02"}, true},
-		{"starting up", &pgconn.PgError{Code: "57P03"}, true},
-		{"connection failure", &pgconn.PgError{Code: "08006"}, true},
-		{"too many connections", &pgconn.PgError{Code: "53300"}, true},
-		{"serialization", &pgconn.PgError{Code: "40001"}, true},
-		{"read only", &pgconn.PgError{Code: "25006"}, true},
-		{"conn done", sql.ErrConnDone, true},
-		{"broken pipe", &net.OpError{Op: "write", Err: syscall.EPIPE}, true},
-		{"sqlite busy", sqliteCodeErr(5), true},
-		{"sqlite ioerr", sqliteCodeErr(10 | 3<<8), true},
-		{"sqlite full", sqliteCodeErr(13), true},
-		{"constraint", &pgconn.PgError{Code: "23505"}, false},
-		{"a bug", errors.New("index out of range"), false},
-	} {
-		if got := storeUnavailable(tc.err); got != tc.want {
-			t.Errorf("%s (%v): unavailable %v, want %v", tc.name, tc.err, got, tc.want)
-		}
-	}
-}
-
-// sqliteCodeErr is an error with an SQLite result code, as modernc.org/sqlite
-// reports them.
-type sqliteCodeErr int
-
-func (e sqliteCodeErr) Error() string { return fmt.Sprintf("sqlite error %d", int(e)) }
-func (e sqliteCodeErr) Code() int     { return int(e) }
 
 // TestPostgresOutage: PostgreSQL connections killed by the administrator
 // (SQLSTATE 57P01) and cut at the network mid-load give 503s with
@@ -314,10 +272,10 @@ func TestPostgresOutage(t *testing.T) {
 		idem, body, _ := strings.Cut(r, " ")
 		unavailable[idem] = body
 	}
-	var es []*entry
+	var es []*store.Entry
 	for range 100 {
 		// The pool still holds connections the outage killed.
-		if es, err = s.srv.st.entries(context.Background(), aid, "arrests", 0, 1<<30); err == nil {
+		if es, err = s.srv.st.Entries(context.Background(), aid, "arrests", 0, 1<<30); err == nil {
 			break
 		}
 	}
@@ -765,10 +723,10 @@ func TestGaussianWorkload(t *testing.T) {
 	}
 }
 
-// TestSortCellsAndRanges: the linear-time sort of (cell, coefficient)
-// pairs agrees with a comparison sort, and the range of run-length encoded
-// losses agrees with their decoding.
-func TestSortCellsAndRanges(t *testing.T) {
+// TestSortCells: the linear-time sort of (cell, coefficient) pairs agrees
+// with a comparison sort. (The range of run-length encoded losses is
+// tested in package store.)
+func TestSortCells(t *testing.T) {
 	r := noise.NewSeeded(19)
 	for _, n := range []int{0, 1, 5, 255, 256, 3000, 1 << 16} {
 		for _, top := range []int{1, 7, 1 << 11, 1 << 24} {
@@ -782,20 +740,6 @@ func TestSortCellsAndRanges(t *testing.T) {
 			if !slices.Equal(pairs, want) {
 				t.Fatalf("%d pairs below %d: sortCells differs from a stable sort", n, top)
 			}
-			loss := make([]int64, n)
-			for i := range loss {
-				loss[i] = int64(r.Uint64()%4) << 30
-				if i > 0 && r.Uint64()%3 > 0 {
-					loss[i] = loss[i-1]
-				}
-			}
-			lo, hi, err := rangeRuns(encodeRuns(loss), n)
-			if err != nil || lo != minOf(loss) || hi != maxOf(loss) {
-				t.Fatalf("%d losses: range [%d, %d] %v, want [%d, %d]", n, lo, hi, err, minOf(loss), maxOf(loss))
-			}
 		}
-	}
-	if _, _, err := rangeRuns([]byte{3, 1}, 2); err == nil {
-		t.Error("corrupt runs accepted")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	splitplan "github.com/knowdp/knowdp/plan"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/server/admission"
 )
 
 // Issue 33: planning bounded and costed, derived answers honest.
@@ -454,19 +455,18 @@ func TestRefusedSplitCostsRateLimit(t *testing.T) {
 	if err := pl.prepare(splitplan.WithMeter(context.Background(), &meter)); !errors.As(err, &ie) || !strings.Contains(ie.msg, "too small to share") {
 		t.Fatalf("the split: %v", err)
 	}
-	want := splitCells(meter.Work()) / workPerToken
+	want := splitCells(meter.Work()) / admission.WorkPerToken
 	if want <= 2 {
 		t.Fatalf("the split's work (%v units, %d tokens) is too small to show a charge beyond the burst", meter.Work(), want)
 	}
-	l := s.srv.limiter(keyID)
-	before := l.TokensAt(time.Now())
+	before := s.srv.adm.Tokens(keyID)
 	st, raw := s.call("POST", "/v1/datasets/arrests/queries", key, body, nil, nil)
 	if st != http.StatusBadRequest || !strings.Contains(errMsg(raw), "too small to share") {
 		t.Fatalf("status %d: %s", st, raw)
 	}
 	// One token for the request itself, the split's work besides; the
 	// bucket refills 0.01 a second.
-	if drop := before - l.TokensAt(time.Now()); math.Abs(drop-float64(1+want)) > 0.05 {
+	if drop := before - s.srv.adm.Tokens(keyID); math.Abs(drop-float64(1+want)) > 0.05 {
 		t.Fatalf("the refusal cost %v tokens, want %d (1 + the split's %v units of work)", drop, 1+want, meter.Work())
 	}
 	if st, _ := s.call("GET", "/v1/datasets/arrests/budget", key, nil, nil, nil); st != http.StatusTooManyRequests {

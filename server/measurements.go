@@ -26,6 +26,7 @@ import (
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/server/store"
 )
 
 // measurementsFormat names the layout of a stored measurementRecord.
@@ -124,12 +125,14 @@ type storedMeasurement struct {
 // keptCache keeps the decoded measurements of recently asked budgets, so
 // that a query decodes only the measurements stored since its analyst's
 // previous one. An entry is up to date for one value of the budget's
-// ledger_bytes: every stored answer increases it in the transaction that
+// LedgerBytes: every stored answer increases it in the transaction that
 // stores the answer (and its measurements), and nothing decreases it.
 type keptCache struct {
 	mu sync.Mutex
-	m  map[budgetKey]*keptEntry
+	m  map[keptKey]*keptEntry
 }
+
+type keptKey struct{ analyst, dataset string }
 
 // keptEntry is immutable once cached.
 type keptEntry struct {
@@ -138,33 +141,35 @@ type keptEntry struct {
 	cells       int
 }
 
-// maxKeptCells bounds the noisy counts of one cached budget; at most
-// maxCachedBudgets budgets are cached.
-const maxKeptCells = 1 << 20
+// Bounds of the kept cache: at most maxKeptBudgets budgets, each with at
+// most maxKeptCells noisy counts.
+const (
+	maxKeptCells   = 1 << 20
+	maxKeptBudgets = 128
+)
 
-// keptMeasurements returns the analyst's stored measurements on the
-// dataset, in ledger order, given their budget b read before (so that the
-// result holds every measurement committed by then, and maybe later ones):
-// from the cache when it is up to date for b; otherwise the ids are listed
-// from the index and only the measurements the cache lacks are read. The
-// result must not be modified.
-func (s *store) keptMeasurements(ctx context.Context, analyst, dataset string, b budgetState) ([]storedMeasurement, error) {
+// get returns the analyst's stored measurements on the dataset, in ledger
+// order, given their budget b read before (so that the result holds every
+// measurement committed by then, and maybe later ones): from the cache when
+// it is up to date for b; otherwise the ids are listed from db and only the
+// measurements the cache lacks are read. The result must not be modified.
+func (c *keptCache) get(ctx context.Context, db *store.DB, analyst, dataset string, b store.Budget) ([]storedMeasurement, error) {
 	if b.LedgerBytes == 0 {
 		return nil, nil // nothing stored yet
 	}
-	k := budgetKey{analyst, dataset}
-	s.kept.mu.Lock()
-	e := s.kept.m[k]
-	s.kept.mu.Unlock()
+	k := keptKey{analyst, dataset}
+	c.mu.Lock()
+	e := c.m[k]
+	c.mu.Unlock()
 	if e != nil && e.ledgerBytes == b.LedgerBytes {
 		return e.kept, nil
 	}
 	var kept []storedMeasurement
 	var err error
 	if e == nil {
-		kept, err = s.measurementsOf(ctx, analyst, dataset)
+		kept, err = measurementsOf(ctx, db, analyst, dataset)
 	} else {
-		kept, err = s.refreshMeasurements(ctx, analyst, dataset, e.kept)
+		kept, err = refreshMeasurements(ctx, db, analyst, dataset, e.kept)
 	}
 	if err != nil {
 		return nil, err
@@ -175,47 +180,34 @@ func (s *store) keptMeasurements(ctx context.Context, analyst, dataset string, b
 			n.cells += len(x.Counts)
 		}
 	}
-	s.kept.mu.Lock()
-	defer s.kept.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if n.cells > maxKeptCells {
-		delete(s.kept.m, k)
+		delete(c.m, k)
 		return kept, nil
 	}
-	if s.kept.m == nil {
-		s.kept.m = map[budgetKey]*keptEntry{}
+	if c.m == nil {
+		c.m = map[keptKey]*keptEntry{}
 	}
-	if _, ok := s.kept.m[k]; !ok && len(s.kept.m) >= maxCachedBudgets {
-		for old := range s.kept.m { // evict one at random
-			delete(s.kept.m, old)
+	if _, ok := c.m[k]; !ok && len(c.m) >= maxKeptBudgets {
+		for old := range c.m { // evict one at random
+			delete(c.m, old)
 			break
 		}
 	}
-	if old := s.kept.m[k]; old == nil || old.ledgerBytes < n.ledgerBytes {
-		s.kept.m[k] = n
+	if old := c.m[k]; old == nil || old.ledgerBytes < n.ledgerBytes {
+		c.m[k] = n
 	}
 	return kept, nil
 }
 
 // refreshMeasurements lists the ids of the analyst's measurements on the
-// dataset from the index and returns them in ledger order, taking those in
-// have (decoded before) as they are and reading the others.
-func (s *store) refreshMeasurements(ctx context.Context, analyst, dataset string, have []storedMeasurement) ([]storedMeasurement, error) {
-	rows, err := s.r.QueryContext(ctx, s.d.q(`SELECT ledger_id FROM measurements WHERE analyst_id = ? AND dataset_id = ? ORDER BY seq, ledger_id`), analyst, dataset)
+// dataset and returns them in ledger order, taking those in have (decoded
+// before) as they are and reading the others.
+func refreshMeasurements(ctx context.Context, db *store.DB, analyst, dataset string, have []storedMeasurement) ([]storedMeasurement, error) {
+	ids, err := db.MeasurementIDs(ctx, analyst, dataset)
 	if err != nil {
-		return nil, fmt.Errorf("measurements: %w", err)
-	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("measurements: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("measurements: %w", err)
+		return nil, err
 	}
 	byID := make(map[string]*storedMeasurement, len(have))
 	for i := range have {
@@ -227,9 +219,9 @@ func (s *store) refreshMeasurements(ctx context.Context, analyst, dataset string
 			out = append(out, *m)
 			continue
 		}
-		var raw string
-		if err := s.readRow(ctx, `SELECT record FROM measurements WHERE ledger_id = ?`, id).Scan(&raw); err != nil {
-			return nil, fmt.Errorf("measurements of %s: %w", id, err)
+		raw, err := db.MeasurementRecord(ctx, id)
+		if err != nil {
+			return nil, err
 		}
 		m, ok, err := decodeMeasurement(id, raw)
 		if err != nil {
@@ -242,30 +234,22 @@ func (s *store) refreshMeasurements(ctx context.Context, analyst, dataset string
 	return out, nil
 }
 
-// measurementsOf reads all of the analyst's stored measurements on the
-// dataset, in ledger order.
-func (s *store) measurementsOf(ctx context.Context, analyst, dataset string) ([]storedMeasurement, error) {
-	rows, err := s.r.QueryContext(ctx, s.d.q(`SELECT ledger_id, record FROM measurements WHERE analyst_id = ? AND dataset_id = ? ORDER BY seq, ledger_id`), analyst, dataset)
+// measurementsOf reads and decodes all of the analyst's stored measurements
+// on the dataset, in ledger order.
+func measurementsOf(ctx context.Context, db *store.DB, analyst, dataset string) ([]storedMeasurement, error) {
+	stored, err := db.Measurements(ctx, analyst, dataset)
 	if err != nil {
-		return nil, fmt.Errorf("measurements: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
 	var out []storedMeasurement
-	for rows.Next() {
-		var id, raw string
-		if err := rows.Scan(&id, &raw); err != nil {
-			return nil, fmt.Errorf("measurements: %w", err)
-		}
-		m, ok, err := decodeMeasurement(id, raw)
+	for _, x := range stored {
+		m, ok, err := decodeMeasurement(x.LedgerID, x.Record)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
 			out = append(out, m)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("measurements: %w", err)
 	}
 	return out, nil
 }
@@ -287,7 +271,7 @@ func decodeMeasurement(id, raw string) (m storedMeasurement, ok bool, err error)
 // to the usual path (it is free already). The decision reads the request,
 // the public schema and invariants and the analyst's own earlier answers,
 // never the data.
-func (s *Server) derivable(ctx context.Context, d *dataset, analyst string, b budgetState, q QueryRequest) (*derivation, error) {
+func (s *Server) derivable(ctx context.Context, d *dataset, analyst string, b store.Budget, q QueryRequest) (*derivation, error) {
 	mech := "laplace"
 	switch {
 	case d.units != nil:
@@ -307,7 +291,7 @@ func (s *Server) derivable(ctx context.Context, d *dataset, analyst string, b bu
 	if err != nil {
 		return nil, nil // planning refuses it
 	}
-	stored, err := s.st.keptMeasurements(ctx, analyst, d.id, b)
+	stored, err := s.kept.get(ctx, s.st, analyst, d.id, b)
 	if err != nil || len(stored) == 0 {
 		return nil, err
 	}
@@ -475,7 +459,7 @@ type derivedResponse struct {
 // respond returns the response for entry e: with the derivation's notice
 // when e is its derived answer (a query answered earlier by a measurement
 // of its own, fresh or charged before it was derivable, is not derived).
-func respond(r queryResponse, e *entry, dv *derivation, n *derivedNotice) any {
+func respond(r queryResponse, e *store.Entry, dv *derivation, n *derivedNotice) any {
 	if dv == nil || n == nil || e.Hash != dv.hash {
 		return r
 	}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/server/store"
 )
 
 // measuredView is what the tests read of a one-cuboid answer, charged or
@@ -208,7 +208,7 @@ func expectedEstimate(t *testing.T, s *testServer, st measurementStep, answered 
 	for _, v := range d.inv {
 		sm.Invariants = append(sm.Invariants, release.SavedTable{Cuboid: nonNilNames(d.schema.Names(v.Cuboid)), Counts: v.Counts})
 	}
-	kept, err := s.srv.st.measurementsOf(context.Background(), analyst, st.dataset)
+	kept, err := measurementsOf(context.Background(), s.srv.st, analyst, st.dataset)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestKeptMeasurementsStored(t *testing.T) {
 			t.Fatalf("%s: %d %s", c.query, status, raw)
 		}
 		var row struct{ meas *string }
-		if err := s.srv.st.r.QueryRow(`SELECT record FROM ledger LEFT JOIN measurements ON ledger_id = id WHERE id = ?`, r.ID).Scan(&row.meas); err != nil {
+		if err := s.sqlite().QueryRow(`SELECT record FROM ledger LEFT JOIN measurements ON ledger_id = id WHERE id = ?`, r.ID).Scan(&row.meas); err != nil {
 			t.Fatal(err)
 		}
 		if c.want == nil {
@@ -352,7 +352,7 @@ func TestKeptMeasurementsStored(t *testing.T) {
 	var total int64
 	for _, e := range s.ledger(aid, "e") {
 		var meas *string
-		if err := s.srv.st.r.QueryRow(`SELECT record FROM ledger LEFT JOIN measurements ON ledger_id = id WHERE id = ?`, e.ID).Scan(&meas); err != nil {
+		if err := s.sqlite().QueryRow(`SELECT record FROM ledger LEFT JOIN measurements ON ledger_id = id WHERE id = ?`, e.ID).Scan(&meas); err != nil {
 			t.Fatal(err)
 		}
 		total += int64(len(e.Request) + len(e.Answer))
@@ -361,7 +361,7 @@ func TestKeptMeasurementsStored(t *testing.T) {
 		}
 	}
 	var lb int64
-	if err := s.srv.st.r.QueryRow(`SELECT ledger_bytes FROM budgets WHERE analyst_id = ? AND dataset_id = 'e'`, aid).Scan(&lb); err != nil {
+	if err := s.sqlite().QueryRow(`SELECT ledger_bytes FROM budgets WHERE analyst_id = ? AND dataset_id = 'e'`, aid).Scan(&lb); err != nil {
 		t.Fatal(err)
 	}
 	if total == 0 || lb != total {
@@ -379,19 +379,19 @@ func TestKeptMeasurementsStoreDown(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	dead, err := sql.Open("pgx", "postgres://nobody@"+addr+"/x?sslmode=disable&connect_timeout=2")
+	dead, err := store.OpenPostgres("postgres://nobody@" + addr + "/x?sslmode=disable&connect_timeout=2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dead.Close()
-	st := &store{d: postgresDialect, w: dead, r: dead}
+	var cache keptCache
 	for _, c := range []struct {
 		ledgerBytes int64
 		wantErr     bool
 	}{{0, false}, {1, true}} {
-		kept, err := st.keptMeasurements(context.Background(), "a", "d", budgetState{LedgerBytes: c.ledgerBytes})
+		kept, err := cache.get(context.Background(), dead, "a", "d", store.Budget{LedgerBytes: c.ledgerBytes})
 		switch {
-		case c.wantErr && (err == nil || !storeUnavailable(err)):
+		case c.wantErr && (err == nil || !store.Unavailable(err)):
 			t.Errorf("ledger bytes %d: %v, want a storage failure", c.ledgerBytes, err)
 		case !c.wantErr && (err != nil || kept != nil):
 			t.Errorf("ledger bytes %d: %v %v, want nothing read", c.ledgerBytes, kept, err)
@@ -408,7 +408,7 @@ func TestKeptMeasurementsAtomic(t *testing.T) {
 	s := startServer(t, Config{DataDir: t.TempDir()})
 	s.registerArrests("e", 10, []string{"year"})
 	aid, key := s.analyst("eve")
-	if _, err := s.srv.st.w.Exec(`CREATE TRIGGER refuse_measurements BEFORE INSERT ON measurements BEGIN SELECT RAISE(ABORT, 'disk full'); END`); err != nil {
+	if _, err := s.sqlite().Exec(`CREATE TRIGGER refuse_measurements BEFORE INSERT ON measurements BEGIN SELECT RAISE(ABORT, 'disk full'); END`); err != nil {
 		t.Fatal(err)
 	}
 	q := `{"kind":"cuboid","epsilon":0.5,"cuboid":["sex","agegroup"]}`
@@ -424,13 +424,13 @@ func TestKeptMeasurementsAtomic(t *testing.T) {
 	}
 	for _, st := range cases {
 		if st.setup != "" {
-			if _, err := s.srv.st.w.Exec(st.setup); err != nil {
+			if _, err := s.sqlite().Exec(st.setup); err != nil {
 				t.Fatal(err)
 			}
 		}
 		status, _, raw := s.ask("e", key, q, "atomic-1")
 		var n int
-		if err := s.srv.st.r.QueryRow(`SELECT COUNT(*) FROM measurements WHERE analyst_id = ?`, aid).Scan(&n); err != nil {
+		if err := s.sqlite().QueryRow(`SELECT COUNT(*) FROM measurements WHERE analyst_id = ?`, aid).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if status != st.status || len(s.ledger(aid, "e")) != st.entries || n != st.entries || s.budgetOf("e", key).SpentSteps != st.spent {

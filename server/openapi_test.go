@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/internal/strictjson"
 	"github.com/knowdp/knowdp/release"
 )
 
@@ -125,7 +126,7 @@ func TestOpenAPIFields(t *testing.T) {
 		for name := range doc.Components.Schemas[tc.schema].Properties {
 			documented = append(documented, name)
 		}
-		for name := range jsonFields(tc.typ) {
+		for name := range strictjson.Fields(tc.typ) {
 			decoded = append(decoded, name)
 		}
 		slices.Sort(documented)

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,14 +10,15 @@ import (
 	"testing"
 
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/server/store"
 )
 
 // auditOf returns the audit trail, oldest first, with optional filters in
 // query ("analyst=...&dataset=...").
-func (s *testServer) auditOf(query string) []auditEvent {
+func (s *testServer) auditOf(query string) []store.AuditEvent {
 	s.t.Helper()
 	var out struct {
-		Events []auditEvent `json:"events"`
+		Events []store.AuditEvent `json:"events"`
 	}
 	s.must(http.StatusOK, "GET", "/admin/v1/audit?limit=1000&"+query, s.admin, nil, &out)
 	slices.Reverse(out.Events)
@@ -26,7 +26,7 @@ func (s *testServer) auditOf(query string) []auditEvent {
 }
 
 // actions lists the audit events' actions.
-func actions(evs []auditEvent) []string {
+func actions(evs []store.AuditEvent) []string {
 	var out []string
 	for _, e := range evs {
 		out = append(out, e.Action)
@@ -36,8 +36,8 @@ func actions(evs []auditEvent) []string {
 
 // budgetResponse is the answer to a budget change.
 type budgetResponse struct {
-	Budget budgetView `json:"budget"`
-	Event  auditEvent `json:"event"`
+	Budget budgetView       `json:"budget"`
+	Event  store.AuditEvent `json:"event"`
 }
 
 // changeBudget sends a budget change and returns the status and response.
@@ -127,7 +127,7 @@ func TestDatasetRetirement(t *testing.T) {
 			t.Errorf("the ledger holds %d answers, want 3", n)
 		}
 
-		adminID, _, _ := parseKey(s.admin)
+		adminID, _ := store.KeyID(s.admin)
 		evs := s.auditOf("dataset=arrests")
 		if got, want := actions(evs), []string{"dataset.registered", "dataset.retired", "dataset.reinstated"}; !slices.Equal(got, want) {
 			t.Fatalf("audit trail of the dataset: %v, want %v", got, want)
@@ -412,18 +412,18 @@ func TestAuditTrail(t *testing.T) {
 	forEachStore(t, func(t *testing.T, cfg Config) {
 		cfg.AdminKey = GenerateKey()
 		s := startServer(t, cfg)
-		adminID, _, _ := parseKey(s.admin)
+		adminID, _ := store.KeyID(s.admin)
 		s.registerArrests("arrests", 1)
 		alice, _ := s.analyst("alice")
 		var issued struct {
-			Key keyView `json:"key"`
+			Key store.Key `json:"key"`
 		}
 		s.must(http.StatusCreated, "POST", "/admin/v1/analysts/"+alice+"/keys", s.admin, nil, &issued)
 		s.must(http.StatusOK, "DELETE", "/admin/v1/keys/"+issued.Key.ID, s.admin, nil, nil)
 		s.must(http.StatusOK, "DELETE", "/admin/v1/keys/"+issued.Key.ID, s.admin, nil, nil) // again: nothing to record
 		var second struct {
-			Key keyView `json:"key"`
-			API string  `json:"api_key"`
+			Key store.Key `json:"key"`
+			API string    `json:"api_key"`
 		}
 		s.must(http.StatusCreated, "POST", "/admin/v1/admin-keys", s.admin, nil, &second)
 		if st, _, msg := s.changeBudget(alice, "arrests", map[string]any{"add": 1}); st != http.StatusOK {
@@ -441,7 +441,7 @@ func TestAuditTrail(t *testing.T) {
 		s = startServer(t, cfg)
 		evs := s.auditOf("")
 		want := []struct{ action, actor string }{
-			{"admin_key.registered", actorStart},
+			{"admin_key.registered", store.ActorStart},
 			{"dataset.registered", adminID},
 			{"analyst.created", adminID},
 			{"key.issued", adminID},
@@ -471,7 +471,7 @@ func TestAuditTrail(t *testing.T) {
 			t.Errorf("alice's records: %v", got)
 		}
 		var page struct {
-			Events []auditEvent `json:"events"`
+			Events []store.AuditEvent `json:"events"`
 		}
 		s.must(http.StatusOK, "GET", fmt.Sprintf("/admin/v1/audit?limit=2&before=%d", evs[4].Seq), s.admin, nil, &page)
 		if len(page.Events) != 2 || page.Events[0].Seq != evs[3].Seq || page.Events[1].Seq != evs[2].Seq {
@@ -479,52 +479,4 @@ func TestAuditTrail(t *testing.T) {
 		}
 		s.must(http.StatusBadRequest, "GET", "/admin/v1/audit?limit=0", s.admin, nil, nil)
 	})
-}
-
-// TestAuditMigration: a store made before the audit trail gets one, recorded
-// from the tables that hold the earlier actions, in time order and with no
-// actor (it is not known).
-func TestAuditMigration(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := openSQLite(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.migrateTo(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
-		`INSERT INTO analysts (id, name, created_at) VALUES ('a_1', 'alice', 200)`,
-		`INSERT INTO api_keys (id, analyst_id, role, secret_sha256, created_at, revoked_at) VALUES ('k1', 'a_1', 'analyst', x'00', 300, 500)`,
-		`INSERT INTO api_keys (id, analyst_id, role, secret_sha256, created_at) VALUES ('k0', NULL, 'admin', x'00', 100)`,
-		`INSERT INTO datasets (id, name, schema_json, policy_json, source_json, counts, total_rows, budget_steps, created_at) VALUES ('d', 'd', '{}', '{}', '{}', x'', 0, 1, 400)`,
-	} {
-		if _, err := st.w.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := st.migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	evs, err := st.auditEvents(ctx, "", "", 0, 100)
-	st.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Reverse(evs)
-	var got []string
-	for _, e := range evs {
-		got = append(got, fmt.Sprintf("%d %s %s%s%s %q", e.Created.UnixNano(), e.Action, e.Analyst, e.Dataset, e.Key, e.Actor))
-	}
-	want := []string{
-		`100 admin_key.issued k0 ""`,
-		`200 analyst.created a_1 ""`,
-		`300 key.issued a_1k1 ""`,
-		`400 dataset.registered d ""`,
-		`500 key.revoked a_1k1 ""`,
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("records from before the trail:\n got %q\nwant %q", got, want)
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/server/store"
 )
 
 // QueryRequest is an analyst's query on a dataset. Kind selects the
@@ -142,10 +143,7 @@ type plan struct {
 }
 
 // cellCharge is the increase, in steps, of one base cell's Protocol 1 loss.
-type cellCharge struct {
-	cell  int
-	steps int64
-}
+type cellCharge = store.CellCharge
 
 // decodeQuery reads a QueryRequest strictly (see decodeStrict): exact
 // field names, no duplicate keys, no trailing data.
@@ -634,7 +632,7 @@ func planLinear(ctx context.Context, d *dataset, q QueryRequest, eps privacy.Eps
 			st = lossSteps(S, c.coef, lambda)
 			memo[c.coef] = st
 		}
-		p.cells = append(p.cells, cellCharge{c.cell, st})
+		p.cells = append(p.cells, cellCharge{Cell: c.cell, Steps: st})
 	}
 	var refiner *invariantRefiner
 	if q.Refine {

@@ -60,8 +60,8 @@ func BenchmarkRefusal(b *testing.B) {
 
 // BenchmarkPlanCells measures the planning of a linear query per base cell
 // it selects (expansion, hash, per-cell charges), the unit in which the
-// rate limiter counts refused planning work (workPerToken), and against
-// which splitWorkPerCell converts the split solvers' work.
+// rate limiter counts refused planning work (admission.WorkPerToken), and
+// against which splitWorkPerCell converts the split solvers' work.
 func BenchmarkPlanCells(b *testing.B) {
 	s := startServer(b, Config{DataDir: b.TempDir()})
 	s.registerArrests("arrests", 100)

@@ -3,8 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"database/sql"
-	"database/sql/driver"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -13,21 +11,20 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/pgconn"
-	"golang.org/x/time/rate"
-
 	"github.com/knowdp/knowdp/noise"
+	"github.com/knowdp/knowdp/server/admission"
+	"github.com/knowdp/knowdp/server/ingest"
+	"github.com/knowdp/knowdp/server/store"
+	"github.com/knowdp/knowdp/server/tlsconfig"
 )
 
 // Config configures a Server.
@@ -37,7 +34,7 @@ type Config struct {
 	DataDir string
 	// Postgres, if set, is the DSN of a PostgreSQL database that holds
 	// the state instead (a shared deployment). A database on another host
-	// must be reached with TLS (see CheckPostgresTLS).
+	// must be reached with TLS (see tlsconfig.CheckPostgres).
 	Postgres string
 	// AdminKey, if set, is the curator's key (see GenerateKey); it is
 	// registered if new. Otherwise a key is generated at the first start
@@ -109,17 +106,18 @@ const (
 // analysts, analysts query within their budgets, and every answer is in a
 // durable ledger before it is sent.
 type Server struct {
-	cfg   Config
-	st    *store
-	log   *slog.Logger
-	mux   *http.ServeMux
-	rts   []route
-	mu    sync.Mutex
-	sets  map[string]*dataset
-	limit map[string]*rate.Limiter
-	slots map[string]*analystSlots
-	// gc batches the charges of concurrent queries into one transaction.
-	gc *groupCommitter
+	cfg  Config
+	st   *store.DB
+	log  *slog.Logger
+	mux  *http.ServeMux
+	rts  []route
+	mu   sync.Mutex
+	sets map[string]*dataset
+	// adm keeps the per-key rate limits and the per-analyst and heavy
+	// planning slots.
+	adm *admission.Controller
+	// kept caches the analysts' decoded measurements (see keptCache).
+	kept keptCache
 	// computed counts the answers computed (prepared and drawn): what an
 	// analyst made the server work on.
 	computed atomic.Int64
@@ -133,10 +131,6 @@ type Server struct {
 	// context and the computation's once a query has been admitted, before
 	// it is computed.
 	afterAdmit func(req, compute context.Context)
-	// heavy bounds the costly plannings (over maxProbeWork base cells) in
-	// progress at once, whoever asks: at most half the processors, so that
-	// planning never takes every core from the other requests.
-	heavy chan struct{}
 	// life ends when the server closes: admitted computations stop then
 	// (and nothing is charged for them).
 	life     context.Context
@@ -177,7 +171,7 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 	if cfg.AnalystCompute < 0 || cfg.AnalystInFlight < 0 || cfg.LedgerQuota < 0 {
 		return nil, "", fmt.Errorf("analyst quotas must be >= 0, got compute %d, in flight %d, ledger %d bytes", cfg.AnalystCompute, cfg.AnalystInFlight, cfg.LedgerQuota)
 	}
-	dirs, err := resolveDirs(cfg.SourceDirs)
+	dirs, err := ingest.Dirs(cfg.SourceDirs)
 	if err != nil {
 		return nil, "", err
 	}
@@ -192,30 +186,30 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	var st *store
+	var st *store.DB
 	switch {
 	case cfg.Postgres != "":
-		if err := CheckPostgresTLS(cfg.Postgres); err != nil {
+		if err := tlsconfig.CheckPostgres(cfg.Postgres); err != nil {
 			return nil, "", fmt.Errorf("PostgreSQL store: %w", err)
 		}
-		st, err = openPostgres(cfg.Postgres)
+		st, err = store.OpenPostgres(cfg.Postgres)
 	case cfg.DataDir != "":
-		st, err = openSQLite(cfg.DataDir)
+		st, err = store.OpenSQLite(cfg.DataDir)
 	default:
 		return nil, "", errors.New("give a data directory (SQLite) or a PostgreSQL DSN")
 	}
 	if err != nil {
 		return nil, "", err
 	}
-	if err := st.migrate(ctx); err != nil {
+	if err := st.Migrate(ctx); err != nil {
 		st.Close()
 		return nil, "", err
 	}
-	if adminKey, err = st.ensureAdminKey(ctx, cfg.AdminKey, cfg.AdminKeyOut); err != nil {
+	if adminKey, err = st.EnsureAdminKey(ctx, cfg.AdminKey, cfg.AdminKeyOut); err != nil {
 		st.Close()
 		return nil, "", err
 	}
-	if others, err := st.adminKeys(ctx); err == nil {
+	if others, err := st.AdminKeys(ctx); err == nil {
 		var active []string
 		for _, k := range others {
 			if k.Revoked == nil {
@@ -226,11 +220,14 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 			log.Warn("several admin keys are active; list them at GET /admin/v1/admin-keys and revoke the ones no longer used", "key_ids", strings.Join(active, ","))
 		}
 	}
-	s = &Server{cfg: cfg, st: st, log: log, sets: map[string]*dataset{}, limit: map[string]*rate.Limiter{}, slots: map[string]*analystSlots{}}
+	s = &Server{cfg: cfg, st: st, log: log, sets: map[string]*dataset{}}
 	s.life, s.stopLife = context.WithCancel(context.Background())
-	s.heavy = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
-	s.gc = newGroupCommitter(st)
-	ids, err := st.datasetIDs(ctx)
+	// Costly plannings (over admission.MaxProbeWork base cells) take at
+	// most half the processors, whoever asks, so that planning never
+	// takes every core from the other requests.
+	s.adm = admission.New(admission.Config{Rate: cfg.RateLimit, Burst: cfg.RateBurst,
+		Compute: cfg.AnalystCompute, InFlight: cfg.AnalystInFlight, Heavy: runtime.GOMAXPROCS(0) / 2})
+	ids, err := st.DatasetIDs(ctx)
 	if err != nil {
 		st.Close()
 		return nil, "", err
@@ -249,12 +246,16 @@ func Open(ctx context.Context, cfg Config) (s *Server, adminKey string, err erro
 	return s, adminKey, nil
 }
 
-// Close stops the group committer and closes the store.
+// Close stops the admitted computations and closes the store (whose charges
+// still waiting to be committed fail, uncharged).
 func (s *Server) Close() error {
 	s.stopLife()
-	s.gc.close()
 	return s.st.Close()
 }
+
+// GenerateKey returns a new API key in knowdp's format, for an admin key file
+// made outside the server (Config.AdminKey).
+func GenerateKey() string { return store.GenerateKey() }
 
 // Handler returns the server's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.mux }
@@ -281,14 +282,11 @@ func (s *Server) dataset(ctx context.Context, id string) (*dataset, error) {
 	d := s.sets[id]
 	s.mu.Unlock()
 	if d == nil {
-		var err error
-		d, err = s.st.loadDataset(ctx, id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, errNotFound
-		}
+		rec, err := s.st.Dataset(ctx, id)
 		if err != nil {
 			return nil, err
 		}
+		d = loadDataset(rec)
 		s.mu.Lock()
 		if prev := s.sets[id]; prev != nil {
 			d = prev
@@ -297,12 +295,26 @@ func (s *Server) dataset(ctx context.Context, id string) (*dataset, error) {
 		}
 		s.mu.Unlock()
 	}
-	var retired sql.NullInt64
-	if err := s.st.readRow(ctx, `SELECT retired_at FROM datasets WHERE id = ?`, id).Scan(&retired); err != nil {
+	retired, err := s.st.RetiredAt(ctx, id)
+	if err != nil {
 		return nil, err
 	}
-	d.retired.Store(retired.Int64)
+	d.retired.Store(retired)
 	return d, nil
+}
+
+// Roles of API keys.
+const (
+	roleAdmin   = store.RoleAdmin
+	roleAnalyst = store.RoleAnalyst
+)
+
+// principal is who made a request.
+type principal struct {
+	keyID     string
+	role      string
+	analystID string // empty for the admin
+	analyst   string // the analyst's name
 }
 
 // route is one endpoint. The route table is the single source of truth for
@@ -431,43 +443,24 @@ func (s *Server) authorize(r *http.Request, role string) (principal, error) {
 	if !ok || key == "" {
 		return principal{}, &apiError{http.StatusUnauthorized, "unauthorized", "send the API key as Authorization: Bearer <key>"}
 	}
-	p, err := s.st.authenticate(r.Context(), strings.TrimSpace(key))
-	if errors.Is(err, errBadKey) {
+	k, err := s.st.Authenticate(r.Context(), strings.TrimSpace(key))
+	if errors.Is(err, store.ErrBadKey) {
 		return principal{}, &apiError{http.StatusUnauthorized, "unauthorized", err.Error()}
 	}
 	if err != nil {
 		return principal{}, err
 	}
+	p := principal{keyID: k.KeyID, role: k.Role, analystID: k.AnalystID, analyst: k.Analyst}
 	if p.role != role {
 		if role == roleAdmin {
 			return p, &apiError{http.StatusForbidden, "forbidden", "this endpoint needs the curator's admin key"}
 		}
 		return p, &apiError{http.StatusForbidden, "forbidden", "this endpoint needs an analyst's key"}
 	}
-	if !s.allow(p.keyID) {
+	if !s.adm.Allow(p.keyID) {
 		return p, &apiError{http.StatusTooManyRequests, "rate_limited", fmt.Sprintf("rate limit of %g requests per second per key exceeded; retry later", s.cfg.RateLimit)}
 	}
 	return p, nil
-}
-
-// allow applies the key's token bucket.
-func (s *Server) allow(keyID string) bool {
-	if s.cfg.RateLimit == 0 {
-		return true
-	}
-	return s.limiter(keyID).Allow()
-}
-
-// limiter returns the key's token bucket.
-func (s *Server) limiter(keyID string) *rate.Limiter {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := s.limit[keyID]
-	if l == nil {
-		l = rate.NewLimiter(rate.Limit(s.cfg.RateLimit), s.cfg.RateBurst)
-		s.limit[keyID] = l
-	}
-	return l
 }
 
 // fail writes err as a JSON error. Internal errors are logged and shown only
@@ -476,7 +469,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var (
 		ae *apiError
 		ie *inputError
-		be *budgetError
+		be *store.BudgetError
 		me *http.MaxBytesError
 	)
 	if errors.Is(err, errClientGone) {
@@ -486,7 +479,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	switch {
 	case errors.As(err, &ae):
-	case errors.Is(r.Context().Err(), context.Canceled) && !errors.Is(err, errCommitFailed):
+	case errors.Is(r.Context().Err(), context.Canceled) && !errors.Is(err, store.ErrCommitFailed):
 		// The client went away: whatever the store or the computation
 		// then said (a connection's read interrupted, SQLite's
 		// "interrupted") is not a failure of the server. A failed group
@@ -499,13 +492,13 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		ae = &apiError{http.StatusForbidden, "insufficient_budget", be.Error()}
 	case errors.As(err, &me):
 		ae = &apiError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", me.Limit)}
-	case errors.Is(err, errIdemConflict):
+	case errors.Is(err, store.ErrIdemConflict):
 		ae = &apiError{http.StatusConflict, "idempotency_conflict", err.Error()}
-	case errors.Is(err, errNotFound):
+	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound):
 		ae = &apiError{http.StatusNotFound, "not_found", "not found"}
 	case errors.Is(err, errUnavailable):
 		ae = &apiError{http.StatusServiceUnavailable, "dataset_unavailable", "this dataset is unavailable: the server could not load it; its curator can see why on the admin API"}
-	case errors.Is(err, errCommitFailed):
+	case errors.Is(err, store.ErrCommitFailed):
 		s.log.Error("store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "5")
 		ae = &apiError{http.StatusServiceUnavailable, "unavailable", unavailableMsg}
@@ -514,10 +507,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		ae = &apiError{http.StatusServiceUnavailable, "timeout", "the request took too long and was abandoned before its query was computed; nothing was charged"}
 	case errors.Is(err, context.Canceled):
 		ae = &apiError{499, "canceled", "request canceled"}
-	case errors.Is(err, errClosed):
+	case errors.Is(err, store.ErrClosed):
 		w.Header().Set("Retry-After", "5")
 		ae = &apiError{http.StatusServiceUnavailable, "unavailable", "the server is shutting down; nothing was charged; retry later (with the same Idempotency-Key for a query)"}
-	case storeUnavailable(err):
+	case store.Unavailable(err):
 		s.log.Error("store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "5")
 		ae = &apiError{http.StatusServiceUnavailable, "unavailable", unavailableMsg}
@@ -578,11 +571,6 @@ func readBody(r *http.Request) ([]byte, error) {
 // unavailableMsg is the text of a storage failure's 503.
 const unavailableMsg = "the database is unavailable; nothing was charged (if the failure hid a committed charge, a retry with the same Idempotency-Key returns its answer free); retry later"
 
-// checkDuplicateKeys refuses a JSON text in which an object, at any depth,
-// has the same key twice: encoding/json would keep the last silently, so
-// what the client meant and what the server did could differ.
-func checkDuplicateKeys(b []byte) error { return strictCheck(b, nil) }
-
 // clip shortens a client-supplied string for an error message.
 func clip(s string) string {
 	const max = 64
@@ -594,51 +582,6 @@ func clip(s string) string {
 		cut--
 	}
 	return s[:cut] + fmt.Sprintf("... (%d bytes)", len(s))
-}
-
-// storeUnavailable reports whether err is a storage failure: the database
-// cannot be reached, went away mid-request (a closed connection, an
-// unexpected end of its stream, an administrator's or a crash's shutdown),
-// refused the work for the time being (too many connections, a
-// serialization failure, a read-only standby, SQLite busy or locked), or
-// could not write (I/O error, disk full). Such a failure is answered 503
-// with Retry-After: nothing was charged that a retry with the same
-// Idempotency-Key does not return.
-func storeUnavailable(err error) bool {
-	var (
-		ne   net.Error
-		ce   *pgconn.ConnectError
-		pe   *pgconn.PgError
-		code interface{ Code() int }
-	)
-	switch {
-	case errors.As(err, &ne), errors.As(err, &ce),
-		errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone), errors.Is(err, pgconn.ErrConnClosed),
-		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, syscall.ETIMEDOUT), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
-		pgconn.SafeToRetry(err), pgconn.Timeout(err):
-		return true
-	case errors.As(err, &pe):
-		switch c := pe.Code; {
-		case strings.HasPrefix(c, "08"), // connection exception
-			strings.HasPrefix(c, "53"),  // insufficient resources
-			strings.HasPrefix(c, "57P"), // admin, crash or other shutdown; cannot connect now
-			strings.HasPrefix(c, "58"),  // system error (I/O)
-			c == "40001", c == "40P01",  // serialization failure, deadlock
-			c == "25006", // read-only transaction (a standby)
-			c == "57014": // query canceled (statement timeout)
-			return true
-		}
-		return false
-	case errors.As(err, &code):
-		// SQLite result codes (the primary code is the low byte).
-		switch code.Code() & 0xff {
-		case 5, 6, 8, 10, 13, 14, 15: // BUSY, LOCKED, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL
-			return true
-		}
-	}
-	return false
 }
 
 // intParam parses an optional integer query parameter within [lo, hi].
@@ -655,10 +598,10 @@ func intParam(r *http.Request, name string, def, lo, hi int64) (int64, error) {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ principal) error {
-	if err := s.st.r.PingContext(r.Context()); err != nil {
+	if err := s.st.Ping(r.Context()); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "store": s.st.d.name})
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "store": s.st.Dialect()})
 }
 
 func (s *Server) openapi(w http.ResponseWriter, r *http.Request, _ principal) error {

@@ -3,16 +3,19 @@ package server
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/knowdp/knowdp/internal/pgtest"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/server/store"
 )
 
 func steps(eps float64) int64 {
@@ -219,8 +222,8 @@ func TestSecurity(t *testing.T) {
 
 		// Revocation takes effect at once; other keys still work.
 		var k struct {
-			Key    keyView `json:"key"`
-			APIKey string  `json:"api_key"`
+			Key    store.Key `json:"key"`
+			APIKey string    `json:"api_key"`
 		}
 		s.must(http.StatusCreated, "POST", "/admin/v1/analysts/"+aliceID+"/keys", s.admin, nil, &k)
 		s.must(http.StatusOK, "GET", "/v1/me", k.APIKey, nil, nil)
@@ -280,14 +283,20 @@ func TestAdminKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(shown, keyPrefix) {
+	if _, ok := store.KeyID(shown); !ok {
 		t.Fatalf("first start showed %q", shown)
 	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "knowdp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var n int
-	if err := srv.st.r.QueryRow(`SELECT COUNT(*) FROM api_keys WHERE secret_sha256 LIKE ?`, "%"+shown[len(shown)-43:]+"%").Scan(&n); err != nil || n != 0 {
+	err = db.QueryRow(`SELECT COUNT(*) FROM api_keys WHERE secret_sha256 LIKE ?`, "%"+shown[len(shown)-43:]+"%").Scan(&n)
+	db.Close()
+	if err != nil || n != 0 {
 		t.Fatalf("the secret is stored in clear: %d rows, %v", n, err)
 	}
-	if _, err := srv.st.authenticate(context.Background(), shown); err != nil {
+	if _, err := srv.st.Authenticate(context.Background(), shown); err != nil {
 		t.Fatal(err)
 	}
 	srv.Close()

@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/knowdp/knowdp/internal/pgtest"
+	"github.com/knowdp/knowdp/server/store"
 )
 
 // chromium is Debian's Chromium, which scripts/test.sh installs.
@@ -77,7 +78,7 @@ func TestCuratorPage(t *testing.T) {
 	}
 	datasets, analysts, queries, status := text("#datasets"), text("#analysts"), text("#queries"), text("#status")
 	adminKeys := text("#admin-keys")
-	adminID, _, _ := parseKey(s.admin)
+	adminID, _ := store.KeyID(s.admin)
 	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("chromium: screenshot: %v", err)

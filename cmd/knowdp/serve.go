@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/knowdp/knowdp/server"
+	"github.com/knowdp/knowdp/server/tlsconfig"
 )
 
 func serveCommand() *command {
@@ -97,14 +98,14 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return usageErr(fs, "--insecure-behind-proxy is for a server without TLS; give it or --tls-cert and --tls-key, not both")
 	}
 	if *db != "" {
-		if err := server.CheckPostgresTLS(*db); err != nil {
+		if err := tlsconfig.CheckPostgres(*db); err != nil {
 			return usageErr(fs, "--db: %v", err)
 		}
 	}
 	var tlsConfig *tls.Config
 	if *tlsCert != "" {
 		var err error
-		if tlsConfig, err = server.TLSConfig(*tlsCert, *tlsKey, e.log); err != nil {
+		if tlsConfig, err = tlsconfig.Load(*tlsCert, *tlsKey, e.log); err != nil {
 			return usageErr(fs, "--tls-cert, --tls-key: %v", err)
 		}
 	}
@@ -156,7 +157,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	errc := make(chan error, 1)
 	go func() {
 		if tlsConfig != nil {
-			errc <- hs.ServeTLS(ln, "", "") // the certificate comes from TLSConfig
+			errc <- hs.ServeTLS(ln, "", "") // the certificate comes from tlsconfig.Load
 			return
 		}
 		errc <- hs.Serve(ln)

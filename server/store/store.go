@@ -1,11 +1,32 @@
-package server
+// Package store is knowdp serve's durable state, behind database/sql on
+// SQLite (embedded, the default) or PostgreSQL (shared deployments): the
+// registered datasets, analysts and their API keys, budgets, the ledger of
+// answers, the noisy measurements kept with them and the curator's audit
+// trail, in one schema migrated forward at start.
+//
+// It keeps the ledger's two standards. A spend is never recorded without its
+// answer: Charge inserts the answer, its measurements and the budget's new
+// state in one transaction, after checking that the charge fits, so either
+// all of them are stored or none is. An answer is never released before its
+// spend is durable: Charge returns only after that transaction has committed
+// (SQLite with synchronous=FULL; PostgreSQL's commit), and the caller writes
+// the answer only then. Concurrent charges are committed together, one
+// transaction and one fsync per batch, with the checks of a transaction of
+// their own (groupcommit.go).
+//
+// The package is apart from the server because it is where every row of
+// that state is read and written, and nothing else is: the server decides
+// what a query costs and what an answer is; the store decides nothing about
+// privacy and knows no query kind. Budgets and charges are integer counts of
+// privacy.EpsilonStep (2^-40) so that sums are exact; the per-cell Protocol 1
+// losses of linear queries are kept per budget, run-length encoded.
+package store
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,11 +38,10 @@ import (
 	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
 )
 
-// store is the server's durable state behind database/sql: SQLite (embedded,
-// the default) or PostgreSQL (shared deployments). Everything dialect
-// specific lives in dialect; the SQL itself is written once, with ?
-// placeholders.
-type store struct {
+// DB is the server's durable state. Everything dialect specific lives in
+// dialect; the SQL itself is written once, with ? placeholders. A DB is safe
+// for concurrent use.
+type DB struct {
 	d dialect
 	// w runs every write transaction. On SQLite it holds one connection,
 	// so writers queue in Go instead of spinning on SQLITE_BUSY, and each
@@ -32,24 +52,24 @@ type store struct {
 	// stmts caches prepared statements on r, by query text: parsing SQL
 	// is a large part of a small read.
 	stmts sync.Map
-	// losses caches decoded Protocol 1 losses (see lossCache), kept the
-	// analysts' decoded measurements (see keptCache).
+	// losses caches decoded Protocol 1 losses (see lossCache).
 	losses lossCache
-	kept   keptCache
+	// gc batches the charges of concurrent queries into one transaction.
+	gc *groupCommitter
 }
 
 // readRow runs a one-row query on the read pool with a cached prepared
 // statement. query has ? placeholders.
-func (s *store) readRow(ctx context.Context, query string, args ...any) *sql.Row {
-	query = s.d.q(query)
-	if v, ok := s.stmts.Load(query); ok {
+func (db *DB) readRow(ctx context.Context, query string, args ...any) *sql.Row {
+	query = db.d.q(query)
+	if v, ok := db.stmts.Load(query); ok {
 		return v.(*sql.Stmt).QueryRowContext(ctx, args...)
 	}
-	st, err := s.r.PrepareContext(ctx, query)
+	st, err := db.r.PrepareContext(ctx, query)
 	if err != nil {
-		return s.r.QueryRowContext(ctx, query, args...) // reports the error
+		return db.r.QueryRowContext(ctx, query, args...) // reports the error
 	}
-	if v, loaded := s.stmts.LoadOrStore(query, st); loaded {
+	if v, loaded := db.stmts.LoadOrStore(query, st); loaded {
 		st.Close()
 		st = v.(*sql.Stmt)
 	}
@@ -95,10 +115,11 @@ func (d dialect) q(query string) string {
 	return b.String()
 }
 
-// openSQLite opens (creating if needed) the database knowdp.db in dir:
-// WAL journal, synchronous=FULL (a commit is on disk before it returns),
-// a busy timeout for other processes, foreign keys on.
-func openSQLite(dir string) (*store, error) {
+// OpenSQLite opens (creating if needed) the database knowdp.db in dir, with
+// mode 0600: WAL journal, synchronous=FULL (a commit is on disk before it
+// returns), a busy timeout for other processes, foreign keys on. Migrate
+// brings its schema up to date.
+func OpenSQLite(dir string) (*DB, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -121,7 +142,7 @@ func openSQLite(dir string) (*store, error) {
 	}
 	r.SetMaxOpenConns(8)
 	r.SetMaxIdleConns(8)
-	return &store{d: sqliteDialect, w: w, r: r}, nil
+	return newDB(sqliteDialect, w, r), nil
 }
 
 // privateFiles makes the database file exist with mode 0600 before SQLite
@@ -142,27 +163,44 @@ func privateFiles(path string) error {
 	return nil
 }
 
-// openPostgres connects to the PostgreSQL database named by dsn (a
-// postgres:// URL or key=value string understood by pgx).
-func openPostgres(dsn string) (*store, error) {
+// OpenPostgres connects to the PostgreSQL database named by dsn (a
+// postgres:// URL or key=value string understood by pgx). It does not
+// connect yet, and does not check that a remote host is reached with TLS
+// (the caller does: tlsconfig.CheckPostgres). Migrate brings its schema up
+// to date.
+func OpenPostgres(dsn string) (*DB, error) {
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	db.SetMaxOpenConns(32)
 	db.SetMaxIdleConns(32)
-	return &store{d: postgresDialect, w: db, r: db}, nil
+	return newDB(postgresDialect, db, db), nil
 }
 
-// Close closes the connection pools.
-func (s *store) Close() error {
-	s.stmts.Range(func(_, v any) bool {
+func newDB(d dialect, w, r *sql.DB) *DB {
+	db := &DB{d: d, w: w, r: r}
+	db.gc = newGroupCommitter(db)
+	return db
+}
+
+// Dialect names the database: "sqlite" or "postgres".
+func (db *DB) Dialect() string { return db.d.name }
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error { return db.r.PingContext(ctx) }
+
+// Close fails the charges still waiting to be committed (ErrClosed), waits
+// for the batch being committed, and closes the connection pools.
+func (db *DB) Close() error {
+	db.gc.close()
+	db.stmts.Range(func(_, v any) bool {
 		v.(*sql.Stmt).Close()
 		return true
 	})
-	err := s.w.Close()
-	if s.r != s.w {
-		err = errors.Join(err, s.r.Close())
+	err := db.w.Close()
+	if db.r != db.w {
+		err = errors.Join(err, db.r.Close())
 	}
 	return err
 }
@@ -232,7 +270,7 @@ var migrations = []string{
 	// row is rewritten by every batch of charges. When set, it replaces
 	// columns (which is then NULL).
 	`ALTER TABLE budgets ADD COLUMN loss_runs {{BLOB}}`,
-	// 4: the noisy measurements of an answer (measurementRecord, JSON),
+	// 4: the noisy measurements of an answer (the server's record, JSON),
 	// inserted with its ledger row in the transaction of its charge: a
 	// later cuboid they determine is derived from them for the same
 	// analyst, free. The index lists an analyst's measurements on a
@@ -274,16 +312,17 @@ var migrations = []string{
 	) past ORDER BY t, a`,
 }
 
-// migrate applies the migrations that have not been applied yet, all in
-// one transaction. On PostgreSQL an advisory lock keeps two servers starting
-// at once from racing; on SQLite BEGIN IMMEDIATE does.
-func (s *store) migrate(ctx context.Context) error { return s.migrateTo(ctx, len(migrations)) }
+// Migrate applies the migrations that have not been applied yet, all in one
+// transaction. On PostgreSQL an advisory lock keeps two servers starting at
+// once from racing; on SQLite BEGIN IMMEDIATE does. A database of a newer
+// schema than this knowdp's is refused.
+func (db *DB) Migrate(ctx context.Context) error { return db.migrateTo(ctx, len(migrations)) }
 
 // migrateTo applies the migrations up to version n (tests make stores of an
 // earlier version with it).
-func (s *store) migrateTo(ctx context.Context, n int) error {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		if s.d.name == "postgres" {
+func (db *DB) migrateTo(ctx context.Context, n int) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		if db.d.name == "postgres" {
 			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7240617)`); err != nil {
 				return err
 			}
@@ -299,7 +338,7 @@ func (s *store) migrateTo(ctx context.Context, n int) error {
 			return fmt.Errorf("the database has schema version %d, newer than this knowdp (%d): upgrade knowdp", have, len(migrations))
 		}
 		for i := have; i < n; i++ {
-			ddl := strings.NewReplacer("{{BLOB}}", s.d.blob, "{{SERIAL}}", s.d.serial).Replace(migrations[i])
+			ddl := strings.NewReplacer("{{BLOB}}", db.d.blob, "{{SERIAL}}", db.d.serial).Replace(migrations[i])
 			for _, stmt := range strings.Split(ddl, ";") {
 				if strings.TrimSpace(stmt) == "" {
 					continue
@@ -308,7 +347,7 @@ func (s *store) migrateTo(ctx context.Context, n int) error {
 					return fmt.Errorf("migration %d: %w", i+1, err)
 				}
 			}
-			if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`), i+1, time.Now().UnixNano()); err != nil {
+			if _, err := tx.ExecContext(ctx, db.d.q(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`), i+1, time.Now().UnixNano()); err != nil {
 				return err
 			}
 		}
@@ -321,8 +360,8 @@ func (s *store) migrateTo(ctx context.Context, n int) error {
 }
 
 // tx runs f in a write transaction and commits it if f returns nil.
-func (s *store) tx(ctx context.Context, f func(*sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
+func (db *DB) tx(ctx context.Context, f func(*sql.Tx) error) error {
+	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -331,20 +370,4 @@ func (s *store) tx(ctx context.Context, f func(*sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
-}
-
-// redactDSN removes a password from a database URL before it is stored or
-// shown.
-func redactDSN(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		if strings.Contains(dsn, "password") {
-			return "(redacted)"
-		}
-		return dsn
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "REDACTED")
-	}
-	return u.String()
 }

@@ -1,4 +1,4 @@
-package server
+package store
 
 import (
 	"cmp"
@@ -26,7 +26,7 @@ import (
 // on one dataset queue on their budget row's lock, each with its own WAL
 // flush. Batching turns N commits into one.
 type groupCommitter struct {
-	st   *store
+	st   *DB
 	reqs chan *chargeReq
 	stop chan struct{}
 	// exited is closed when the loop has returned: a charge queued after
@@ -38,16 +38,16 @@ type groupCommitter struct {
 
 // chargeReq is one charge waiting to be committed.
 type chargeReq struct {
-	e     *entry
-	p     *plan
+	e     *Entry
+	c     Cost
 	cells int
 	total int64
 	done  chan chargeRes
 }
 
 type chargeRes struct {
-	out    *entry
-	b      budgetState
+	out    *Entry
+	b      Budget
 	repeat bool
 	err    error
 }
@@ -56,7 +56,7 @@ type chargeRes struct {
 // latency stays bounded under any load.
 const maxBatch = 256
 
-func newGroupCommitter(st *store) *groupCommitter {
+func newGroupCommitter(st *DB) *groupCommitter {
 	g := &groupCommitter{st: st, reqs: make(chan *chargeReq, maxBatch), stop: make(chan struct{}), exited: make(chan struct{})}
 	g.wg.Add(1)
 	go g.loop()
@@ -68,24 +68,43 @@ func (g *groupCommitter) close() {
 	g.wg.Wait()
 }
 
-var errClosed = errors.New("server: closed")
+// ErrClosed is the error of a charge made while, or after, the DB closes:
+// nothing of it was stored.
+var ErrClosed = errors.New("server: closed")
 
-// errCommitFailed marks the error of a batch whose transaction failed:
-// nothing of it was stored (or, when the commit itself failed, the
+// ErrCommitFailed marks the error of a charge whose batch's transaction
+// failed: nothing of it was stored (or, when the commit itself failed, the
 // database may have stored it; a retry with the same idempotency key
 // tells).
-var errCommitFailed = errors.New("the charge could not be committed")
+var ErrCommitFailed = errors.New("the charge could not be committed")
+
+// Charge stores the answer e (its AnalystID, DatasetID, Hash, IdemKey,
+// Kind, Request, Answer and Measurements) and charges its cost c to the
+// analyst's budget on the dataset (of cells base cells, created with
+// defaultTotal if the analyst has none yet), in one transaction, and
+// returns the entry as stored and the budget after it. If the same query
+// or idempotency key was answered before, nothing is charged and the
+// stored entry is returned with repeat set; a charge that does not fit is
+// a *BudgetError, and nothing is stored.
+//
+// Charge returns only once the transaction has committed (or failed:
+// ErrCommitFailed, ErrClosed), so an answer written after it returns is
+// durable, and one whose charge failed is never written. It takes no
+// context on purpose: once queued, a charge is committed or not as a
+// whole whatever the client does, and a client that went away finds its
+// answer again with the same idempotency key.
+func (db *DB) Charge(e *Entry, c Cost, cells int, defaultTotal int64) (stored *Entry, b Budget, repeat bool, err error) {
+	return db.gc.charge(e, c, cells, defaultTotal)
+}
 
 // charge queues a charge and waits until its transaction has committed (or
-// failed). The wait ignores the request's cancellation: once queued, the
-// charge is committed or not as a whole, and a client that went away finds
-// its answer again with the same Idempotency-Key.
-func (g *groupCommitter) charge(e *entry, p *plan, cells int, total int64) (*entry, budgetState, bool, error) {
-	r := &chargeReq{e: e, p: p, cells: cells, total: total, done: make(chan chargeRes, 1)}
+// failed).
+func (g *groupCommitter) charge(e *Entry, c Cost, cells int, total int64) (*Entry, Budget, bool, error) {
+	r := &chargeReq{e: e, c: c, cells: cells, total: total, done: make(chan chargeRes, 1)}
 	select {
 	case g.reqs <- r:
 	case <-g.stop:
-		return nil, budgetState{}, false, errClosed
+		return nil, Budget{}, false, ErrClosed
 	}
 	select {
 	case res := <-r.done:
@@ -95,7 +114,7 @@ func (g *groupCommitter) charge(e *entry, p *plan, cells int, total int64) (*ent
 		case res := <-r.done:
 			return res.out, res.b, res.repeat, res.err
 		default:
-			return nil, budgetState{}, false, errClosed
+			return nil, Budget{}, false, ErrClosed
 		}
 	}
 }
@@ -113,7 +132,7 @@ func (g *groupCommitter) loop() {
 			for {
 				select {
 				case r := <-g.reqs:
-					r.done <- chargeRes{err: errClosed}
+					r.done <- chargeRes{err: ErrClosed}
 				default:
 					return
 				}
@@ -147,7 +166,7 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 	st := g.st
 	res := make([]chargeRes, len(batch))
 	type budgetAcc struct {
-		b       budgetState
+		b       Budget
 		loss    []int64 // the per-cell losses, once a charge needs them
 		maxLoss int64
 		dirty   bool
@@ -168,7 +187,7 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 		for _, r := range batch {
 			k := budgetKey{r.e.AnalystID, r.e.DatasetID}
 			if accs[k] == nil {
-				accs[k] = &budgetAcc{b: budgetState{Total: r.total}}
+				accs[k] = &budgetAcc{b: Budget{Total: r.total}}
 				order = append(order, k)
 			}
 		}
@@ -189,8 +208,8 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 		for i, r := range batch {
 			k := budgetKey{r.e.AnalystID, r.e.DatasetID}
 			acc := accs[k]
-			charge := r.p.uniform
-			if len(r.p.cells) > 0 {
+			charge := r.c.Uniform
+			if len(r.c.Cells) > 0 {
 				if acc.loss == nil {
 					c, err := st.losses.get(k.analyst, k.dataset, acc.b.LedgerBytes, r.cells, func() (int64, []byte, []byte, error) {
 						var cols, runs []byte
@@ -203,8 +222,8 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 					acc.loss, acc.maxLoss = slices.Clone(c.loss), c.max
 				}
 				m := acc.maxLoss
-				for _, c := range r.p.cells {
-					m = max(m, acc.loss[c.cell]+c.steps)
+				for _, c := range r.c.Cells {
+					m = max(m, acc.loss[c.Cell]+c.Steps)
 				}
 				charge += m - acc.maxLoss
 			}
@@ -216,7 +235,7 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 				case found != nil:
 					res[i] = chargeRes{out: found, b: acc.b, repeat: true}
 				default:
-					res[i] = chargeRes{err: &budgetError{need: charge, remaining: acc.b.Total - acc.b.Spent, unit: r.p.unit}}
+					res[i] = chargeRes{err: &BudgetError{Need: charge, Remaining: acc.b.Total - acc.b.Spent, Unit: r.c.Unit}}
 				}
 				continue
 			}
@@ -253,12 +272,12 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 					return err
 				}
 			}
-			for _, c := range r.p.cells {
-				acc.loss[c.cell] += c.steps
-				acc.maxLoss = max(acc.maxLoss, acc.loss[c.cell])
+			for _, c := range r.c.Cells {
+				acc.loss[c.Cell] += c.Steps
+				acc.maxLoss = max(acc.maxLoss, acc.loss[c.Cell])
 			}
 			acc.b.Spent = e.SpentAfter
-			acc.b.LedgerBytes += entrySize(&e)
+			acc.b.LedgerBytes += e.Size()
 			acc.dirty = true
 			res[i] = chargeRes{out: &e, b: acc.b}
 		}
@@ -293,7 +312,7 @@ func (g *groupCommitter) commit(batch []*chargeReq) {
 	}
 	for i, r := range batch {
 		if err != nil {
-			res[i] = chargeRes{err: fmt.Errorf("group commit of %d charges: %w: %w", len(batch), errCommitFailed, err)}
+			res[i] = chargeRes{err: fmt.Errorf("group commit of %d charges: %w: %w", len(batch), ErrCommitFailed, err)}
 		}
 		r.done <- res[i]
 	}

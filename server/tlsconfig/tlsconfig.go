@@ -1,4 +1,11 @@
-package server
+// Package tlsconfig holds knowdp serve's transport security: the TLS
+// configuration it serves (TLS 1.2 or 1.3, forward-secret AEAD suites only,
+// from certificate files reloaded when they are renewed) and the check that
+// refuses a PostgreSQL connection to another host without TLS. It is apart
+// from the server because none of it knows about queries, budgets or the
+// ledger, and the command that starts the server checks its flags with it
+// before the server exists.
+package tlsconfig
 
 import (
 	"crypto/tls"
@@ -27,7 +34,7 @@ var tlsCipherSuites = []uint16{
 	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 }
 
-// TLSConfig returns the TLS configuration of a server with the certificate
+// Load returns the TLS configuration of a server with the certificate
 // chain in certFile and its private key in keyFile (PEM): TLS 1.2 or 1.3,
 // TLS 1.2 with ECDHE and AEAD suites only. The files are read now, and read
 // again when they change (checked at most every ten seconds, at a
@@ -35,7 +42,7 @@ var tlsCipherSuites = []uint16{
 // renewal that cannot be loaded is logged to log (nil: discarded) and the
 // previous certificate is kept. A certificate that has expired or is not
 // yet valid is refused.
-func TLSConfig(certFile, keyFile string, log *slog.Logger) (*tls.Config, error) {
+func Load(certFile, keyFile string, log *slog.Logger) (*tls.Config, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -128,7 +135,7 @@ func (c *certFiles) loadLocked() error {
 	return nil
 }
 
-// CheckPostgresTLS refuses a PostgreSQL DSN that would connect to a host
+// CheckPostgres refuses a PostgreSQL DSN that would connect to a host
 // other than this machine without TLS: the password, the rows and the
 // counts would cross the network in the clear, and a host on the way could
 // pose as the database. Each host the DSN names (with PG* environment
@@ -137,7 +144,7 @@ func (c *certFiles) loadLocked() error {
 // verify-ca or verify-full; disable, allow and prefer (the driver's default)
 // are refused, since allow and prefer fall back to plain text. It decides
 // from the DSN alone, without connecting.
-func CheckPostgresTLS(dsn string) error {
+func CheckPostgres(dsn string) error {
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		return fmt.Errorf("PostgreSQL DSN: %w", err)
@@ -160,10 +167,10 @@ func (e *insecureDSNError) Error() string {
 		"(it has sslmode disable, allow or prefer, or none, which means prefer and falls back to plain text)", e.host)
 }
 
-// errInsecureDSN is matched by errors.Is on CheckPostgresTLS's refusal.
-var errInsecureDSN = errors.New("PostgreSQL without TLS")
+// ErrInsecurePostgres is matched by errors.Is on CheckPostgres's refusal.
+var ErrInsecurePostgres = errors.New("PostgreSQL without TLS")
 
-func (e *insecureDSNError) Is(target error) bool { return target == errInsecureDSN }
+func (e *insecureDSNError) Is(target error) bool { return target == ErrInsecurePostgres }
 
 // localHost reports whether a PostgreSQL host is this machine: a Unix
 // socket directory, localhost, or a loopback address. Names are not
