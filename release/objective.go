@@ -38,6 +38,7 @@ import (
 	"slices"
 
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/moe"
 	splitplan "github.com/knowdp/knowdp/plan"
 	"github.com/knowdp/knowdp/privacy"
 )
@@ -298,8 +299,8 @@ func planTargets(s *domain.Schema, spec Spec, p *Plan) (*Plan, error) {
 	try.Weights = make([]float64, len(spec.Tables))
 	for i, t := range spec.TargetMOE90 {
 		if gaussian {
-			// w_T Var_T <= 1 is moe90 = z95 sd <= t.
-			try.Weights[i] = (z95 / t) * (z95 / t)
+			// w_T Var_T <= 1 is moe90 = moe.Z95 sd <= t.
+			try.Weights[i] = (moe.Z95 / t) * (moe.Z95 / t)
 		} else {
 			// The mean variance relative to the target's square.
 			try.Weights[i] = 1 / (t * t * float64(s.ViewSize(spec.Tables[i])))

@@ -42,6 +42,7 @@ import (
 	"github.com/knowdp/knowdp/estimate"
 	"github.com/knowdp/knowdp/gls"
 	"github.com/knowdp/knowdp/internal/tensor"
+	"github.com/knowdp/knowdp/moe"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/query"
@@ -435,7 +436,7 @@ func (p *rangePlan) errors(ctx context.Context) error {
 		t.MOE90s, t.absErrSum, t.moeSum = make([]float64, len(vars.Values)), 0, 0
 		for c, v := range vars.Values {
 			sd := math.Sqrt(max(v, 0))
-			t.MOE90s[c] = z95 * sd
+			t.MOE90s[c] = moe.Z95 * sd
 			t.moeSum += t.MOE90s[c]
 			t.absErrSum += sd * math.Sqrt(2/math.Pi)
 			t.Variance = max(t.Variance, v)

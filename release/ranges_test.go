@@ -11,6 +11,7 @@ import (
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/testkit"
+	"github.com/knowdp/knowdp/moe"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/sensitivity"
 )
@@ -133,9 +134,9 @@ func TestRangesRelease(t *testing.T) {
 		for i, tb := range p.ranges.tables {
 			var stated, emp float64
 			for k := range sum[i] {
-				stated += tb.MOE90s[k] / z95 * tb.MOE90s[k] / z95
+				stated += tb.MOE90s[k] / moe.Z95 * tb.MOE90s[k] / moe.Z95
 				emp += sq[i][k] / float64(runs)
-				if m := sum[i][k] / float64(runs); math.Abs(m) > 5*tb.MOE90s[k]/z95/math.Sqrt(float64(runs))+1e-9 {
+				if m := sum[i][k] / float64(runs); math.Abs(m) > 5*tb.MOE90s[k]/moe.Z95/math.Sqrt(float64(runs))+1e-9 {
 					t.Errorf("%+v table %d query %d: mean error %v", tc, i, k, m)
 				}
 			}
