@@ -4,9 +4,9 @@
 // numbers (the hierarchy's shape tree, precisions per unit of share, weights
 // per level); the caller builds the Problem from its tables.
 //
-// The objective is the one a flat workload's split (package plan) minimises: the weighted total
-// variance Σ_t w_t Σ_cells Var ŷ, data-independent. Across a hierarchy it
-// is a sum over the flat residuals T and the tree's nodes of the posterior
+// The objective is the one a flat workload's split (package plan)
+// minimises: the weighted total variance Σ_t w_t Σ_cells Var ŷ,
+// data-independent. Across a hierarchy it is a sum over the flat residuals T and the tree's nodes of the posterior
 // variances of the tree-structured estimate (docs/hierarchy.md):
 //
 //	F = Σ_T π_T Σ_ℓ c_{T,ℓ} Σ_{g at level ℓ} P_T(g),
