@@ -168,7 +168,7 @@ type Table struct {
 	// Query says what the table publishes: its cells (the zero value), or
 	// the prefix sums or ranges along an ordered dimension (Counts and
 	// MOE90s then hold one value per query, in TableTerm's row order;
-	// WriteQueryCSV writes them).
+	// internal/tablefile's WriteQueryCSV writes them).
 	Query TableQuery
 	// MOE90s, when set, is the margin of error of each cell, in the order
 	// of Counts: across a hierarchy the law of the error differs from node
