@@ -35,3 +35,24 @@ func ExampleSolve() {
 	// within its bound: true
 	// metered: true
 }
+
+// Two tables share a term: V_1 = 1/x_1 + 1/(x_1 + x_2) and V_2 =
+// 1/(x_1 + x_2) + 4/x_2. The larger is least where they are equal, 1/x_1 =
+// 4/x_2: x = (0.2, 0.8), both 6.
+func ExampleSolveMax() {
+	mp := plan.MaxProblem{
+		Covers: [][]int{{0}, {0, 1}, {1}},
+		Coef:   []float64{1, 1},
+		Tables: [][]plan.TableTerm{
+			{{Term: 0, Coef: 1}, {Term: 1, Coef: 1}},
+			{{Term: 1, Coef: 1}, {Term: 2, Coef: 4}},
+		},
+	}
+	res, err := plan.SolveMax(context.Background(), mp)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("split %.4f, largest variance %.4f, certified: %v\n", res.X, res.Objective, res.Global)
+	// Output:
+	// split [0.2000 0.8000], largest variance 6.0000, certified: true
+}

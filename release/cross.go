@@ -24,6 +24,7 @@ import (
 	"github.com/knowdp/knowdp/estimate"
 	"github.com/knowdp/knowdp/gls"
 	"github.com/knowdp/knowdp/integer"
+	"github.com/knowdp/knowdp/moe"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/sensitivity"
@@ -459,7 +460,7 @@ func (p *crossPlan) estimate(ctx context.Context, rel *Release, noisy, inv [][]f
 			// Gaussian noise: the error is normal. Laplace noise: the
 			// normal quantile of the exact variance (see the metadata's
 			// moe90 note and TestCrossCoverage).
-			t.MOE90s[c] = z95 * sd
+			t.MOE90s[c] = moe.Z95 * sd
 			t.moeSum += t.MOE90s[c]
 			t.absErrSum += sd * math.Sqrt(2/math.Pi)
 			t.Variance = max(t.Variance, v)

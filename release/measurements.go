@@ -12,6 +12,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/knowdp/knowdp/contrast"
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/estimate"
 	"github.com/knowdp/knowdp/internal/tensor"
@@ -103,11 +104,11 @@ func (w *Release) SaveMeasurements() (*SavedMeasurements, error) {
 		if w.Mechanism == MechanismGaussian {
 			sm.L2Sensitivity, sm.Rho, sm.Variance = m.L2Sensitivity, m.RhoShare, m.Sigma*m.Sigma
 			if m.Residual {
-				rn, err := newResidualNoise(s.SubSizesOf(m.Cuboid), m.L2Sensitivity, m.RhoShare)
+				rn, err := contrast.NewNoise(s.SubSizesOf(m.Cuboid), m.L2Sensitivity, m.RhoShare)
 				if err != nil {
 					return nil, fmt.Errorf("release: residual %s: %w", s.Format(m.Cuboid), err)
 				}
-				sm.Queries, sm.Variance = "residual", rn.variance()
+				sm.Queries, sm.Variance = "residual", rn.Variance()
 			}
 		} else {
 			sm.Sensitivity, sm.Epsilon = m.Sensitivity, m.Share
@@ -386,15 +387,15 @@ func savedResidual(s *domain.Schema, mech Mechanism, c domain.Cuboid, x SavedMea
 	if err != nil {
 		return measurement{}, nil, fmt.Errorf("measurements: residual %s: %w", s.Format(c), err)
 	}
-	rn, err := newResidualNoise(sizes, x.L2Sensitivity, share.Float64())
+	rn, err := contrast.NewNoise(sizes, x.L2Sensitivity, share.Float64())
 	if err != nil {
 		return measurement{}, nil, fmt.Errorf("measurements: residual %s: %w", s.Format(c), err)
 	}
-	m := measurement{c: c, resid: true, l2: x.L2Sensitivity, rhoShare: share, rn: rn, v: rn.variance()}
+	m := measurement{c: c, resid: true, l2: x.L2Sensitivity, rhoShare: share, rn: rn, v: rn.Variance()}
 	if math.Abs(m.v-x.Variance) > 1e-9*m.v {
 		return measurement{}, nil, fmt.Errorf("measurements: residual %s: its noise has variance %v, the file says %v", s.Format(c), m.v, x.Variance)
 	}
-	y := residualPseudoMarginal(x.Counts, sizes)
+	y := contrast.PseudoMarginal(x.Counts, sizes)
 	out := make([]float64, len(y), tensor.ExtSize(sizes))
 	copy(out, y)
 	return m, out, nil

@@ -18,8 +18,8 @@ package release
 // simplex), the least λ-weighted sum of the w_T Var ŷ_T is at most the
 // least maximum, so the best of those lower bounds (the dual, concave in
 // λ) certifies the split; exponentiated-gradient ascent on λ, each step a
-// certified convex split (package plan), gives the split (the best maximum
-// seen) and the bound (the best lower bound seen).
+// certified convex split, gives the split (the best maximum seen) and the
+// bound (the best lower bound seen): plan.SolveMax.
 //
 // Targets (Spec.TargetMOE90): a margin of error per table, met with the
 // least budget. For Gaussian noise every variance is proportional to
@@ -38,6 +38,7 @@ import (
 	"slices"
 
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/moe"
 	splitplan "github.com/knowdp/knowdp/plan"
 	"github.com/knowdp/knowdp/privacy"
 )
@@ -143,7 +144,7 @@ func (p *workloadPlan) tableVariances(w map[domain.Cuboid]float64) []float64 {
 }
 
 // minimaxFractions solves ObjectiveMax for Gaussian noise (package
-// comment) and records its certificate.
+// comment; splitplan.SolveMax) and records its certificate.
 func (p *workloadPlan) minimaxFractions(ctx context.Context) ([]float64, error) {
 	o := p.objective()
 	keys := make([]domain.Cuboid, 0, len(p.res))
@@ -152,104 +153,30 @@ func (p *workloadPlan) minimaxFractions(ctx context.Context) ([]float64, error) 
 			keys = append(keys, a)
 		}
 	}
-	slices.Sort(keys)
+	slices.Sort(keys) // the order of objective()'s terms
 	if len(keys) == 0 {
 		return p.optimalFractions(ctx)
 	}
-	var live []int
-	for i, t := range p.tables {
-		if !t.Public {
-			live = append(live, i)
+	mp := splitplan.MaxProblem{Covers: o.covers, Coef: o.c}
+	for _, t := range p.tables {
+		if t.Public {
+			continue
 		}
-	}
-	lambda := make([]float64, len(p.tables))
-	for _, i := range live {
-		lambda[i] = 1 / float64(len(live))
-	}
-	// The residuals' weights for a weighting of the tables.
-	weights := func(lambda []float64) []float64 {
-		a := make([]float64, len(keys))
+		size := float64(p.s.CuboidSize(t.Cuboid))
+		var terms []splitplan.TableTerm
 		for j, r := range keys {
-			for _, i := range live {
-				c := p.tables[i].Cuboid
-				if r&^c == 0 {
-					size := float64(p.s.CuboidSize(c))
-					a[j] += lambda[i] * p.tables[i].Weight * p.pi(r) * float64(p.s.CuboidSize(r)) / (size * size)
-				}
+			if r&^t.Cuboid == 0 {
+				terms = append(terms, splitplan.TableTerm{Term: j, Coef: t.Weight * p.pi(r) * float64(p.s.CuboidSize(r)) / (size * size)})
 			}
 		}
-		return a
+		mp.Tables = append(mp.Tables, terms)
 	}
-	evaluate := func(x []float64) ([]float64, float64) {
-		w := map[domain.Cuboid]float64{}
-		for j, r := range keys {
-			var s float64
-			for _, k := range o.covers[j] {
-				s += o.c[k] * o.pow(x[k])
-			}
-			w[r] = s
-		}
-		vars := p.tableVariances(w)
-		worst := 0.0
-		for _, i := range live {
-			vars[i] *= p.tables[i].Weight
-			worst = max(worst, vars[i])
-		}
-		return vars, worst
-	}
-	var best []float64
-	bestUpper, lower := math.Inf(1), 0.0
-	var work float64
-	solve := func(lambda []float64) (vars []float64, upper, lo float64, err error) {
-		pr := splitplan.Problem{Weights: weights(lambda), Covers: o.covers, Coef: o.c, Power: 1}
-		var starts [][]float64
-		if best != nil {
-			starts = append(starts, best)
-		}
-		res, err := splitplan.Solve(ctx, pr, splitplan.Options{Starts: starts})
-		if err != nil {
-			return nil, 0, 0, fmt.Errorf("workload: max-variance split: %w", err)
-		}
-		work += res.Work
-		vars, upper = evaluate(res.X)
-		if upper < bestUpper {
-			best, bestUpper = res.X, upper
-		}
-		lower = max(lower, res.Bound)
-		return vars, upper, res.Bound, nil
-	}
-	accVars, accUpper, accLower, err := solve(lambda)
+	res, err := splitplan.SolveMax(ctx, mp)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("workload: max-variance split: %w", err)
 	}
-	step := 1.0
-	iters := 1
-	for ; iters < 200 && bestUpper-lower > 1e-6*bestUpper; iters++ {
-		// Exponentiated gradient from the accepted weights: the gradient
-		// of the dual is the tables' weighted variances at its minimiser.
-		next := slices.Clone(lambda)
-		var z float64
-		for _, i := range live {
-			next[i] = lambda[i] * math.Exp(step*(accVars[i]/accUpper-1))
-			z += next[i]
-		}
-		for _, i := range live {
-			next[i] /= z
-		}
-		vars, upper, lo, err := solve(next)
-		if err != nil {
-			return nil, err
-		}
-		if lo >= accLower {
-			lambda, accVars, accUpper, accLower = next, vars, upper, lo
-			step *= 1.5
-		} else if step /= 4; step < 1e-9 {
-			break
-		}
-	}
-	p.cert = &SplitCertificate{Bound: lower, Gap: (bestUpper - lower) / bestUpper, Global: (bestUpper-lower)/bestUpper <= 1e-6, Work: work,
-		Method: fmt.Sprintf("max-variance objective: Lagrangian dual over the tables' weights (%d certified convex splits); the bound is the best dual value", iters)}
-	return best, nil
+	p.cert = &SplitCertificate{Bound: res.Bound, Gap: res.Gap, Global: res.Global, Work: res.Work, Method: res.Method}
+	return res.X, nil
 }
 
 // maxObjective returns max_T w_T Var_T at the plan's shares (the tables'
@@ -298,8 +225,8 @@ func planTargets(s *domain.Schema, spec Spec, p *Plan) (*Plan, error) {
 	try.Weights = make([]float64, len(spec.Tables))
 	for i, t := range spec.TargetMOE90 {
 		if gaussian {
-			// w_T Var_T <= 1 is moe90 = z95 sd <= t.
-			try.Weights[i] = (z95 / t) * (z95 / t)
+			// w_T Var_T <= 1 is moe90 = moe.Z95 sd <= t.
+			try.Weights[i] = (moe.Z95 / t) * (moe.Z95 / t)
 		} else {
 			// The mean variance relative to the target's square.
 			try.Weights[i] = 1 / (t * t * float64(s.ViewSize(spec.Tables[i])))

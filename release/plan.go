@@ -468,7 +468,7 @@ func (p *Plan) Cuboid() *ReleaseSpec {
 
 // QueryTables reports whether a table publishes prefix sums or ranges
 // rather than cells (Table.Query): such tables are written by
-// Table.WriteQueryCSV.
+// internal/tablefile's WriteQueryCSV.
 func (p *Plan) QueryTables() bool { return p.ranges != nil }
 
 // Workload returns the plan of a release whose tables and invariants all

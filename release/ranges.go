@@ -19,7 +19,7 @@ package release
 // measured queries are then integer combinations of counts, computed
 // exactly, on the noise's grid, and their sensitivity is exact; the
 // objective is recomputed for the quantised strategy. Helmert residuals
-// are measured as residual.go measures them.
+// are measured as package contrast measures them.
 //
 // Estimate. One generalised least-squares estimate of the base table from
 // every measurement, subject to the invariants (package gls, certified
@@ -38,10 +38,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/knowdp/knowdp/contrast"
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/estimate"
 	"github.com/knowdp/knowdp/gls"
 	"github.com/knowdp/knowdp/internal/tensor"
+	"github.com/knowdp/knowdp/moe"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/query"
@@ -65,7 +67,7 @@ type rangeMeasurement struct {
 	rho     privacy.Rho
 	lap     noise.Laplace
 	gauss   noise.Gaussian
-	rn      residualNoise
+	rn      contrast.Noise
 	v       float64 // per-row noise variance (per normalised contrast)
 }
 
@@ -232,13 +234,13 @@ func (p *rangePlan) chooseStrategy(ctx context.Context, w query.Workload) error 
 				return fmt.Errorf("release: %w", err)
 			}
 			if rm.resid {
-				rm.rn, err = newResidualNoise(s.SubSizesOf(rm.support), rm.l2, rm.rho.Float64())
+				rm.rn, err = contrast.NewNoise(s.SubSizesOf(rm.support), rm.l2, rm.rho.Float64())
 				if err != nil {
 					return fmt.Errorf("release: %s: %w", rm.desc, err)
 				}
-				rm.v = rm.rn.variance()
+				rm.v = rm.rn.Variance()
 			} else {
-				if rm.gauss, err = noise.NewGaussian(rm.l2*(1+residualMargin), rm.rho.Float64()); err != nil {
+				if rm.gauss, err = noise.NewGaussian(rm.l2*(1+contrast.SensitivityMargin), rm.rho.Float64()); err != nil {
 					return fmt.Errorf("release: %s: %w", rm.desc, err)
 				}
 				rm.v = rm.gauss.Variance()
@@ -247,7 +249,7 @@ func (p *rangePlan) chooseStrategy(ctx context.Context, w query.Workload) error 
 			if rm.share, err = privacy.NewEpsilon(float64(steps) * privacy.EpsilonStep); err != nil {
 				return fmt.Errorf("release: %w", err)
 			}
-			if rm.lap, err = noise.NewLaplace(rm.l1*(1+residualMargin), rm.share.Float64()); err != nil {
+			if rm.lap, err = noise.NewLaplace(rm.l1*(1+contrast.SensitivityMargin), rm.share.Float64()); err != nil {
 				return fmt.Errorf("release: %s: %w", rm.desc, err)
 			}
 			rm.v = rm.lap.Variance()
@@ -435,7 +437,7 @@ func (p *rangePlan) errors(ctx context.Context) error {
 		t.MOE90s, t.absErrSum, t.moeSum = make([]float64, len(vars.Values)), 0, 0
 		for c, v := range vars.Values {
 			sd := math.Sqrt(max(v, 0))
-			t.MOE90s[c] = z95 * sd
+			t.MOE90s[c] = moe.Z95 * sd
 			t.moeSum += t.MOE90s[c]
 			t.absErrSum += sd * math.Sqrt(2/math.Pi)
 			t.Variance = max(t.Variance, v)
@@ -495,7 +497,7 @@ func (p *rangePlan) newRelease(seeded bool) (*Release, error) {
 			spent = privacy.Sequential(spent, privacy.Concentrated(m.rho))
 			x.RhoShare, x.L2Sensitivity, x.L2Rule = m.rho.Float64(), m.l2, m.rule
 			if m.resid {
-				x.Sigma, x.Grid = m.rn.sigma(), m.rn.g.Grid()
+				x.Sigma, x.Grid = m.rn.Sigma(), m.rn.Grid()
 			} else {
 				x.Sigma, x.Grid = m.gauss.Sigma(), m.gauss.Grid()
 			}
@@ -554,7 +556,7 @@ func (p *rangePlan) run(ctx context.Context, counts map[domain.View][]float64, r
 		rk := r.Split()
 		x := counts[domain.ViewOf(m.support)]
 		if m.resid {
-			if noisy[k], err = m.rn.measure(ctx, x, rk); err != nil {
+			if noisy[k], err = m.rn.Measure(ctx, x, rk); err != nil {
 				return nil, fmt.Errorf("release: %s: %w", m.desc, err)
 			}
 			continue
@@ -694,4 +696,13 @@ func clampAnswers(x []float64) []float64 {
 		x[i] = max(min(v, 1<<53), -(1 << 53))
 	}
 	return x
+}
+
+// roundHalf rounds half up; values that are not finite become 0 (counts
+// are integers, so this only guards the exact path).
+func roundHalf(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return math.Floor(v + 0.5)
 }

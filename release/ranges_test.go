@@ -1,7 +1,6 @@
 package release
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -11,6 +10,7 @@ import (
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/testkit"
+	"github.com/knowdp/knowdp/moe"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/sensitivity"
 )
@@ -133,9 +133,9 @@ func TestRangesRelease(t *testing.T) {
 		for i, tb := range p.ranges.tables {
 			var stated, emp float64
 			for k := range sum[i] {
-				stated += tb.MOE90s[k] / z95 * tb.MOE90s[k] / z95
+				stated += tb.MOE90s[k] / moe.Z95 * tb.MOE90s[k] / moe.Z95
 				emp += sq[i][k] / float64(runs)
-				if m := sum[i][k] / float64(runs); math.Abs(m) > 5*tb.MOE90s[k]/z95/math.Sqrt(float64(runs))+1e-9 {
+				if m := sum[i][k] / float64(runs); math.Abs(m) > 5*tb.MOE90s[k]/moe.Z95/math.Sqrt(float64(runs))+1e-9 {
 					t.Errorf("%+v table %d query %d: mean error %v", tc, i, k, m)
 				}
 			}
@@ -270,34 +270,6 @@ func TestWorkloadTables(t *testing.T) {
 	} {
 		if _, err := ParseWorkloadEntries(s, []byte(c.in)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.in, err, c.want)
-		}
-	}
-}
-
-// TestWriteQueryCSV writes a prefix and a ranges table with their ends.
-func TestWriteQueryCSV(t *testing.T) {
-	s := orderedSchema(t, 3, 2)
-	for _, c := range []struct {
-		q    TableQuery
-		want string
-	}{
-		{TableQuery{Kind: QueryPrefix}, "x_from,x_to,a,count,moe90\n0,0,0,1,0.5\n0,0,1,2,0.5\n0,1,0,3,0.5\n0,1,1,4,0.5\n0,2,0,5,0.5\n0,2,1,6,0.5\n"},
-		{TableQuery{Kind: QueryRanges}, "x_from,x_to,a,count,moe90\n0,0,0,1,0.5\n0,0,1,2,0.5\n0,1,0,3,0.5\n0,1,1,4,0.5\n0,2,0,5,0.5\n0,2,1,6,0.5\n1,1,0,7,0.5\n1,1,1,8,0.5\n1,2,0,9,0.5\n1,2,1,10,0.5\n2,2,0,11,0.5\n2,2,1,12,0.5\n"},
-	} {
-		n := TableTerm(s, domain.ViewOf(0b11), c.q).Rows()
-		tb := Table{Cuboid: 0b11, Query: c.q, MOE90: 0.5}
-		for i := range n {
-			tb.Counts = append(tb.Counts, float64(i+1))
-		}
-		var b bytes.Buffer
-		if err := tb.WriteQueryCSV(&b, s); err != nil {
-			t.Fatal(err)
-		}
-		if b.String() != c.want {
-			t.Errorf("%v:\n%s\nwant\n%s", c.q.Kind, b.String(), c.want)
-		}
-		if name := tb.FileName(s); !strings.HasSuffix(name, "-"+c.q.Kind.String()+".csv") {
-			t.Errorf("file name %q", name)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/big"
 	"slices"
 	"strings"
 	"testing"
@@ -158,7 +157,7 @@ func project(s *domain.Schema, from, to domain.Cuboid, x, out []float64) {
 
 // TestResidualPrivacy: every residual measurement's noise keeps its share
 // of rho on the worst-case induced neighbours the brute force finds, with
-// the rounding to the grid counted (package comment of residual.go).
+// the rounding to the grid counted (package comment of contrast).
 func TestResidualPrivacy(t *testing.T) {
 	s := testkit.TestSchema(t, 2, 3, 2)
 	ctx := context.Background()
@@ -195,127 +194,13 @@ func TestResidualPrivacy(t *testing.T) {
 			if worst > m.l2*m.l2*(1+1e-12) {
 				t.Errorf("%v residual %s: L2 sensitivity %v below the brute force's %v", exact, s.Format(m.c), m.l2, math.Sqrt(worst))
 			}
-			eff := math.Sqrt(worst) + m.rn.g.Grid()*math.Sqrt(float64(m.rn.rows))
-			if loss := eff * eff / (2 * m.rn.sigma() * m.rn.sigma()); loss > m.rhoShare.Float64() {
+			eff := math.Sqrt(worst) + m.rn.Grid()*math.Sqrt(float64(m.rn.Rows()))
+			if loss := eff * eff / (2 * m.rn.Sigma() * m.rn.Sigma()); loss > m.rhoShare.Float64() {
 				t.Errorf("%v residual %s: rho %v on the worst neighbours with rounding, share %v", exact, s.Format(m.c), loss, m.rhoShare.Float64())
 			}
 		}
 		if total > 0.5 {
 			t.Errorf("%v: shares add up to %v > 0.5", exact, total)
-		}
-	}
-}
-
-// TestRoundContrast checks the exact rounding against big-float arithmetic
-// at 512 bits on values near ties and far from them, on several grids.
-func TestRoundContrast(t *testing.T) {
-	r := noise.NewSeeded(3)
-	ref := func(a, q *big.Int, grid float64) int64 {
-		const prec = 512
-		x := new(big.Float).SetPrec(prec).SetInt(a)
-		x.Quo(x, new(big.Float).SetPrec(prec).SetFloat64(grid))
-		sq := new(big.Float).SetPrec(prec).SetInt(q)
-		sq.Sqrt(sq)
-		x.Quo(x, sq)
-		x.Add(x, big.NewFloat(0.5).SetPrec(prec))
-		f, _ := x.Int(nil) // truncates toward zero
-		if x.Sign() < 0 && !x.IsInt() {
-			f.Sub(f, big.NewInt(1))
-		}
-		lim := big.NewInt(maxResidualSteps)
-		if f.CmpAbs(lim) > 0 {
-			if f.Sign() > 0 {
-				return maxResidualSteps
-			}
-			return -maxResidualSteps
-		}
-		return f.Int64()
-	}
-	cases := 0
-	for _, grid := range []float64{1, 0.5, 0x1p-20, 0x1p-33, 4} {
-		for range 2000 {
-			q := big.NewInt(1)
-			for range 1 + r.Uint64N(3) {
-				k := int64(1 + r.Uint64N(30))
-				q.Mul(q, big.NewInt(k*(k+1)))
-			}
-			a := big.NewInt(int64(r.Uint64N(1<<40)) - 1<<39)
-			if r.Uint64N(2) == 0 {
-				// Near a tie: a ≈ (m + 1/2) grid sqrt(q).
-				m := float64(r.Uint64N(1 << 20))
-				qf, _ := new(big.Float).SetInt(q).Float64()
-				a = big.NewInt(int64(math.Round((m + 0.5) * grid * math.Sqrt(qf))))
-			}
-			cases++
-			if got, want := roundContrast(a, q, grid), ref(a, q, grid); got != want {
-				t.Fatalf("a %v, q %v, grid %v: %d, want %d", a, q, grid, got, want)
-			}
-		}
-	}
-	// Exact ties (q a perfect square): half up.
-	for _, c := range []struct {
-		a, q int64
-		grid float64
-		want int64
-	}{
-		{3, 4, 1, 2},   // 3/2 = 1.5 -> 2
-		{-3, 4, 1, -1}, // -1.5 -> -1
-		{5, 4, 0.5, 5}, // 5/(0.5*2) = 5
-		{1, 4, 1, 1},   // 0.5 -> 1
-	} {
-		if got := roundContrast(big.NewInt(c.a), big.NewInt(c.q), c.grid); got != c.want {
-			t.Errorf("round(%d/(%v sqrt %d)) = %d, want %d", c.a, c.grid, c.q, got, c.want)
-		}
-	}
-	t.Logf("%d values", cases)
-}
-
-// TestUnnormalisedContrasts: the exact integer contrasts equal the dense
-// unnormalised Helmert rows applied to the counts, on the float64 path and
-// on the big-integer path (counts beyond 2^53 / Π 2(n_i - 1)).
-func TestUnnormalisedContrasts(t *testing.T) {
-	shape := []int{3, 4, 2}
-	r := noise.NewSeeded(9)
-	for _, scale := range []float64{100, 1 << 50} {
-		m := make([]float64, 24)
-		for i := range m {
-			m[i] = math.Floor(float64(r.Uint64N(1<<53)) / (1 << 53) * scale)
-		}
-		got := unnormalisedContrasts(m, shape)
-		// Dense: the Kronecker product of the integer rows.
-		u := func(n int) [][]int64 {
-			var rows [][]int64
-			for k := 1; k < n; k++ {
-				row := make([]int64, n)
-				for i := range k {
-					row[i] = 1
-				}
-				row[k] = int64(-k)
-				rows = append(rows, row)
-			}
-			return rows
-		}
-		u0, u1, u2 := u(3), u(4), u(2)
-		j := 0
-		for _, r0 := range u0 {
-			for _, r1 := range u1 {
-				for _, r2 := range u2 {
-					want := new(big.Int)
-					for a := range 3 {
-						for b := range 4 {
-							for c := range 2 {
-								coef := r0[a] * r1[b] * r2[c]
-								v, _ := new(big.Float).SetFloat64(m[(a*4+b)*2+c]).Int(nil)
-								want.Add(want, v.Mul(v, big.NewInt(coef)))
-							}
-						}
-					}
-					if got[j].Cmp(want) != 0 {
-						t.Fatalf("scale %v, contrast %d: %v, want %v", scale, j, got[j], want)
-					}
-					j++
-				}
-			}
 		}
 	}
 }

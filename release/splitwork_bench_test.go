@@ -7,6 +7,7 @@ import (
 
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/testkit"
+	"github.com/knowdp/knowdp/plan/treesplit"
 )
 
 // BenchmarkSplitWorkUnits measures what one unit of the splits' work
@@ -14,9 +15,9 @@ import (
 // the certified split of the 56 three-way cuboids of a schema shaped like
 // the arrests data (Laplace, beyond GlobalMax: local searches), and the
 // optimal split of the 20 views of the US hierarchy (Laplace and
-// Gaussian), whose node visits count nodeVisitWork units each. It reports
+// Gaussian), whose node visits count treesplit.NodeVisitWork units each. It reports
 // ns per unit (ns/unit) and, for the views, ns per node visit: their
-// ratio is what nodeVisitWork should be.
+// ratio is what treesplit.NodeVisitWork should be.
 func BenchmarkSplitWorkUnits(b *testing.B) {
 	s := testkit.TestSchema(b, 6, 2, 2, 5, 2, 2, 7, 2)
 	var three []domain.Cuboid
@@ -79,7 +80,7 @@ func BenchmarkSplitWorkUnits(b *testing.B) {
 			}
 			ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 			b.ReportMetric(ns/work, "ns/unit")
-			b.ReportMetric(ns/(work/nodeVisitWork), "ns/visit")
+			b.ReportMetric(ns/(work/treesplit.NodeVisitWork), "ns/visit")
 		})
 	}
 }

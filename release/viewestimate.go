@@ -13,12 +13,13 @@ import (
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/estimate"
 	"github.com/knowdp/knowdp/estimate/hier"
+	"github.com/knowdp/knowdp/moe"
 )
 
 // lawMaxTerms is the number of terms of a cell's error law first kept
 // exactly; the others (each smaller than the ones kept) are taken as normal
 // with their exact variance, and the margin bounds what that costs its
-// coverage (lawQuantile90). Where the bound exceeds covTarget, more terms
+// coverage (moe.Law.Margin). Where the bound exceeds covTarget, more terms
 // are kept (nodeErrors).
 const lawMaxTerms = 6
 
@@ -221,7 +222,7 @@ func fill(x []float64, v float64) {
 // nodeError is the error of the cells of one class of nodes: the margin of
 // error, the expected absolute error, the variance, and how far the
 // margin's coverage can be from 90% because part of its law was
-// approximated (lawQuantile90).
+// approximated (moe.Law.Margin).
 type nodeError struct {
 	moe, abs, variance, cov float64
 }
@@ -252,7 +253,7 @@ func (p *viewPlan) nodeErrors(ctx context.Context, sol *hier.Solution, q int) ([
 		errs := make([]nodeError, len(cv))
 		for c, v := range cv {
 			sd := math.Sqrt(v)
-			errs[c] = nodeError{moe: z95 * sd, abs: sd * math.Sqrt(2/math.Pi), variance: v}
+			errs[c] = nodeError{moe: moe.Z95 * sd, abs: sd * math.Sqrt(2/math.Pi), variance: v}
 		}
 		return errs, class, nil
 	}
@@ -394,7 +395,7 @@ func lawKey(law hier.Law) string {
 // lawMOE returns the error of a cell whose error has the given law. The
 // left-out part of the law, many small Laplace terms, is taken as normal
 // with its exact variance, and the margin states how far that can move its
-// coverage (lawQuantile90).
+// coverage (moe.Law.Margin).
 func (p *viewPlan) lawMOE(law hier.Law) nodeError {
 	variance := law.Variance
 	if variance == 0 {
@@ -402,16 +403,16 @@ func (p *viewPlan) lawMOE(law hier.Law) nodeError {
 	}
 	if len(law.Terms) == 1 && law.Dropped == 0 && law.Terms[0].Count == 1 && math.Abs(law.Terms[0].Coef-1) < 1e-12 {
 		lap := p.meas[law.Terms[0].Measurement-p.nInv()].lap
-		return nodeError{moe: laplaceMOE90(lap), abs: lap.Scale(), variance: variance}
+		return nodeError{moe: moe.Laplace90(lap), abs: lap.Scale(), variance: variance}
 	}
-	terms := make([]lawTerm, 0, len(law.Terms))
+	terms := make([]moe.Term, 0, len(law.Terms))
 	for _, t := range law.Terms {
 		m := p.meas[t.Measurement-p.nInv()]
-		terms = append(terms, lawTerm{c: math.Abs(t.Coef) * m.lap.Scale(), n: float64(t.Count)})
+		terms = append(terms, moe.Term{Scale: math.Abs(t.Coef) * m.lap.Scale(), Count: float64(t.Count)})
 	}
 	// A Laplace variable of standard deviation sd has scale sd/√2.
-	e := lawQuantile90(terms, law.Dropped, law.DroppedMax/math.Sqrt2, glWide())
-	return nodeError{moe: e.moe, abs: e.abs, variance: variance, cov: e.covErr}
+	e := moe.Law{Terms: terms, NormalVariance: law.Dropped, NormalMaxScale: law.DroppedMax / math.Sqrt2}.Margin(moe.WideRule())
+	return nodeError{moe: e.MOE90, abs: e.MeanAbs, variance: variance, cov: e.CoverageErr}
 }
 
 // nInv is the number of invariants, which come first among the problem's

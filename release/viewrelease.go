@@ -359,7 +359,11 @@ func (spec ViewSpec) SplitWork(s *domain.Schema) (float64, error) {
 	if err != nil || len(p.meas) == 0 {
 		return 0, err
 	}
-	return p.viewObjective().workBound(len(p.meas)), nil
+	o, err := p.viewObjective()
+	if err != nil {
+		return 0, err
+	}
+	return o.WorkBound(), nil
 }
 
 // publicBy reports whether view v is a roll-up of an invariant, and says
@@ -472,8 +476,11 @@ func (p *viewPlan) chooseShares(ctx context.Context) error {
 		}
 		// Every table is determined by its own measurement, so the only
 		// error is an objective that is not finite (weights too large).
-		var err error
-		if p.objective, err = p.viewObjective().eval(x, p.mech != MechanismGaussian, nil); err != nil {
+		o, err := p.viewObjective()
+		if err == nil {
+			p.objective, err = o.Eval(x, p.mech != MechanismGaussian, nil)
+		}
+		if err != nil {
 			return fmt.Errorf("release: the weighted total variance: %w", err)
 		}
 	}

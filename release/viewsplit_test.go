@@ -50,7 +50,10 @@ func TestViewObjectiveAgainstLaws(t *testing.T) {
 	for _, tc := range viewSplitCases {
 		for _, gaussian := range []bool{false, true} {
 			p := viewSplitPlan(t, s, tc.views, tc.exact, gaussian, SplitSpine)
-			o := p.viewObjective()
+			o, err := p.viewObjective()
+			if err != nil {
+				t.Fatal(err)
+			}
 			x := make([]float64, len(p.meas))
 			for k, m := range p.meas {
 				x[k] = m.share.Float64()
@@ -58,7 +61,7 @@ func TestViewObjectiveAgainstLaws(t *testing.T) {
 					x[k] = m.rhoShare.Float64() / 0.5
 				}
 			}
-			got, err := o.eval(x, !gaussian, nil)
+			got, err := o.Eval(x, !gaussian, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,9 +81,9 @@ func TestViewObjectiveAgainstLaws(t *testing.T) {
 			}
 			for k, m := range p.meas {
 				hv := l.view(m.v)
-				v := 1 / (o.unit[k] * x[k] * x[k])
+				v := 1 / (o.Unit[k] * x[k] * x[k])
 				if gaussian {
-					v = 1 / (o.unit[k] * x[k])
+					v = 1 / (o.Unit[k] * x[k])
 				}
 				prob.Measurements = append(prob.Measurements, hier.Measurement{Flat: hv.Flat, Level: hv.Level, Values: make([]float64, s.ViewSize(m.v)), Variance: v})
 			}
@@ -128,12 +131,15 @@ func TestViewOptimalSplit(t *testing.T) {
 	for _, tc := range viewSplitCases {
 		for _, gaussian := range []bool{false, true} {
 			p := viewSplitPlan(t, s, tc.views, tc.exact, gaussian, SplitOptimal)
-			o := p.viewObjective()
+			o, err := p.viewObjective()
+			if err != nil {
+				t.Fatal(err)
+			}
 			x, err := p.optimalFractions(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, _ := o.eval(x, !gaussian, nil)
+			f, _ := o.Eval(x, !gaussian, nil)
 			if p.cert == nil || p.cert.Bound > f*(1+1e-12) {
 				t.Fatalf("%v: certificate %+v above the objective %v", tc.views, p.cert, f)
 			}
@@ -153,7 +159,7 @@ func TestViewOptimalSplit(t *testing.T) {
 				for i := range y {
 					y[i] /= sum
 				}
-				fy, err := o.eval(y, !gaussian, nil)
+				fy, err := o.Eval(y, !gaussian, nil)
 				if err != nil {
 					continue
 				}
@@ -174,7 +180,7 @@ func TestViewOptimalSplit(t *testing.T) {
 							}
 							y := append([]float64(nil), bx...)
 							y[i], y[j] = y[i]+step, y[j]-step
-							if fy, err := o.eval(y, !gaussian, nil); err == nil && fy < best {
+							if fy, err := o.Eval(y, !gaussian, nil); err == nil && fy < best {
 								best, bx, moved = fy, y, true
 							}
 						}

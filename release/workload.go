@@ -39,6 +39,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/knowdp/knowdp/contrast"
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/estimate"
@@ -167,7 +168,7 @@ type Table struct {
 	// Query says what the table publishes: its cells (the zero value), or
 	// the prefix sums or ranges along an ordered dimension (Counts and
 	// MOE90s then hold one value per query, in TableTerm's row order;
-	// WriteQueryCSV writes them).
+	// internal/tablefile's WriteQueryCSV writes them).
 	Query TableQuery
 	// MOE90s, when set, is the margin of error of each cell, in the order
 	// of Counts: across a hierarchy the law of the error differs from node
@@ -357,7 +358,7 @@ type measurement struct {
 	gauss    noise.Gaussian
 	// rn is a residual measurement's noise (v is then its variance on every
 	// normalised contrast).
-	rn residualNoise
+	rn contrast.Noise
 }
 
 // dist is the measurement's noise distribution.
@@ -754,11 +755,11 @@ func (p *workloadPlan) chooseShares(ctx context.Context) error {
 				return fmt.Errorf("release: share of cuboid %s: %w", p.s.Format(m.c), err)
 			}
 			if m.resid {
-				rn, err := newResidualNoise(tensor.SubSizes(p.sizes, m.c), m.l2, share.Float64())
+				rn, err := contrast.NewNoise(tensor.SubSizes(p.sizes, m.c), m.l2, share.Float64())
 				if err != nil {
 					return fmt.Errorf("release: residual %s: %w", p.s.Format(m.c), err)
 				}
-				m.rhoShare, m.rn, m.v = share, rn, rn.variance()
+				m.rhoShare, m.rn, m.v = share, rn, rn.Variance()
 				kept = append(kept, m)
 				continue
 			}
@@ -825,7 +826,7 @@ func (p *workloadPlan) measurements() []Measurement {
 			out[k].RhoShare, out[k].L2Sensitivity, out[k].L2Rule = m.rhoShare.Float64(), m.l2, m.l2rule
 			out[k].Sigma, out[k].Grid = m.gauss.Sigma(), m.gauss.Grid()
 			if m.resid {
-				out[k].Sigma, out[k].Grid, out[k].Residual = m.rn.sigma(), m.rn.g.Grid(), true
+				out[k].Sigma, out[k].Grid, out[k].Residual = m.rn.Sigma(), m.rn.Grid(), true
 			}
 		}
 	}
@@ -1062,14 +1063,14 @@ func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map
 		rk := r.Split()
 		if m.resid {
 			sizes := tensor.SubSizes(p.sizes, m.c)
-			z, err := m.rn.measure(ctx, exact[m.c], rk)
+			z, err := m.rn.Measure(ctx, exact[m.c], rk)
 			if err != nil {
 				return nil, fmt.Errorf("release: residual %s: %w", s.Format(m.c), err)
 			}
 			if contrasts != nil {
 				contrasts[k] = z
 			}
-			y := residualPseudoMarginal(z, sizes)
+			y := contrast.PseudoMarginal(z, sizes)
 			noisy[k] = make([]float64, len(y), tensor.ExtSize(sizes))
 			copy(noisy[k], y)
 			continue

@@ -272,8 +272,8 @@ func TestWorkloadMatchesDenseSolver(t *testing.T) {
 				terms, _ := p.cellLaw(tb.Cuboid)
 				var law []float64
 				for _, tm := range terms {
-					for range int(tm.n) {
-						law = append(law, math.Abs(tm.c))
+					for range int(tm.Count) {
+						law = append(law, math.Abs(tm.Scale))
 					}
 				}
 				slices.Sort(coef)

@@ -361,7 +361,7 @@ func writeRelease(e *env, f *releaseFlags, w *release.Release, format tablefile.
 	writeTable := func(t release.Table) func(io.Writer) error {
 		return func(out io.Writer) error {
 			if t.Query.Kind != release.QueryCells {
-				return t.WriteQueryCSV(out, s)
+				return tablefile.WriteQueryCSV(out, s, t)
 			}
 			return tablefile.WriteRows(out, format, s, t.TableView(), 0, t.Counts, t.CellMOE, t.Integer)
 		}

@@ -2,7 +2,9 @@
 // Parquet with the same columns in the same order: one per dimension of
 // the table's cuboid (its values, as strings), then "count" and "moe90";
 // one row per cell, row-major (the last dimension varies fastest). The CSV
-// is cube.WriteTableCSV's.
+// is release.WriteTableCSV's. A table of prefix sums or ranges is written as
+// CSV by WriteQueryCSV, with two columns (from, to) for its ordered
+// dimension.
 //
 // Numbers are written in full: a CSV number is the shortest decimal that
 // parses back to the same float64 (FormatNumber), a Parquet number is the

@@ -1,4 +1,4 @@
-package release
+package moe
 
 import (
 	"fmt"
@@ -10,16 +10,16 @@ import (
 
 // coverageOf returns P(|E| <= m) for E = Σ c Σ_n Laplace(1) by Gil-Pelaez,
 // on panels of a quarter standard deviation cut where the tail is below
-// 1e-11: a finer quadrature than lawQuantile90's.
-func coverageOf(terms []lawTerm, m float64) float64 {
+// 1e-11: a finer quadrature than Law.Margin's.
+func coverageOf(terms []Term, m float64) float64 {
 	var sigma2 float64
 	for _, t := range terms {
-		sigma2 += 2 * t.n * t.c * t.c
+		sigma2 += 2 * t.Count * t.Scale * t.Scale
 	}
 	logPhi := func(t float64) float64 {
 		var l float64
 		for _, tm := range terms {
-			l -= tm.n * math.Log1p(tm.c*tm.c*t*t)
+			l -= tm.Count * math.Log1p(tm.Scale*tm.Scale*t*t)
 		}
 		return l
 	}
@@ -32,7 +32,7 @@ func coverageOf(terms []lawTerm, m float64) float64 {
 		if k > 0 {
 			var r float64
 			for _, tm := range terms {
-				r += tm.n * tm.c * tm.c * lo * lo / (1 + tm.c*tm.c*lo*lo)
+				r += tm.Count * tm.Scale * tm.Scale * lo * lo / (1 + tm.Scale*tm.Scale*lo*lo)
 			}
 			if math.Exp(logPhi(lo))/(2*r) < 1e-11 {
 				break
@@ -53,8 +53,8 @@ func coverageOf(terms []lawTerm, m float64) float64 {
 // and large when it is a few big ones.
 func TestLawQuantileCoverageBound(t *testing.T) {
 	// Two iid Laplace(1), one left out: P(|S| > m) = exp(-m)(1 + m/2).
-	e := lawQuantile90([]lawTerm{{c: 1, n: 1}}, 2, 1, glWide())
-	m, cov := e.moe, e.covErr
+	e := Law{Terms: []Term{{Scale: 1, Count: 1}}, NormalVariance: 2, NormalMaxScale: 1}.Margin(WideRule())
+	m, cov := e.MOE90, e.CoverageErr
 	if got := 1 - math.Exp(-m)*(1+m/2); math.Abs(got-0.9) > cov+1e-6 {
 		t.Errorf("Laplace + Laplace as normal: coverage %v, stated 0.9 ± %v", got, cov)
 	}
@@ -62,22 +62,22 @@ func TestLawQuantileCoverageBound(t *testing.T) {
 		t.Errorf("Laplace + Laplace as normal: bound %v, but the true coverage is %v", cov, 1-math.Exp(-m)*(1+m/2))
 	}
 	for _, tc := range []struct {
-		kept    []lawTerm
-		dropped lawTerm // n iid Laplace(c), left out
+		kept    []Term
+		dropped Term    // n iid Laplace(c), left out
 		maxCov  float64 // the bound must be at most this
 	}{
-		{[]lawTerm{{c: 1, n: 1}}, lawTerm{c: 0.5, n: 2}, 0.05},
-		{[]lawTerm{{c: 1, n: 1}}, lawTerm{c: 0.2, n: 30}, 0.005},
-		{[]lawTerm{{c: 1, n: 1}, {c: 0.3, n: 5}}, lawTerm{c: 0.05, n: 1000}, 1e-3},
-		{[]lawTerm{{c: 2, n: 1}, {c: 0.5, n: 3}}, lawTerm{c: 0.4, n: 8}, 0.02},
-		{[]lawTerm{{c: 0.1, n: 1}}, lawTerm{c: 1, n: 3}, 0.2}, // D dominates
+		{[]Term{{Scale: 1, Count: 1}}, Term{Scale: 0.5, Count: 2}, 0.05},
+		{[]Term{{Scale: 1, Count: 1}}, Term{Scale: 0.2, Count: 30}, 0.005},
+		{[]Term{{Scale: 1, Count: 1}, {Scale: 0.3, Count: 5}}, Term{Scale: 0.05, Count: 1000}, 1e-3},
+		{[]Term{{Scale: 2, Count: 1}, {Scale: 0.5, Count: 3}}, Term{Scale: 0.4, Count: 8}, 0.02},
+		{[]Term{{Scale: 0.1, Count: 1}}, Term{Scale: 1, Count: 3}, 0.2}, // D dominates
 	} {
 		d := tc.dropped
-		vd := 2 * d.n * d.c * d.c
-		e := lawQuantile90(tc.kept, vd, d.c, glWide())
-		m, cov := e.moe, e.covErr
-		got := coverageOf(append(append([]lawTerm(nil), tc.kept...), d), m)
-		name := fmt.Sprintf("%v + %v iid Laplace(%v) as normal", tc.kept, d.n, d.c)
+		vd := 2 * d.Count * d.Scale * d.Scale
+		e := Law{Terms: tc.kept, NormalVariance: vd, NormalMaxScale: d.Scale}.Margin(WideRule())
+		m, cov := e.MOE90, e.CoverageErr
+		got := coverageOf(append(append([]Term(nil), tc.kept...), d), m)
+		name := fmt.Sprintf("%v + %v iid Laplace(%v) as normal", tc.kept, d.Count, d.Scale)
 		if math.Abs(got-0.9) > cov+1e-6 {
 			t.Errorf("%s: coverage %v, stated 0.9 ± %v", name, got, cov)
 		}
@@ -86,9 +86,9 @@ func TestLawQuantileCoverageBound(t *testing.T) {
 		}
 		t.Logf("%s: margin %v, coverage %.6f, bound %.2g", name, m, got, cov)
 	}
-	// No left-out part: no bound, and the margin is quantile90's.
-	terms := []lawTerm{{c: 1, n: 1}, {c: 0.4, n: 4}}
-	if e := lawQuantile90(terms, 0, 0, glNarrow()); e.covErr != 0 || e.moe != quantile90(terms) {
-		t.Errorf("nothing left out: margin %v bound %v, quantile90 %v", e.moe, e.covErr, quantile90(terms))
+	// No left-out part: no bound, and the margin is Quantile90's.
+	terms := []Term{{Scale: 1, Count: 1}, {Scale: 0.4, Count: 4}}
+	if e := (Law{Terms: terms}).Margin(NarrowRule()); e.CoverageErr != 0 || e.MOE90 != Quantile90(terms) {
+		t.Errorf("nothing left out: margin %v bound %v, Quantile90 %v", e.MOE90, e.CoverageErr, Quantile90(terms))
 	}
 }
