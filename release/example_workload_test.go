@@ -109,10 +109,10 @@ func ExampleExpectedRMSE() {
 		{Name: "region", Values: []string{"N", "S", "E", "W"}},
 	})
 	eps, _ := privacy.NewEpsilon(1)
-	spec := release.WorkloadSpec{Epsilon: eps}
+	spec := release.Spec{Epsilon: eps}
 	for _, names := range [][]string{{"sex", "age"}, {"age", "region"}, {"sex", "region"}} {
 		c, _ := s.CuboidOf(names...)
-		spec.Cuboids = append(spec.Cuboids, c)
+		spec.Tables = append(spec.Tables, domain.ViewOf(c))
 	}
 	for _, st := range []release.Strategy{release.StrategySeparate, release.StrategyBase, release.StrategyEqual, release.StrategyOptimal} {
 		rmse, _ := release.ExpectedRMSE(s, spec, st)

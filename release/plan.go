@@ -127,6 +127,8 @@ type Plan struct {
 	views  *ViewPlan
 	cross  *crossPlan
 	single *ReleaseSpec
+	// cuboid is single's release as planned, without counts (Cuboid).
+	cuboid *CuboidRelease
 	unit   *unitPlan
 	// ranges plans a release with prefix or range tables (ranges.go).
 	ranges *rangePlan
@@ -179,10 +181,11 @@ func NewPlanContext(ctx context.Context, s *domain.Schema, spec Spec) (*Plan, er
 			one := ReleaseSpec{Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta, Epsilon: spec.Epsilon,
 				Exact: ws.Exact, Cuboid: ws.Cuboids[0], Sensitivity: spec.Sensitivity, DomainsFromData: spec.DomainsFromData,
 				NonNegative: spec.NonNegative, Tol: spec.Tol, Integer: spec.Integer, keepNoisy: spec.KeepMeasurements, unitRows: spec.unitRows}
-			if _, _, err := planRelease(s, one, false); err != nil {
+			planned, _, err := planRelease(s, one, false)
+			if err != nil {
 				return nil, err
 			}
-			p.single = &one
+			p.single, p.cuboid = &one, planned
 		}
 	case engineOf(spec, coarse) == engineViews:
 		vp, err := PlanViewsContext(ctx, s, spec.views())
@@ -455,14 +458,18 @@ func (p *Plan) Needs() []domain.View {
 }
 
 // Cuboid returns, for a release of one table at the finest levels that is
-// measured itself, the spec of its one noisy cuboid projected onto the
-// invariants (ReleaseFrom draws it), for pipelines that noise and project it
-// block by block; nil otherwise. Its privacy story is Workload's.
-func (p *Plan) Cuboid() *ReleaseSpec {
-	if p.single == nil {
+// measured itself, that release as planned, without counts: its cuboid,
+// sensitivity, noise (scale and grid, or sigma), margin of error and
+// invariants (their cuboids, without counts), for pipelines that noise the
+// table and project it onto the invariants block by block as Run does; nil
+// otherwise. Its privacy story is Workload's; its Seeded is false, whatever
+// the generator Run is given.
+func (p *Plan) Cuboid() *CuboidRelease {
+	if p.cuboid == nil {
 		return nil
 	}
-	c := *p.single
+	c := *p.cuboid
+	c.Invariants = slices.Clone(c.Invariants)
 	return &c
 }
 

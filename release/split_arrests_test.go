@@ -83,7 +83,7 @@ func TestArrestsSplitComparison(t *testing.T) {
 		}
 		if col < 2 {
 			// Separate releases: Σ|C| RMSE² from ExpectedRMSE.
-			rmse, err := ExpectedRMSE(s, spec, StrategySeparate)
+			rmse, err := expectedRMSE(s, spec, StrategySeparate)
 			if err != nil {
 				t.Fatal(err)
 			}

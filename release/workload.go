@@ -1606,9 +1606,9 @@ const (
 	// StrategyBase measures the base cuboid with the whole budget, makes it
 	// consistent with the invariants and aggregates it.
 	StrategyBase
-	// StrategyEqual is ReleaseWorkload with SplitEqual.
+	// StrategyEqual is a release of the tables with SplitEqual.
 	StrategyEqual
-	// StrategyOptimal is ReleaseWorkload with SplitOptimal.
+	// StrategyOptimal is a release of the tables with SplitOptimal.
 	StrategyOptimal
 )
 
@@ -1627,12 +1627,32 @@ func (st Strategy) String() string {
 	return fmt.Sprintf("Strategy(%d)", int(st))
 }
 
-// ExpectedRMSE returns, for each of spec's cuboids, the root mean squared
+// ExpectedRMSE returns, for each of spec's tables, the root mean squared
 // error of its cells under a strategy that spends spec.Epsilon in total
-// (spec.Split and spec.Measure are set by the strategy). Every strategy is unbiased, so this is the
-// square root of the per-cell variance, computed from the mechanism alone
-// (no data): the numbers a release would have on any table over the schema.
-func ExpectedRMSE(s *domain.Schema, spec WorkloadSpec, st Strategy) ([]float64, error) {
+// (spec.Split, spec.Strategy and spec.Measure are set by the strategy).
+// Every strategy is unbiased, so this is the square root of the per-cell
+// variance, computed from the mechanism alone (no data): the numbers a
+// release would have on any table over the schema. It compares Laplace
+// releases of tables of cells at the finest levels of every dimension.
+func ExpectedRMSE(s *domain.Schema, spec Spec, st Strategy) ([]float64, error) {
+	switch {
+	case spec.Mechanism != MechanismLaplace:
+		return nil, errors.New("release: ExpectedRMSE compares Laplace strategies; a Gaussian workload's per-table errors are in Release.Tables")
+	case spec.Queries != nil || spec.TargetMOE90 != nil || spec.Unit != nil:
+		return nil, errors.New("release: ExpectedRMSE compares strategies for tables of cells at a given budget, without privacy units")
+	}
+	spec, coarse, err := checkSpec(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	if len(coarse) > 0 {
+		return nil, errors.New("release: ExpectedRMSE compares strategies for tables at the finest levels of every dimension; NewPlan gives the errors of tables at coarser levels")
+	}
+	return expectedRMSE(s, spec.workload(), st)
+}
+
+// expectedRMSE is ExpectedRMSE in the flat engine's terms.
+func expectedRMSE(s *domain.Schema, spec WorkloadSpec, st Strategy) ([]float64, error) {
 	if spec.Mechanism != MechanismLaplace {
 		return nil, errors.New("release: ExpectedRMSE compares Laplace strategies; a Gaussian workload's per-table errors are in WorkloadRelease.Tables")
 	}

@@ -175,7 +175,7 @@ func TestGaussianWorkloadErrors(t *testing.T) {
 			t.Errorf("%+v: %v, want %q", tc.spec, err, tc.want)
 		}
 	}
-	if _, err := ExpectedRMSE(s, WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Cuboids: []domain.Cuboid{1}}, StrategyOptimal); err == nil {
+	if _, err := expectedRMSE(s, WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Cuboids: []domain.Cuboid{1}}, StrategyOptimal); err == nil {
 		t.Error("ExpectedRMSE accepted a Gaussian workload")
 	}
 }

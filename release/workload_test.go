@@ -756,7 +756,7 @@ func TestArrestsStrategies(t *testing.T) {
 	s, spec := arrestsWorkload(t)
 	rmse := map[Strategy][]float64{}
 	for _, st := range []Strategy{StrategySeparate, StrategyBase, StrategyEqual, StrategyOptimal} {
-		v, err := ExpectedRMSE(s, spec, st)
+		v, err := expectedRMSE(s, spec, st)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -984,11 +984,11 @@ func TestExpectedRMSESeparateNested(t *testing.T) {
 	ycr, _ := s.ParseCuboid("year,colour,released")
 	ag, _ := s.ParseCuboid("agegroup")
 	spec := WorkloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{year, cs}, Cuboids: []domain.Cuboid{cr, ycr, ag}}
-	sep, err := ExpectedRMSE(s, spec, StrategySeparate)
+	sep, err := expectedRMSE(s, spec, StrategySeparate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	equal, err := ExpectedRMSE(s, spec, StrategyEqual)
+	equal, err := expectedRMSE(s, spec, StrategyEqual)
 	if err != nil {
 		t.Fatal(err)
 	}
