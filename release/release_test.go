@@ -405,37 +405,32 @@ func TestReleaseNotPrivateMarks(t *testing.T) {
 
 // A sensitivity given by the caller is checked where knowdp can compute the
 // generic sensitivity, and marks the guarantee conditional where it cannot.
-func ExampleReleaseCube_sensitivity() {
-	ctx := context.Background()
+func ExampleNewPlan_sensitivity() {
 	e, _ := privacy.NewEpsilon(1)
 	s, _ := domain.NewSchema([]domain.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
 		{Name: "region", Values: []string{"N", "S", "E", "W"}},
 	})
-	c, _ := cube.New(s, cube.DefaultCellLimit)
-	sexAge, _ := s.CuboidOf("sex", "age")
-	region, _ := s.CuboidOf("region")
-	age, _ := s.CuboidOf("age")
-	sex, _ := s.CuboidOf("sex")
+	view := func(s *domain.Schema, x string) domain.View {
+		v, _ := s.ParseView(x)
+		return v
+	}
+	base := []domain.View{domain.ViewOf(domain.Base(3))}
 
 	// Two exact cuboids: knowdp computes 2*min(size(sex,age), size(region)).
-	_, err := ReleaseCube(ctx, c, ReleaseSpec{Epsilon: e, Exact: []domain.Cuboid{sexAge, region}, Cuboid: domain.Base(3), Sensitivity: 1}, noise.NewRand())
+	_, err := NewPlan(s, Spec{Epsilon: e, Exact: []domain.View{view(s, "sex,age"), view(s, "region")}, Tables: base, Sensitivity: 1})
 	fmt.Println(err)
 	// Three one-dimensional exact cuboids on 24 cells are brute-forced, on
 	// 3 x 3 x 3 they have no closed form: the caller's value is a claim.
 	s3, _ := domain.NewSchema([]domain.Dimension{{Name: "a", Values: []string{"1", "2", "3"}}, {Name: "b", Values: []string{"1", "2", "3"}}, {Name: "c", Values: []string{"1", "2", "3"}}})
-	c3, _ := cube.New(s3, cube.DefaultCellLimit)
-	a, _ := s3.CuboidOf("a")
-	b, _ := s3.CuboidOf("b")
-	cc, _ := s3.CuboidOf("c")
-	rel, _ := ReleaseCube(ctx, c3, ReleaseSpec{Epsilon: e, Exact: []domain.Cuboid{a, b, cc}, Cuboid: domain.Base(3), Sensitivity: 10}, noise.NewRand())
-	fmt.Println(rel.Guarantee(), rel.Private())
+	plan, _ := NewPlan(s3, Spec{Epsilon: e, Exact: []domain.View{view(s3, "a"), view(s3, "b"), view(s3, "c")}, Tables: base, Sensitivity: 10})
+	fmt.Println(plan.Cuboid().Guarantee(), plan.Cuboid().Private())
 	// A cuboid computable from an exact one is released exactly.
-	rel, _ = ReleaseCube(ctx, c, ReleaseSpec{Epsilon: e, Exact: []domain.Cuboid{sexAge}, Cuboid: age | sex}, noise.NewRand())
-	fmt.Println(rel.ReleasedExactly, rel.Guarantee())
+	plan, _ = NewPlan(s, Spec{Epsilon: e, Exact: []domain.View{view(s, "sex,age")}, Tables: []domain.View{view(s, "sex,age")}})
+	fmt.Println(plan.Cuboid().ReleasedExactly, plan.Cuboid().Guarantee())
 	// Output:
-	// release: sensitivity 1 is below the generic sensitivity 8 that knowdp computes (Lemma 4.2(ii): exact cuboids {sex,age} and {region}, 2*min(6, 4)); the noise would not be private
+	// release: sensitivity 1 is below the generic sensitivity 8 of cuboid {sex,age,region} (Lemma 4.2(ii): exact cuboids {sex,age} and {region}, 2*min(6, 4))
 	// conditional true
 	// true unconditional
 }
