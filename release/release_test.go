@@ -33,12 +33,12 @@ func TestReleaseInvariantsHoldAndSeededIsReproducible(t *testing.T) {
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(1), s.Cells())}
 	exact := []domain.Cuboid{testkit.CuboidOf([]int{0, 1}), testkit.CuboidOf([]int{1, 2})}
 	for _, over := range []domain.Cuboid{domain.Base(4), testkit.CuboidOf([]int{0, 1, 3}), testkit.CuboidOf([]int{2, 3})} {
-		spec := ReleaseSpec{Epsilon: eps(t, 0.5), Exact: exact, Cuboid: over}
-		a, err := ReleaseCube(context.Background(), c, spec, noise.NewSeeded(7))
+		spec := cuboidSpec{Epsilon: eps(t, 0.5), Exact: exact, Cuboid: over}
+		a, err := releaseCube(context.Background(), c, spec, noise.NewSeeded(7))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := ReleaseCube(context.Background(), c, spec, noise.NewSeeded(7))
+		b, _ := releaseCube(context.Background(), c, spec, noise.NewSeeded(7))
 		for i := range a.Counts {
 			if a.Counts[i] != b.Counts[i] {
 				t.Fatalf("seeded releases differ at %d", i)
@@ -72,7 +72,7 @@ func TestReleaseInvariantsHoldAndSeededIsReproducible(t *testing.T) {
 func TestReleasePublicCuboidIsExact(t *testing.T) {
 	s := testkit.TestSchema(t, 3, 4, 2)
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(2), s.Cells())}
-	rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{
+	rel, err := releaseCube(context.Background(), c, cuboidSpec{
 		Epsilon: eps(t, 1), Exact: []domain.Cuboid{testkit.CuboidOf([]int{0, 1})}, Cuboid: testkit.CuboidOf([]int{1}),
 	}, noise.NewRand())
 	if err != nil {
@@ -100,7 +100,7 @@ func TestReleaseNonNegative(t *testing.T) {
 	for i := range c.Counts {
 		c.Counts[i] = float64(r.Uint64N(2))
 	}
-	rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{
+	rel, err := releaseCube(context.Background(), c, cuboidSpec{
 		Epsilon: eps(t, 0.5), Exact: []domain.Cuboid{testkit.CuboidOf([]int{0}), testkit.CuboidOf([]int{1, 2})}, Cuboid: domain.Base(3), NonNegative: true, Tol: 1e-7,
 	}, r)
 	if err != nil {
@@ -121,15 +121,15 @@ func TestReleaseRejectsBadSpec(t *testing.T) {
 	c := &cube.Cube{Schema: s, Counts: make([]float64, 4)}
 	for _, tc := range []struct {
 		name string
-		spec ReleaseSpec
+		spec cuboidSpec
 		want string
 	}{
-		{"no epsilon", ReleaseSpec{Cuboid: domain.Base(2)}, "epsilon"},
-		{"cuboid beyond schema", ReleaseSpec{Epsilon: eps(t, 1), Cuboid: 1 << 4}, "beyond the schema"},
-		{"exact beyond schema", ReleaseSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), Exact: []domain.Cuboid{1 << 3}}, "beyond the schema"},
-		{"negative sensitivity", ReleaseSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), Sensitivity: -1}, "sensitivity"},
+		{"no epsilon", cuboidSpec{Cuboid: domain.Base(2)}, "epsilon"},
+		{"cuboid beyond schema", cuboidSpec{Epsilon: eps(t, 1), Cuboid: 1 << 4}, "beyond the schema"},
+		{"exact beyond schema", cuboidSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), Exact: []domain.Cuboid{1 << 3}}, "beyond the schema"},
+		{"negative sensitivity", cuboidSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), Sensitivity: -1}, "sensitivity"},
 	} {
-		if _, err := ReleaseCube(context.Background(), c, tc.spec, noise.NewRand()); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := releaseCube(context.Background(), c, tc.spec, noise.NewRand()); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.want)
 		}
 	}
@@ -213,7 +213,7 @@ func TestReleaseWriteCSVAndMetadata(t *testing.T) {
 	}
 	c := &cube.Cube{Schema: s, Counts: []float64{1, 2, 3, 4}}
 	sex, _ := s.CuboidOf("sex")
-	rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{sex}, Cuboid: domain.Base(2)}, noise.NewSeeded(1))
+	rel, err := releaseCube(context.Background(), c, cuboidSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{sex}, Cuboid: domain.Base(2)}, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func BenchmarkRelease(b *testing.B) {
 		}
 		s := testkit.TestSchema(b, sizes...)
 		c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(1), s.Cells())}
-		spec := ReleaseSpec{Epsilon: eps(b, 1), Cuboid: domain.Base(dims)}
+		spec := cuboidSpec{Epsilon: eps(b, 1), Cuboid: domain.Base(dims)}
 		for _, e := range testkit.BenchExact[tc.exact] {
 			spec.Exact = append(spec.Exact, testkit.CuboidOf(e))
 		}
@@ -272,7 +272,7 @@ func BenchmarkRelease(b *testing.B) {
 				copy(work, counts)
 				tables[spec.Cuboid] = work
 				b.StartTimer()
-				if _, err := ReleaseFrom(context.Background(), s, tables, spec, r); err != nil {
+				if _, err := releaseFrom(context.Background(), s, tables, spec, r); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -287,7 +287,7 @@ func BenchmarkRelease(b *testing.B) {
 func TestReleaseNonNegativeNeverFailsOnData(t *testing.T) {
 	s := testkit.TestSchema(t, 3, 4)
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(8), s.Cells())}
-	rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{
+	rel, err := releaseCube(context.Background(), c, cuboidSpec{
 		Epsilon: eps(t, 0.1), Exact: []domain.Cuboid{testkit.CuboidOf([]int{0})}, Cuboid: domain.Base(2), NonNegative: true, Tol: 1e-300,
 	}, noise.NewSeeded(9))
 	if err != nil {
@@ -309,7 +309,7 @@ func TestReleaseNonNegativeNeverFailsOnData(t *testing.T) {
 	}
 }
 
-// TestReleaseSensitivityOverride pins the rule for ReleaseSpec.Sensitivity:
+// TestReleaseSensitivityOverride pins the rule for cuboidSpec.Sensitivity:
 // below the computed generic sensitivity it is refused (naming the value),
 // at or above it is used with an unconditional guarantee, and where no
 // closed form is known it is accepted as the caller's claim, marked
@@ -342,7 +342,7 @@ func TestReleaseSensitivityOverride(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &cube.Cube{Schema: tc.s, Counts: make([]float64, tc.s.Cells())}
-			rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{Epsilon: eps(t, 1), Exact: tc.exact, Cuboid: domain.Base(3), Sensitivity: tc.given}, noise.NewRand())
+			rel, err := releaseCube(context.Background(), c, cuboidSpec{Epsilon: eps(t, 1), Exact: tc.exact, Cuboid: domain.Base(3), Sensitivity: tc.given}, noise.NewRand())
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
@@ -384,7 +384,7 @@ func TestReleaseNotPrivateMarks(t *testing.T) {
 		{"domains from data", true, noise.NewRand(), false, 1},
 		{"both", true, noise.NewSeeded(1), false, 2},
 	} {
-		rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), DomainsFromData: tc.fromData}, tc.r)
+		rel, err := releaseCube(context.Background(), c, cuboidSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), DomainsFromData: tc.fromData}, tc.r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -452,15 +452,15 @@ func TestPlanReleaseMatchesRelease(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		spec   ReleaseSpec
+		spec   cuboidSpec
 		seeded bool
 	}{
-		{"no invariants", ReleaseSpec{Epsilon: eps, Cuboid: 7}, true},
-		{"two invariants", ReleaseSpec{Epsilon: eps, Cuboid: 7, Exact: []domain.Cuboid{3, 6, 3}}, false},
-		{"2-D cuboid", ReleaseSpec{Epsilon: eps, Cuboid: 5, Exact: []domain.Cuboid{1}}, true},
-		{"sensitivity given", ReleaseSpec{Epsilon: eps, Cuboid: 7, Exact: []domain.Cuboid{1}, Sensitivity: 9}, false},
-		{"determined by the invariants", ReleaseSpec{Epsilon: eps, Cuboid: 1, Exact: []domain.Cuboid{3}}, false},
-		{"domains from the data", ReleaseSpec{Epsilon: eps, Cuboid: 7, DomainsFromData: true}, false},
+		{"no invariants", cuboidSpec{Epsilon: eps, Cuboid: 7}, true},
+		{"two invariants", cuboidSpec{Epsilon: eps, Cuboid: 7, Exact: []domain.Cuboid{3, 6, 3}}, false},
+		{"2-D cuboid", cuboidSpec{Epsilon: eps, Cuboid: 5, Exact: []domain.Cuboid{1}}, true},
+		{"sensitivity given", cuboidSpec{Epsilon: eps, Cuboid: 7, Exact: []domain.Cuboid{1}, Sensitivity: 9}, false},
+		{"determined by the invariants", cuboidSpec{Epsilon: eps, Cuboid: 1, Exact: []domain.Cuboid{3}}, false},
+		{"domains from the data", cuboidSpec{Epsilon: eps, Cuboid: 7, DomainsFromData: true}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -468,11 +468,11 @@ func TestPlanReleaseMatchesRelease(t *testing.T) {
 			if tc.seeded {
 				r = noise.NewSeeded(1)
 			}
-			rel, err := ReleaseCube(context.Background(), c, tc.spec, r)
+			rel, err := releaseCube(context.Background(), c, tc.spec, r)
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan, err := PlanRelease(s, tc.spec, tc.seeded)
+			plan, err := plannedCuboid(s, tc.spec, tc.seeded)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -486,13 +486,13 @@ func TestPlanReleaseMatchesRelease(t *testing.T) {
 			}
 		})
 	}
-	for _, spec := range []ReleaseSpec{
+	for _, spec := range []cuboidSpec{
 		{Epsilon: eps, Cuboid: 7, NonNegative: true},
 		{Cuboid: 7},
 		{Epsilon: eps, Cuboid: 8},
 	} {
-		if _, err := PlanRelease(s, spec, false); err == nil {
-			t.Errorf("PlanRelease(%+v) accepted", spec)
+		if _, err := plannedCuboid(s, spec, false); err == nil {
+			t.Errorf("plannedCuboid(%+v) accepted", spec)
 		}
 	}
 }
