@@ -463,7 +463,9 @@ func (p *Plan) Needs() []domain.View {
 // invariants (their cuboids, without counts), for pipelines that noise the
 // table and project it onto the invariants block by block as Run does; nil
 // otherwise. Its privacy story is Workload's; its Seeded is false, whatever
-// the generator Run is given.
+// the generator Run is given. It describes the noisy cuboid and its
+// projection: a non-negative or integer step the spec asks for is Run's
+// (and its MOE90 does not cover that step).
 func (p *Plan) Cuboid() *CuboidRelease {
 	if p.cuboid == nil {
 		return nil

@@ -644,20 +644,3 @@ func nonNil(s []string) []string {
 	}
 	return s
 }
-
-// plannedCuboid returns what releaseFrom would return for spec, except the
-// counts: the sensitivity, the noise's scale and grid, the margin of error
-// and the privacy story, which depend on the schema and the spec only. The
-// Invariants carry their cuboids without counts. A release whose counts are
-// computed elsewhere (a Beam pipeline: noise from noise.NewLaplace with the
-// plan's Sensitivity and Epsilon, then Corrections) writes the plan's
-// Metadata and CellMOE90 beside them. Laplace and Gaussian releases are
-// planned (for a Gaussian one the noise is noise.NewGaussian with the
-// plan's L2Sensitivity and Rho); non-negative and integer ones are not.
-func plannedCuboid(s *domain.Schema, spec cuboidSpec, seeded bool) (*CuboidRelease, error) {
-	if spec.NonNegative || spec.Integer {
-		return nil, errors.New("release plan: non-negative and integer releases are not supported")
-	}
-	rel, _, err := planRelease(s, spec, seeded)
-	return rel, err
-}

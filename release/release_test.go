@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/estimate"
 	"github.com/knowdp/knowdp/internal/tensor"
 	"github.com/knowdp/knowdp/internal/testkit"
 	"github.com/knowdp/knowdp/noise"
@@ -435,9 +437,10 @@ func ExampleNewPlan_sensitivity() {
 	// true unconditional
 }
 
-// TestPlanReleaseMatchesRelease checks that the plan of a release has the
-// privacy story, noise parameters and margin of error of the release itself.
-func TestPlanReleaseMatchesRelease(t *testing.T) {
+// TestPlanCuboidMatchesRelease checks that Plan.Cuboid, the planned
+// release of one cuboid a pipeline draws block by block, has the privacy
+// story, margin of error and noise of the release Run draws.
+func TestPlanCuboidMatchesRelease(t *testing.T) {
 	s, err := domain.NewSchema([]domain.Dimension{{Name: "a", Values: []string{"0", "1", "2"}}, {Name: "b", Values: []string{"x", "y"}}, {Name: "c", Values: []string{"p", "q", "r", "s"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -456,11 +459,19 @@ func TestPlanReleaseMatchesRelease(t *testing.T) {
 		seeded bool
 	}{
 		{"no invariants", cuboidSpec{Epsilon: eps, Cuboid: 7}, true},
-		{"two invariants", cuboidSpec{Epsilon: eps, Cuboid: 7, Exact: []domain.Cuboid{3, 6, 3}}, false},
+		{"two invariants", cuboidSpec{Epsilon: eps, Cuboid: 7, Exact: []domain.Cuboid{3, 6}}, false},
 		{"2-D cuboid", cuboidSpec{Epsilon: eps, Cuboid: 5, Exact: []domain.Cuboid{1}}, true},
 		{"sensitivity given", cuboidSpec{Epsilon: eps, Cuboid: 7, Exact: []domain.Cuboid{1}, Sensitivity: 9}, false},
 		{"determined by the invariants", cuboidSpec{Epsilon: eps, Cuboid: 1, Exact: []domain.Cuboid{3}}, false},
 		{"domains from the data", cuboidSpec{Epsilon: eps, Cuboid: 7, DomainsFromData: true}, false},
+	}
+	specOf := func(cs cuboidSpec) Spec {
+		spec := Spec{Epsilon: cs.Epsilon, Tables: []domain.View{domain.ViewOf(cs.Cuboid)}, Sensitivity: cs.Sensitivity,
+			DomainsFromData: cs.DomainsFromData, NonNegative: cs.NonNegative}
+		for _, e := range cs.Exact {
+			spec.Exact = append(spec.Exact, domain.ViewOf(e))
+		}
+		return spec
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -472,10 +483,18 @@ func TestPlanReleaseMatchesRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan, err := plannedCuboid(s, tc.spec, tc.seeded)
+			p, err := NewPlan(s, specOf(tc.spec))
 			if err != nil {
 				t.Fatal(err)
 			}
+			plan := p.Cuboid()
+			if plan == nil {
+				t.Fatal("no planned cuboid for a release of one cuboid")
+			}
+			if plan.Seeded {
+				t.Fatal("the planned cuboid says seeded")
+			}
+			plan.Seeded = tc.seeded // the generator's, which the plan does not know
 			got, _ := json.Marshal(plan.Metadata())
 			want, _ := json.Marshal(rel.Metadata())
 			if string(got) != string(want) {
@@ -484,15 +503,21 @@ func TestPlanReleaseMatchesRelease(t *testing.T) {
 			if plan.CellMOE90() != rel.CellMOE90() || plan.Scale != rel.Scale || plan.Grid != rel.Grid {
 				t.Fatalf("plan moe90 %v scale %v grid %v, release %v %v %v", plan.CellMOE90(), plan.Scale, plan.Grid, rel.CellMOE90(), rel.Scale, rel.Grid)
 			}
+			// A copy: what the caller does with it leaves the plan alone.
+			for i := range plan.Invariants {
+				plan.Invariants[i].Cuboid = 0
+			}
+			if again := p.Cuboid(); !slices.EqualFunc(again.Invariants, rel.Invariants, func(a, b estimate.Invariant) bool { return a.Cuboid == b.Cuboid }) {
+				t.Fatalf("the plan's invariants changed with its copy's: %v", again.Invariants)
+			}
 		})
 	}
-	for _, spec := range []cuboidSpec{
-		{Epsilon: eps, Cuboid: 7, NonNegative: true},
-		{Cuboid: 7},
-		{Epsilon: eps, Cuboid: 8},
-	} {
-		if _, err := plannedCuboid(s, spec, false); err == nil {
-			t.Errorf("plannedCuboid(%+v) accepted", spec)
-		}
+	// Two tables are not one cuboid.
+	p, err := NewPlan(s, Spec{Epsilon: eps, Tables: []domain.View{domain.ViewOf(3), domain.ViewOf(6)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Cuboid() != nil {
+		t.Error("a release of two tables has a planned cuboid")
 	}
 }

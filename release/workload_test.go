@@ -1031,3 +1031,48 @@ func fromCSV(ctx context.Context, path string, s *domain.Schema, opt cube.Option
 	defer t.Close()
 	return cube.Build(ctx, t, s, opt)
 }
+
+// TestExpectedRMSESpec checks that ExpectedRMSE of a Spec gives the flat
+// engine's numbers for the same tables, and refuses, naming why, what it
+// does not compare.
+func TestExpectedRMSESpec(t *testing.T) {
+	s, ws := arrestsWorkload(t)
+	spec := Spec{Epsilon: ws.Epsilon}
+	for _, c := range ws.Cuboids {
+		spec.Tables = append(spec.Tables, domain.ViewOf(c))
+	}
+	for _, c := range ws.Exact {
+		spec.Exact = append(spec.Exact, domain.ViewOf(c))
+	}
+	for _, st := range []Strategy{StrategySeparate, StrategyBase, StrategyEqual, StrategyOptimal} {
+		got, err := ExpectedRMSE(s, spec, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := expectedRMSE(s, ws, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%v: %v, the flat engine's %v", st, got, want)
+		}
+	}
+	geo := testkit.SmallGeo(t)
+	state := testkit.MustView(t, geo, "geo:state")
+	for _, tc := range []struct {
+		name string
+		s    *domain.Schema
+		spec Spec
+		want string
+	}{
+		{"gaussian", s, Spec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Tables: spec.Tables}, "Laplace"},
+		{"units", s, Spec{Epsilon: spec.Epsilon, Tables: spec.Tables, Unit: &Unit{Column: "id", MaxRows: 2}}, "privacy units"},
+		{"ranges", s, Spec{Epsilon: spec.Epsilon, Tables: spec.Tables[:1], Queries: []TableQuery{{}}}, "tables of cells"},
+		{"levels", geo, Spec{Epsilon: spec.Epsilon, Tables: []domain.View{state}}, "finest levels"},
+		{"no tables", s, Spec{Epsilon: spec.Epsilon}, "no tables"},
+	} {
+		if _, err := ExpectedRMSE(tc.s, tc.spec, StrategyOptimal); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+}
