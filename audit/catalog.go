@@ -334,39 +334,47 @@ func cubeCase(ctx context.Context, eps float64, sens int) (Case, error) {
 	if err != nil {
 		return Case{}, err
 	}
-	spec := release.ReleaseSpec{Epsilon: e, Exact: exact, Cuboid: base}
+	spec := release.Spec{Epsilon: e, Exact: []domain.View{domain.ViewOf(exact[0]), domain.ViewOf(exact[1])}, Tables: []domain.View{domain.ViewOf(base)}}
 	if sens > 0 {
 		// The control ignores the invariants, as a naive release calibrated
-		// to sensitivity would (release.ReleaseCube refuses a sensitivity below the
+		// to sensitivity would (a release refuses a sensitivity below the
 		// one it computes). The statistic below is the same with or without
 		// consistency: diff keeps every invariant, so it is orthogonal to
 		// the least-squares correction.
-		spec = release.ReleaseSpec{Epsilon: e, Cuboid: base, Sensitivity: sens}
+		spec = release.Spec{Epsilon: e, Tables: spec.Tables, Sensitivity: sens}
 	}
-	// The noise a release adds, rebuilt to compute its probabilities; the
-	// exact audit checks that it is the release's.
-	probe, err := release.ReleaseCube(ctx, before, spec, noise.NewSeeded(0))
+	plan, err := release.NewPlan(s, spec)
 	if err != nil {
 		return Case{}, err
+	}
+	// The noise a release adds, as planned, rebuilt to compute its
+	// probabilities; the exact audit checks that it is the release's.
+	probe := plan.Cuboid()
+	if probe == nil {
+		return Case{}, errors.New("the cube release is not one noisy cuboid")
 	}
 	lap, err := noise.NewLaplace(float64(probe.Sensitivity), e.Float64())
 	if err != nil {
 		return Case{}, err
 	}
 	stat := func(c *cube.Cube) Sampler {
+		counts, err := c.ProjectViews(plan.Needs())
 		return func(r *noise.Rand) (float64, error) {
-			rel, err := release.ReleaseCube(context.Background(), c, spec, r)
+			if err != nil {
+				return 0, err
+			}
+			rel, err := plan.Run(context.Background(), counts, r)
 			if err != nil {
 				return 0, err
 			}
 			var t float64
 			for i, d := range diff {
-				t += d * rel.Counts[i]
+				t += d * rel.Tables[0].Counts[i]
 			}
 			return t, nil
 		}
 	}
-	name := fmt.Sprintf("cube release, generic sensitivity %d (release.ReleaseCube)", probe.Sensitivity)
+	name := fmt.Sprintf("cube release, generic sensitivity %d (release.Plan.Run)", probe.Sensitivity)
 	if sens > 0 {
 		name = fmt.Sprintf("cube release calibrated to sensitivity %d, not %d", sens, w.Value)
 	}

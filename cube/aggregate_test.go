@@ -506,6 +506,20 @@ func TestAggregateViews(t *testing.T) {
 			t.Errorf("%s: %v, want %v", s.FormatView(v), got[v], want)
 		}
 	}
+	// The same counts from the base cube (ProjectViews).
+	c := &Cube{Schema: s, Counts: base}
+	fromCube, err := c.ProjectViews(views)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range views {
+		if !slices.Equal(fromCube[v], got[v]) {
+			t.Errorf("ProjectViews %s: %v, want %v", s.FormatView(v), fromCube[v], got[v])
+		}
+	}
+	if _, err := c.ProjectViews([]domain.View{{Dims: 8}}); err == nil {
+		t.Error("ProjectViews of a view outside the schema: no error")
+	}
 	// A leaf the hierarchy does not have is an error naming row and column.
 	bad, _ := source.NewCSV("persons.csv", strings.NewReader("geo,sex,age\nc1,F,65+\nc11,M,65+\n"))
 	if _, _, err := AggregateViews(context.Background(), bad, s, views, Options{}); err == nil ||

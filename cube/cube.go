@@ -153,6 +153,30 @@ func (c *Cube) Project(cb domain.Cuboid) []float64 {
 	return out
 }
 
+// ProjectViews returns the counts of every view: Project, then the roll-up
+// of a view's hierarchical dimensions to its levels. It is how a release
+// plan's Needs are counted from a cube (release.Plan.Run takes the map).
+func (c *Cube) ProjectViews(views []domain.View) (map[domain.View][]float64, error) {
+	out := make(map[domain.View][]float64, len(views))
+	for _, v := range views {
+		if _, done := out[v]; done {
+			continue
+		}
+		if err := c.Schema.CheckView(v); err != nil {
+			return nil, fmt.Errorf("cube: %w", err)
+		}
+		x := c.Project(v.Dims)
+		if !v.Flat() {
+			var err error
+			if x, err = c.Schema.RollUp(domain.LeafView(v), x, v); err != nil {
+				return nil, fmt.Errorf("cube: counts of %s: %w", c.Schema.FormatView(v), err)
+			}
+		}
+		out[v] = x
+	}
+	return out, nil
+}
+
 // Total returns the number of rows counted.
 func (c *Cube) Total() float64 {
 	var t float64

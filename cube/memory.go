@@ -19,7 +19,7 @@ import (
 var ErrMemory = errors.New("not enough memory")
 
 // ReleaseMemory estimates the bytes that aggregating the cuboids a
-// release needs (ReleaseSpec.Needs, WorkloadSpec.Needs) and releasing
+// release needs (release.Plan.Needs) and releasing
 // those of them in released take: every needed cuboid once, and each
 // released cuboid's noisy copy and consistency work arrays (more for a
 // non-negative release, whose iteration keeps correction terms). It is an

@@ -10,10 +10,10 @@
 // the table.
 //
 // A release needs the counts of the cuboids it publishes and of the exact
-// ones only: Aggregate counts a fact table straight into them, and
-// ReleaseFrom (one cuboid, Laplace or Gaussian noise) and ReleaseWorkload
-// (several cuboids under one budget, estimated once) release from those
-// counts, so the base cube is built only when it is released. Every
+// ones only: Aggregate counts a fact table straight into them, and a
+// release (release.NewPlan, then Plan.Run: one table or several under one
+// budget, estimated once) draws from those counts, so the base cube is
+// built only when it is released. Every
 // release carries its privacy story (Metadata, WorkloadMetadata) and margins
 // of error; RoundInteger and WorkloadRelease.RoundIntegers give
 // non-negative integer tables that keep the invariants; ReleaseGraph

@@ -19,7 +19,7 @@ import (
 type Invariant struct {
 	Cuboid domain.Cuboid
 	// View is the invariant's view when it stands at a coarser level of a
-	// hierarchy (ReleaseViews); zero otherwise.
+	// hierarchy (a release of tables at levels); zero otherwise.
 	View   domain.View
 	Counts []float64
 }

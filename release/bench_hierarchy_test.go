@@ -49,7 +49,7 @@ func BenchmarkNationalHierarchy(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
-		plan, err := PlanViews(s, spec)
+		plan, err := newViewsPlan(s, spec)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func BenchmarkNationalHierarchy(b *testing.B) {
 		}
 		t2, c2 := time.Now(), cpuSeconds()
 		r := noise.NewSeeded(1)
-		rel, err := plan.ReleaseFrom(ctx, counts, r.Split())
+		rel, err := plan.releaseFrom(ctx, counts, r.Split())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -110,7 +110,7 @@ func cpuSeconds() float64 {
 // nationalSpec is the release of BenchmarkNationalHierarchy: three tables
 // per level (the level alone, by sex, by sex and age) and the grand total,
 // state totals exact, under the given split.
-func nationalSpec(tb testing.TB, s *domain.Schema, split Split) ViewSpec {
+func nationalSpec(tb testing.TB, s *domain.Schema, split Split) viewSpec {
 	var views []domain.View
 	for _, x := range testkit.NationalTables {
 		v, err := s.ParseView(x)
@@ -124,7 +124,7 @@ func nationalSpec(tb testing.TB, s *domain.Schema, split Split) ViewSpec {
 		tb.Fatal(err)
 	}
 	eps, _ := privacy.NewEpsilon(1)
-	return ViewSpec{Epsilon: eps, Split: split, Views: views, Exact: []domain.View{exact}}
+	return viewSpec{Epsilon: eps, Split: split, Views: views, Exact: []domain.View{exact}}
 }
 
 // nationalCounts counts persons drawn as testkit.WriteNationalPersons draws them
@@ -164,7 +164,7 @@ func nationalCounts(tb testing.TB, s *domain.Schema, weights []float64, persons 
 func BenchmarkNationalEstimate(b *testing.B) {
 	s, weights := nationalSchema(b, 100_000)
 	spec := nationalSpec(b, s, SplitSpine)
-	plan, err := PlanViews(s, spec)
+	plan, err := newViewsPlan(s, spec)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func BenchmarkNationalEstimate(b *testing.B) {
 	b.ResetTimer()
 	c0 := cpuSeconds()
 	for b.Loop() {
-		if _, err := plan.ReleaseFrom(ctx, counts, noise.NewSeeded(1)); err != nil {
+		if _, err := plan.releaseFrom(ctx, counts, noise.NewSeeded(1)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -186,13 +186,13 @@ func BenchmarkNationalEstimate(b *testing.B) {
 func BenchmarkNationalInteger(b *testing.B) {
 	s, weights := nationalSchema(b, 100_000)
 	spec := nationalSpec(b, s, SplitSpine)
-	plan, err := PlanViews(s, spec)
+	plan, err := newViewsPlan(s, spec)
 	if err != nil {
 		b.Fatal(err)
 	}
 	counts := nationalCounts(b, s, weights, benchPersons(b, 10_000_000), plan.Needs())
 	ctx := context.Background()
-	rel, err := plan.ReleaseFrom(ctx, counts, noise.NewSeeded(1))
+	rel, err := plan.releaseFrom(ctx, counts, noise.NewSeeded(1))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -269,10 +269,10 @@ func BenchmarkNationalPlan(b *testing.B) {
 				rho, _ := privacy.NewRho(1)
 				spec.Epsilon, spec.Mechanism, spec.Rho, spec.Delta = privacy.Epsilon{}, MechanismGaussian, rho, 1e-6
 			}
-			var p *ViewPlan
+			var p *viewsPlan
 			for b.Loop() {
 				var err error
-				if p, err = PlanViews(s, spec); err != nil {
+				if p, err = newViewsPlan(s, spec); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -13,27 +13,37 @@ import (
 )
 
 // Release a sex x age table when the age totals are published exactly.
-func ExampleReleaseCube() {
+func ExamplePlan_Run() {
 	s, _ := domain.NewSchema([]domain.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
 	})
 	c, _ := cube.New(s, cube.DefaultCellLimit)
 	copy(c.Counts, []float64{10, 40, 7, 12, 35, 5})
-	age, _ := s.CuboidOf("age")
+	age, _ := s.ParseView("age")
 	eps, _ := privacy.NewEpsilon(1)
-	rel, err := release.ReleaseCube(context.Background(), c, release.ReleaseSpec{
+	plan, err := release.NewPlan(s, release.Spec{
 		Epsilon: eps,
-		Exact:   []domain.Cuboid{age},
-		Cuboid:  domain.Base(s.NumDims()),
-	}, noise.NewSeeded(1)) // seeded: reproducible, NOT private
+		Exact:   []domain.View{age},
+		Tables:  []domain.View{domain.ViewOf(domain.Base(s.NumDims()))},
+	})
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("sensitivity:", rel.Sensitivity, "-", rel.SensitivityRule)
+	counts, err := c.ProjectViews(plan.Needs())
+	if err != nil {
+		panic(err)
+	}
+	rel, err := plan.Run(context.Background(), counts, noise.NewSeeded(1)) // seeded: reproducible, NOT private
+	if err != nil {
+		panic(err)
+	}
+	t := rel.Tables[0]
+	fmt.Println("sensitivity:", t.Sensitivity, "-", t.SensitivityRule)
 	// The age totals hold exactly in the release.
+	x := t.Counts
 	for j := range 3 {
-		fmt.Printf("age %s: %s\n", s.Dim(1).Values[j], domain.FormatCount(rel.Counts[j]+rel.Counts[3+j]))
+		fmt.Printf("age %s: %s\n", s.Dim(1).Values[j], domain.FormatCount(x[j]+x[3+j]))
 	}
 	// Output:
 	// sensitivity: 2 - Lemma 4.2(i): one exact cuboid {age}
@@ -62,20 +72,23 @@ func ExampleConsistent() {
 	// Output: 6.025 3.975 1.975 8.025
 }
 
-// PlanRelease gives the privacy story of a release before its counts exist.
-func ExamplePlanRelease() {
+// A plan gives the privacy story of a release before its counts exist; a
+// release of one cuboid measured itself also gives its noise (Cuboid), for
+// pipelines that draw it block by block.
+func ExamplePlan_Cuboid() {
 	s, _ := domain.NewSchema([]domain.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "age", Values: []string{"young", "middle", "old"}},
 	})
 	eps, _ := privacy.NewEpsilon(1)
-	plan, err := release.PlanRelease(s, release.ReleaseSpec{Epsilon: eps, Cuboid: 3, Exact: []domain.Cuboid{1}}, false)
+	sex, _ := s.ParseView("sex")
+	plan, err := release.NewPlan(s, release.Spec{Epsilon: eps, Tables: []domain.View{domain.ViewOf(3)}, Exact: []domain.View{sex}})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	m := plan.Metadata()
-	fmt.Println(m.Sensitivity, m.Private, m.Guarantee)
+	m := plan.Cuboid().Metadata()
+	fmt.Printf("sensitivity %d, private %v, %s, Laplace scale %.2f\n", m.Sensitivity, m.Private, m.Guarantee, m.Scale)
 	// Output:
-	// 2 true unconditional
+	// sensitivity 2, private true, unconditional, Laplace scale 2.00
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/knowdp/knowdp/source"
 )
 
-// ExampleReleaseViews releases a geography at three levels under one
-// epsilon, with state totals exact: every table adds up to the one above.
-func ExampleReleaseViews() {
+// A geography released at three levels under one epsilon, with state
+// totals exact: every table adds up to the one above.
+func ExampleNewPlan_hierarchy() {
 	s, err := domain.ParseSchema([]byte(`{"dimensions":[
 	 {"name":"geo","levels":["region","state","county"],"values":["c1","c2","c3","c4","c5"],
 	  "parents":{"state":{"c1":"s1","c2":"s1","c3":"s2","c4":"s2","c5":"s2"},"region":{"s1":"r1","s2":"r1"}}},
@@ -38,19 +38,18 @@ func ExampleReleaseViews() {
 		return v
 	}
 	eps, _ := privacy.NewEpsilon(1)
-	spec := release.ViewSpec{Epsilon: eps, Split: release.SplitSpine,
-		Views: []domain.View{view("geo:region"), view("geo:state,sex"), view("geo,sex")},
-		Exact: []domain.View{view("geo:state")}}
-	needs, err := spec.Needs(s)
+	plan, err := release.NewPlan(s, release.Spec{Epsilon: eps, Split: release.SplitSpine,
+		Tables: []domain.View{view("geo:region"), view("geo:state,sex"), view("geo,sex")},
+		Exact:  []domain.View{view("geo:state")}})
 	if err != nil {
 		panic(err)
 	}
 	t, _ := source.NewCSV("persons.csv", strings.NewReader(rows.String()))
-	counts, _, err := cube.AggregateViews(context.Background(), t, s, needs, cube.Options{})
+	counts, _, err := cube.AggregateViews(context.Background(), t, s, plan.Needs(), cube.Options{})
 	if err != nil {
 		panic(err)
 	}
-	rel, err := release.ReleaseViews(context.Background(), s, counts, spec, noise.NewSeeded(1))
+	rel, err := plan.Run(context.Background(), counts, noise.NewSeeded(1)) // seeded: NOT private
 	if err != nil {
 		panic(err)
 	}

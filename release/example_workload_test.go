@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
@@ -17,34 +16,40 @@ import (
 // agree with each other and with the age totals, and each carries its
 // margin of error. The optimal split gives {sex} no share of its own: the
 // {sex,age} measurement already covers it, and the budget does more there.
-func ExampleReleaseWorkload() {
+func ExampleNewPlan_workload() {
 	s, _ := domain.NewSchema([]domain.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
 		{Name: "region", Values: []string{"N", "S"}},
 	})
-	sex, _ := s.CuboidOf("sex")
-	age, _ := s.CuboidOf("age")
-	sexAge, _ := s.CuboidOf("sex", "age")
-	ageRegion, _ := s.CuboidOf("age", "region")
-	eps, _ := privacy.NewEpsilon(1)
-	spec := release.WorkloadSpec{
-		Epsilon: eps,
-		Exact:   []domain.Cuboid{age},
-		Cuboids: []domain.Cuboid{sexAge, ageRegion, sex},
+	view := func(x string) domain.View {
+		v, err := s.ParseView(x)
+		if err != nil {
+			panic(err)
+		}
+		return v
 	}
-	// The counts a database would return for each needed cuboid.
-	counts := map[domain.Cuboid][]float64{
+	sex, age, sexAge, ageRegion := view("sex"), view("age"), view("sex,age"), view("age,region")
+	eps, _ := privacy.NewEpsilon(1)
+	plan, err := release.NewPlan(s, release.Spec{
+		Epsilon: eps,
+		Exact:   []domain.View{age},
+		Tables:  []domain.View{sexAge, ageRegion, sex},
+	})
+	if err != nil {
+		panic(err)
+	}
+	// The counts a database would return for each needed view.
+	counts := map[domain.View][]float64{
 		age:       {22, 75, 12},
 		sexAge:    {10, 40, 7, 12, 35, 5},
 		ageRegion: {12, 10, 30, 45, 8, 4},
 		sex:       {57, 52},
 	}
-	needs, _ := spec.Needs(s)
-	for _, c := range needs {
-		fmt.Println("needs", s.Format(c))
+	for _, v := range plan.Needs() {
+		fmt.Println("needs", s.FormatView(v))
 	}
-	rel, err := release.ReleaseWorkload(context.Background(), s, counts, spec, noise.NewSeeded(1)) // seeded: NOT private
+	rel, err := plan.Run(context.Background(), counts, noise.NewSeeded(1)) // seeded: NOT private
 	if err != nil {
 		panic(err)
 	}
@@ -77,22 +82,19 @@ func ExampleReleaseWorkload() {
 // The margin of error of a single-cuboid release: with the age totals
 // public, each cell's error is a combination of Laplace variables, and 90%
 // of the time the true count is within the margin of the released one.
-func ExampleReleaseCube_moe90() {
+func ExamplePlan_Cuboid_moe90() {
 	s, _ := domain.NewSchema([]domain.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
 	})
-	c, _ := cube.New(s, cube.DefaultCellLimit)
-	copy(c.Counts, []float64{10, 40, 7, 12, 35, 5})
-	age, _ := s.CuboidOf("age")
+	age, _ := s.ParseView("age")
 	eps, _ := privacy.NewEpsilon(1)
-	for _, exact := range [][]domain.Cuboid{nil, {age}} {
-		rel, err := release.ReleaseCube(context.Background(), c, release.ReleaseSpec{
-			Epsilon: eps, Exact: exact, Cuboid: domain.Base(2),
-		}, noise.NewSeeded(1)) // seeded: NOT private
+	for _, exact := range [][]domain.View{nil, {age}} {
+		plan, err := release.NewPlan(s, release.Spec{Epsilon: eps, Exact: exact, Tables: []domain.View{domain.ViewOf(domain.Base(2))}})
 		if err != nil {
 			panic(err)
 		}
+		rel := plan.Cuboid()
 		fmt.Printf("exact %d cuboid(s): sensitivity %d, moe90 %.3f\n", len(exact), rel.Sensitivity, rel.MOE90)
 	}
 	// Output:
@@ -109,10 +111,10 @@ func ExampleExpectedRMSE() {
 		{Name: "region", Values: []string{"N", "S", "E", "W"}},
 	})
 	eps, _ := privacy.NewEpsilon(1)
-	spec := release.WorkloadSpec{Epsilon: eps}
+	spec := release.Spec{Epsilon: eps}
 	for _, names := range [][]string{{"sex", "age"}, {"age", "region"}, {"sex", "region"}} {
 		c, _ := s.CuboidOf(names...)
-		spec.Cuboids = append(spec.Cuboids, c)
+		spec.Tables = append(spec.Tables, domain.ViewOf(c))
 	}
 	for _, st := range []release.Strategy{release.StrategySeparate, release.StrategyBase, release.StrategyEqual, release.StrategyOptimal} {
 		rmse, _ := release.ExpectedRMSE(s, spec, st)
@@ -150,28 +152,29 @@ func ExampleParseWorkload() {
 // compute one table from its estimate's terms: the sum of broadcast
 // marginals of the invariant and of the noisy measurements, which is how a
 // distributed pipeline computes each block of a table. The plan is made
-// once; ReleaseFrom draws the release from it.
-func ExamplePlanWorkload() {
+// once; Run draws the release from it.
+func ExamplePlan_Workload() {
 	s, _ := domain.NewSchema([]domain.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
 	})
-	age, _ := s.CuboidOf("age")
-	sexAge, _ := s.CuboidOf("sex", "age")
-	sex, _ := s.CuboidOf("sex")
+	age, _ := s.ParseView("age")
+	sexAge, _ := s.ParseView("sex,age")
+	sex, _ := s.ParseView("sex")
 	eps, _ := privacy.NewEpsilon(1)
-	plan, err := release.PlanWorkload(s, release.WorkloadSpec{Epsilon: eps, Exact: []domain.Cuboid{age}, Cuboids: []domain.Cuboid{sexAge, sex}}, true)
+	planned, err := release.NewPlan(s, release.Spec{Epsilon: eps, Exact: []domain.View{age}, Tables: []domain.View{sexAge, sex}})
 	if err != nil {
 		panic(err)
 	}
+	plan := planned.Workload()
 	for i := range plan.NumSources() {
 		fmt.Println("source", i, s.Format(plan.Source(i)))
 	}
 	for _, t := range plan.Terms(1) { // the {sex} table
 		fmt.Printf("{sex} += %.4g × marginal of source %d on %s\n", t.Coef, t.Source, s.Format(t.Margin))
 	}
-	counts := map[domain.Cuboid][]float64{age: {22, 75, 12}, sexAge: {10, 40, 7, 12, 35, 5}}
-	rel, err := plan.ReleaseFrom(context.Background(), counts, noise.NewSeeded(1)) // seeded: NOT private
+	counts := map[domain.View][]float64{age: {22, 75, 12}, sexAge: {10, 40, 7, 12, 35, 5}}
+	rel, err := planned.Run(context.Background(), counts, noise.NewSeeded(1)) // seeded: NOT private
 	if err != nil {
 		panic(err)
 	}

@@ -29,7 +29,7 @@ const latticeMaxWork = 4e9
 // planLattice plans the lattice strategy for spec (Laplace noise, the
 // optimal split), given its requested plan req. It returns nil when the
 // search finds nothing to measure.
-func planLattice(ctx context.Context, s *domain.Schema, spec WorkloadSpec, req *workloadPlan) (*workloadPlan, error) {
+func planLattice(ctx context.Context, s *domain.Schema, spec workloadSpec, req *workloadPlan) (*workloadPlan, error) {
 	// The tables in the order of their cuboids: the search's starting
 	// points, hence its result, do not depend on the order of the request.
 	weights := map[domain.Cuboid]float64{}

@@ -21,7 +21,7 @@ func TestBestNeverWorseUnderInvariants(t *testing.T) {
 	tables := []domain.Cuboid{0b0011, 0b0110, 0b1100, 0b1001, 0b0101, 0b1010}
 	for _, exact := range [][]domain.Cuboid{nil, {0b0001}, {0b0011}, {0b0001, 0b0110}, {0b0011, 0b1100}} {
 		for _, gauss := range []bool{false, true} {
-			spec := WorkloadSpec{Exact: exact, Cuboids: tables}
+			spec := workloadSpec{Exact: exact, Cuboids: tables}
 			if gauss {
 				spec.Mechanism, spec.Rho, spec.Delta = MechanismGaussian, rho(t, 1), 1e-6
 			} else {
@@ -150,7 +150,7 @@ func TestOneMarginalNeedsNoSearch(t *testing.T) {
 	ctx := context.Background()
 	s := testkit.TestSchema(t, 3, 4, 2, 3)
 	for _, c := range []domain.Cuboid{0b0001, 0b0110, 0b1011, 0b1111} {
-		spec := WorkloadSpec{Cuboids: []domain.Cuboid{c}, Epsilon: eps(t, 1)}
+		spec := workloadSpec{Cuboids: []domain.Cuboid{c}, Epsilon: eps(t, 1)}
 		req, err := planWorkloadCtx(ctx, s, spec)
 		if err != nil {
 			t.Fatal(err)

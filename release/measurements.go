@@ -81,10 +81,10 @@ type SavedMeasurement struct {
 }
 
 // SaveMeasurements returns the release's measurements for writing. The
-// release must have been made with WorkloadSpec.KeepMeasurements.
+// release must have been made with Spec.KeepMeasurements.
 func (w *Release) SaveMeasurements() (*SavedMeasurements, error) {
 	if w.noisy == nil && len(w.Measurements) > 0 {
-		return nil, errors.New("release: the noisy measurements were not kept (set WorkloadSpec.KeepMeasurements)")
+		return nil, errors.New("release: the noisy measurements were not kept (set Spec.KeepMeasurements)")
 	}
 	s := w.Schema
 	meta := w.Metadata()

@@ -22,13 +22,13 @@ func TestSavedMeasurements(t *testing.T) {
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(8), s.Cells())}
 	for _, tc := range []struct {
 		name string
-		spec WorkloadSpec
+		spec workloadSpec
 	}{
-		{"laplace", WorkloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0b001}, Cuboids: []domain.Cuboid{0b011, 0b110, 0b010}, KeepMeasurements: true}},
-		{"gaussian", WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: []domain.Cuboid{0b100}, Cuboids: []domain.Cuboid{0b011, 0b110}, KeepMeasurements: true}},
+		{"laplace", workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0b001}, Cuboids: []domain.Cuboid{0b011, 0b110, 0b010}, KeepMeasurements: true}},
+		{"gaussian", workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: []domain.Cuboid{0b100}, Cuboids: []domain.Cuboid{0b011, 0b110}, KeepMeasurements: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rel, err := ReleaseWorkloadCube(t.Context(), c, tc.spec, noise.NewSeeded(9))
+			rel, err := releaseWorkloadCube(t.Context(), c, tc.spec, noise.NewSeeded(9))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,8 +87,8 @@ func TestSavedMeasurements(t *testing.T) {
 			}
 		})
 	}
-	spec := WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{0b011}}
-	rel, err := ReleaseWorkloadCube(t.Context(), c, spec, noise.NewSeeded(9))
+	spec := workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{0b011}}
+	rel, err := releaseWorkloadCube(t.Context(), c, spec, noise.NewSeeded(9))
 	if err != nil {
 		t.Fatal(err)
 	}

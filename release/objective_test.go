@@ -24,7 +24,7 @@ func TestMaxObjective(t *testing.T) {
 	tables := []domain.Cuboid{0b0011, 0b0110, 0b1100, 0b1000, 0b0101}
 	weights := []float64{1, 3, 0.5, 2, 1}
 	for _, exact := range [][]domain.Cuboid{nil, {0b0001}} {
-		spec := WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Exact: exact, Cuboids: tables, Weights: weights,
+		spec := workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Exact: exact, Cuboids: tables, Weights: weights,
 			Objective: ObjectiveMax, Strategy: MeasureBest}
 		p, err := planWorkloadCtx(context.Background(), s, spec)
 		if err != nil {
@@ -87,7 +87,7 @@ func TestMaxObjective(t *testing.T) {
 		}
 	}
 	// Laplace noise is refused, with the reason.
-	_, err := planWorkload(s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: tables, Objective: ObjectiveMax})
+	_, err := planWorkload(s, workloadSpec{Epsilon: eps(t, 1), Cuboids: tables, Objective: ObjectiveMax})
 	if err == nil || !strings.Contains(err.Error(), "Gaussian") {
 		t.Errorf("max objective with Laplace noise: %v", err)
 	}

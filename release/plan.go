@@ -124,9 +124,11 @@ type Plan struct {
 	// draws (noise on the table, then the projection onto the invariants)
 	// while flat gives its privacy story and errors.
 	flat   *WorkloadPlan
-	views  *ViewPlan
+	views  *viewsPlan
 	cross  *crossPlan
-	single *ReleaseSpec
+	single *cuboidSpec
+	// cuboid is single's release as planned, without counts (Cuboid).
+	cuboid *CuboidRelease
 	unit   *unitPlan
 	// ranges plans a release with prefix or range tables (ranges.go).
 	ranges *rangePlan
@@ -170,22 +172,23 @@ func NewPlanContext(ctx context.Context, s *domain.Schema, spec Spec) (*Plan, er
 		}
 	case engineOf(spec, coarse) == engineFlat:
 		ws := spec.workload()
-		wp, err := PlanWorkloadContext(ctx, s, ws, false)
+		wp, err := newWorkloadPlanContext(ctx, s, ws, false)
 		if err != nil {
 			return nil, err
 		}
 		p.flat = wp
 		if len(spec.Tables) == 1 && spec.Measure == nil && len(wp.Release.Measurements) <= 1 && (len(wp.Release.Measurements) == 0 || wp.Release.Measurements[0].Cuboid == ws.Cuboids[0] && !wp.Release.Measurements[0].Residual) {
-			one := ReleaseSpec{Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta, Epsilon: spec.Epsilon,
+			one := cuboidSpec{Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta, Epsilon: spec.Epsilon,
 				Exact: ws.Exact, Cuboid: ws.Cuboids[0], Sensitivity: spec.Sensitivity, DomainsFromData: spec.DomainsFromData,
 				NonNegative: spec.NonNegative, Tol: spec.Tol, Integer: spec.Integer, keepNoisy: spec.KeepMeasurements, unitRows: spec.unitRows}
-			if _, _, err := planRelease(s, one, false); err != nil {
+			planned, _, err := planRelease(s, one, false)
+			if err != nil {
 				return nil, err
 			}
-			p.single = &one
+			p.single, p.cuboid = &one, planned
 		}
 	case engineOf(spec, coarse) == engineViews:
-		vp, err := PlanViewsContext(ctx, s, spec.views())
+		vp, err := newViewsPlanContext(ctx, s, spec.views())
 		if err != nil {
 			return nil, err
 		}
@@ -376,8 +379,8 @@ func engineOf(spec Spec, coarse []int) engine {
 
 // workload returns the spec of a release at the finest levels as the flat
 // engine takes it.
-func (spec Spec) workload() WorkloadSpec {
-	ws := WorkloadSpec{Epsilon: spec.Epsilon, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
+func (spec Spec) workload() workloadSpec {
+	ws := workloadSpec{Epsilon: spec.Epsilon, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
 		DomainsFromData: spec.DomainsFromData, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
 		Strategy: spec.Strategy, KeepMeasurements: spec.KeepMeasurements, Objective: spec.Objective, unitRows: spec.unitRows}
 	ws.Cuboids, ws.Exact, ws.Measure = cuboidsOf(spec.Tables), cuboidsOf(spec.Exact), cuboidsOf(spec.Measure)
@@ -386,8 +389,8 @@ func (spec Spec) workload() WorkloadSpec {
 
 // views returns the spec of a release across one hierarchy as its engine
 // takes it.
-func (spec Spec) views() ViewSpec {
-	return ViewSpec{Epsilon: spec.Epsilon, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
+func (spec Spec) views() viewSpec {
+	return viewSpec{Epsilon: spec.Epsilon, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta,
 		Exact: spec.Exact, Views: spec.Tables, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
 		DomainsFromData: spec.DomainsFromData, KeepMeasurements: spec.KeepMeasurements, unitRows: spec.unitRows}
 }
@@ -439,7 +442,7 @@ func (p *Plan) Needs() []domain.View {
 		cs := p.flat.Needs()
 		if p.single != nil {
 			// The table itself, even when the invariants determine it:
-			// counting it is how ReleaseFrom checks them.
+			// counting it is how releaseFrom checks them.
 			cs = p.single.Needs()
 		}
 		out := make([]domain.View, len(cs))
@@ -455,14 +458,20 @@ func (p *Plan) Needs() []domain.View {
 }
 
 // Cuboid returns, for a release of one table at the finest levels that is
-// measured itself, the spec of its one noisy cuboid projected onto the
-// invariants (ReleaseFrom draws it), for pipelines that noise and project it
-// block by block; nil otherwise. Its privacy story is Workload's.
-func (p *Plan) Cuboid() *ReleaseSpec {
-	if p.single == nil {
+// measured itself, that release as planned, without counts: its cuboid,
+// sensitivity, noise (scale and grid, or sigma), margin of error and
+// invariants (their cuboids, without counts), for pipelines that noise the
+// table and project it onto the invariants block by block as Run does; nil
+// otherwise. Its privacy story is Workload's; its Seeded is false, whatever
+// the generator Run is given. It describes the noisy cuboid and its
+// projection: a non-negative or integer step the spec asks for is Run's
+// (and its MOE90 does not cover that step).
+func (p *Plan) Cuboid() *CuboidRelease {
+	if p.cuboid == nil {
 		return nil
 	}
-	c := *p.single
+	c := *p.cuboid
+	c.Invariants = slices.Clone(c.Invariants)
 	return &c
 }
 
@@ -530,9 +539,9 @@ func (p *Plan) runEngine(ctx context.Context, counts map[domain.View][]float64, 
 				exact[v.Dims] = x
 			}
 		}
-		w, err = p.flat.ReleaseFrom(ctx, exact, r)
+		w, err = p.flat.releaseFrom(ctx, exact, r)
 	} else {
-		w, err = p.views.ReleaseFrom(ctx, counts, r)
+		w, err = p.views.releaseFrom(ctx, counts, r)
 	}
 	if err != nil {
 		return nil, err
@@ -560,7 +569,7 @@ func (p *Plan) runSingle(ctx context.Context, counts map[domain.View][]float64, 
 			tables[v.Dims] = slices.Clone(x)
 		}
 	}
-	rel, err := ReleaseFrom(ctx, p.schema, tables, *p.single, r)
+	rel, err := releaseFrom(ctx, p.schema, tables, *p.single, r)
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func TestPlanExtremeWeights(t *testing.T) {
 		{"views 1e6:1e-6", []float64{1e6, 1e-6}, []string{"geo:state", "geo,sex"}, SplitOptimal, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := ViewSpec{Split: tc.split, Weights: tc.weights}
+			spec := viewSpec{Split: tc.split, Weights: tc.weights}
 			if tc.gauss {
 				spec.Mechanism, spec.Rho, spec.Delta = MechanismGaussian, mustRho(t, 0.5), 1e-6
 			} else {
@@ -50,7 +50,7 @@ func TestPlanExtremeWeights(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
-				_, err := PlanViewsContext(ctx, s, spec)
+				_, err := newViewsPlanContext(ctx, s, spec)
 				done <- err
 			}()
 			var err error
@@ -79,14 +79,14 @@ func TestPlanContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, views := range [][]string{{"sex,age", "geo,sex"}, {"geo:state", "geo,sex"}} {
-		spec := ViewSpec{Split: SplitOptimal, Epsilon: mustEps(t, 1)}
+		spec := viewSpec{Split: SplitOptimal, Epsilon: mustEps(t, 1)}
 		for _, v := range views {
 			spec.Views = append(spec.Views, testkit.MustView(t, s, v))
 		}
-		if _, err := PlanViewsContext(ctx, s, spec); !errors.Is(err, context.Canceled) {
+		if _, err := newViewsPlanContext(ctx, s, spec); !errors.Is(err, context.Canceled) {
 			t.Errorf("%v: %v, want the context's error", views, err)
 		}
-		if _, err := PlanViews(s, spec); err != nil {
+		if _, err := newViewsPlan(s, spec); err != nil {
 			t.Errorf("%v without a deadline: %v", views, err)
 		}
 	}
@@ -117,7 +117,7 @@ func TestSplitWork(t *testing.T) {
 		{"views spine", viewSplitCases[1].views, nil, SplitSpine, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := ViewSpec{Split: tc.split}
+			spec := viewSpec{Split: tc.split}
 			if tc.gauss {
 				spec.Mechanism, spec.Rho, spec.Delta = MechanismGaussian, mustRho(t, 0.5), 1e-6
 			} else {

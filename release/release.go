@@ -49,8 +49,8 @@ func ParseMechanism(name string) (Mechanism, error) {
 	return 0, fmt.Errorf("unknown mechanism %q: use laplace or gaussian", name)
 }
 
-// ReleaseSpec says what to release from a cube and how.
-type ReleaseSpec struct {
+// cuboidSpec says what to release from a cube and how.
+type cuboidSpec struct {
 	// Mechanism is Laplace (pure eps, the default) or Gaussian (zCDP, with
 	// Rho instead of Epsilon).
 	Mechanism Mechanism
@@ -90,12 +90,13 @@ type ReleaseSpec struct {
 	Integer bool
 	// keepNoisy keeps a copy of the noisy counts before any estimate.
 	keepNoisy bool
-	// unitRows: see WorkloadSpec.
+	// unitRows: see workloadSpec.
 	unitRows int
 }
 
 // CuboidRelease is a noisy cuboid made consistent with the invariants, together
-// with its privacy story.
+// with its privacy story. Plan.Cuboid returns one as planned, without
+// counts, for pipelines that draw a one-table release block by block.
 type CuboidRelease struct {
 	Schema *domain.Schema
 	Cuboid domain.Cuboid
@@ -150,10 +151,10 @@ type CuboidRelease struct {
 	// release is then reproducible and NOT private.
 	Seeded bool
 	// DomainsFromData is true when the domains were read from the data
-	// (ReleaseSpec.DomainsFromData): the release is then NOT private.
+	// (Spec.DomainsFromData): the release is then NOT private.
 	DomainsFromData bool
 	// SensitivityGiven is true when the sensitivity came from
-	// ReleaseSpec.Sensitivity, and SensitivityClaimed when knowdp could not
+	// Spec.Sensitivity, and SensitivityClaimed when knowdp could not
 	// check it (no closed form): the guarantee then rests on the claim.
 	SensitivityGiven, SensitivityClaimed bool
 	// ReleasedExactly is true when no noise was added because the cuboid
@@ -202,7 +203,7 @@ func (rel *CuboidRelease) Warnings() []string {
 	return w
 }
 
-// ReleaseCube draws a differentially private release of spec.Cuboid from
+// releaseCube draws a differentially private release of spec.Cuboid from
 // the cube c.
 //
 // It adds Laplace noise of scale S/eps to every cell of the cuboid's
@@ -213,31 +214,31 @@ func (rel *CuboidRelease) Warnings() []string {
 // that can be computed from the invariants is public and is released
 // exactly. Noise for large cuboids is drawn in parallel from generators
 // split off r in a fixed order, so a seeded release is reproducible.
-func ReleaseCube(ctx context.Context, c *cube.Cube, spec ReleaseSpec, r *noise.Rand) (*CuboidRelease, error) {
+func releaseCube(ctx context.Context, c *cube.Cube, spec cuboidSpec, r *noise.Rand) (*CuboidRelease, error) {
 	tables := map[domain.Cuboid][]float64{}
 	for _, n := range spec.Needs() {
 		if n&^domain.Base(c.Schema.NumDims()) == 0 {
 			tables[n] = c.Project(n)
 		}
 	}
-	return ReleaseFrom(ctx, c.Schema, tables, spec, r)
+	return releaseFrom(ctx, c.Schema, tables, spec, r)
 }
 
-// Needs returns the cuboids whose exact counts ReleaseFrom needs: the
+// Needs returns the cuboids whose exact counts releaseFrom needs: the
 // released cuboid and the exact cuboids. They are decided by the spec
 // alone, so a caller can aggregate just them (Aggregate) instead of
 // building the base cube.
-func (spec ReleaseSpec) Needs() []domain.Cuboid {
+func (spec cuboidSpec) Needs() []domain.Cuboid {
 	return dedupe(append([]domain.Cuboid{spec.Cuboid}, spec.Exact...))
 }
 
-// ReleaseFrom is (*Cube).Release from the exact counts of the cuboids
+// releaseFrom is (*Cube).Release from the exact counts of the cuboids
 // spec.Needs() lists (row-major over each cuboid's dimensions), so that a
 // release costs memory and time in the cells of the released and exact
 // cuboids, not in those of the base domain. The release takes the released
 // cuboid's counts over: noise is added to them in place (so a large cuboid
 // is not copied), and the caller must not use them afterwards.
-func ReleaseFrom(ctx context.Context, s *domain.Schema, tables map[domain.Cuboid][]float64, spec ReleaseSpec, r *noise.Rand) (*CuboidRelease, error) {
+func releaseFrom(ctx context.Context, s *domain.Schema, tables map[domain.Cuboid][]float64, spec cuboidSpec, r *noise.Rand) (*CuboidRelease, error) {
 	rel, dist, err := planRelease(s, spec, r.Seeded())
 	if err != nil {
 		return nil, err
@@ -302,7 +303,7 @@ func ReleaseFrom(ctx context.Context, s *domain.Schema, tables map[domain.Cuboid
 // when the invariants determine the cuboid), the margin of error and the
 // privacy story. The returned Release has its invariants' cuboids but no
 // counts.
-func planRelease(s *domain.Schema, spec ReleaseSpec, seeded bool) (*CuboidRelease, noise.Adder, error) {
+func planRelease(s *domain.Schema, spec cuboidSpec, seeded bool) (*CuboidRelease, noise.Adder, error) {
 	eps := spec.Epsilon.Float64()
 	gaussian := spec.Mechanism == MechanismGaussian
 	switch {
@@ -642,21 +643,4 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// PlanRelease returns what ReleaseFrom would return for spec, except the
-// counts: the sensitivity, the noise's scale and grid, the margin of error
-// and the privacy story, which depend on the schema and the spec only. The
-// Invariants carry their cuboids without counts. A release whose counts are
-// computed elsewhere (a Beam pipeline: noise from noise.NewLaplace with the
-// plan's Sensitivity and Epsilon, then Corrections) writes the plan's
-// Metadata and CellMOE90 beside them. Laplace and Gaussian releases are
-// planned (for a Gaussian one the noise is noise.NewGaussian with the
-// plan's L2Sensitivity and Rho); non-negative and integer ones are not.
-func PlanRelease(s *domain.Schema, spec ReleaseSpec, seeded bool) (*CuboidRelease, error) {
-	if spec.NonNegative || spec.Integer {
-		return nil, errors.New("release plan: non-negative and integer releases are not supported")
-	}
-	rel, _, err := planRelease(s, spec, seeded)
-	return rel, err
 }

@@ -42,8 +42,8 @@ func TestGaussianRelease(t *testing.T) {
 		{[]domain.Cuboid{0b011, 0b110}, 0b101},
 		{[]domain.Cuboid{0b001, 0b010, 0b100}, domain.Base(3)},
 	} {
-		spec := ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.3), Delta: 1e-6, Exact: tc.exact, Cuboid: tc.release}
-		rel, err := ReleaseCube(ctx, c, spec, noise.NewRand())
+		spec := cuboidSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.3), Delta: 1e-6, Exact: tc.exact, Cuboid: tc.release}
+		rel, err := releaseCube(ctx, c, spec, noise.NewRand())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func TestGaussianMOE90Coverage(t *testing.T) {
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(5), s.Cells())}
 	for _, exact := range [][]domain.Cuboid{nil, {0b011, 0b110}} {
 		cov := coverage(t, 800, func(r *noise.Rand) ([][]float64, [][]float64, []float64) {
-			rel, err := ReleaseCube(ctx, c, ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.05), Delta: 1e-6, Exact: exact, Cuboid: domain.Base(3)}, r)
+			rel, err := releaseCube(ctx, c, cuboidSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.05), Delta: 1e-6, Exact: exact, Cuboid: domain.Base(3)}, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,17 +88,17 @@ func TestGaussianReleaseErrors(t *testing.T) {
 	s := testkit.TestSchema(t, 2, 2)
 	c := &cube.Cube{Schema: s, Counts: []float64{1, 2, 3, 4}}
 	for _, tc := range []struct {
-		spec ReleaseSpec
+		spec cuboidSpec
 		want string
 	}{
-		{ReleaseSpec{Mechanism: MechanismGaussian, Cuboid: domain.Base(2)}, "needs rho"},
-		{ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Epsilon: eps(t, 1), Cuboid: domain.Base(2)}, "leave epsilon unset"},
-		{ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Sensitivity: 3, Cuboid: domain.Base(2)}, "cannot be overridden"},
-		{ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1, Cuboid: domain.Base(2)}, "delta"},
-		{ReleaseSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Cuboid: domain.Base(2)}, "at a delta in (0, 1)"},
-		{ReleaseSpec{Epsilon: eps(t, 1), Delta: 1e-6, Cuboid: domain.Base(2)}, "Gaussian releases only"},
+		{cuboidSpec{Mechanism: MechanismGaussian, Cuboid: domain.Base(2)}, "needs rho"},
+		{cuboidSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Epsilon: eps(t, 1), Cuboid: domain.Base(2)}, "leave epsilon unset"},
+		{cuboidSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Sensitivity: 3, Cuboid: domain.Base(2)}, "cannot be overridden"},
+		{cuboidSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1, Cuboid: domain.Base(2)}, "delta"},
+		{cuboidSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Cuboid: domain.Base(2)}, "at a delta in (0, 1)"},
+		{cuboidSpec{Epsilon: eps(t, 1), Delta: 1e-6, Cuboid: domain.Base(2)}, "Gaussian releases only"},
 	} {
-		if _, err := ReleaseCube(context.Background(), c, tc.spec, noise.NewSeeded(1)); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := releaseCube(context.Background(), c, tc.spec, noise.NewSeeded(1)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want %q", tc.spec, err, tc.want)
 		}
 	}

@@ -66,13 +66,13 @@ func TestReleaseLargeCountsNotClamped(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &cube.Cube{Schema: s, Counts: largeCounts(tc.total)}
-			spec := ReleaseSpec{Exact: tc.exact, Cuboid: tc.cuboid}
+			spec := cuboidSpec{Exact: tc.exact, Cuboid: tc.cuboid}
 			if tc.eps > 0 {
 				spec.Epsilon = eps(t, tc.eps)
 			} else {
 				spec.Mechanism, spec.Rho, spec.Delta = MechanismGaussian, rho(t, tc.rho), 1e-6
 			}
-			rel, err := ReleaseCube(context.Background(), c, spec, noise.NewSeeded(11))
+			rel, err := releaseCube(context.Background(), c, spec, noise.NewSeeded(11))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,13 +115,13 @@ func TestWorkloadLargeCountsNotClamped(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &cube.Cube{Schema: s, Counts: largeCounts(tc.total)}
-			spec := WorkloadSpec{Cuboids: cuboids}
+			spec := workloadSpec{Cuboids: cuboids}
 			if tc.eps > 0 {
 				spec.Epsilon = eps(t, tc.eps)
 			} else {
 				spec.Mechanism, spec.Rho, spec.Delta = MechanismGaussian, rho(t, tc.rho), 1e-6
 			}
-			rel, err := ReleaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(12))
+			rel, err := releaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(12))
 			if err != nil {
 				t.Fatal(err)
 			}

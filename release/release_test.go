@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/estimate"
 	"github.com/knowdp/knowdp/internal/tensor"
 	"github.com/knowdp/knowdp/internal/testkit"
 	"github.com/knowdp/knowdp/noise"
@@ -33,12 +35,12 @@ func TestReleaseInvariantsHoldAndSeededIsReproducible(t *testing.T) {
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(1), s.Cells())}
 	exact := []domain.Cuboid{testkit.CuboidOf([]int{0, 1}), testkit.CuboidOf([]int{1, 2})}
 	for _, over := range []domain.Cuboid{domain.Base(4), testkit.CuboidOf([]int{0, 1, 3}), testkit.CuboidOf([]int{2, 3})} {
-		spec := ReleaseSpec{Epsilon: eps(t, 0.5), Exact: exact, Cuboid: over}
-		a, err := ReleaseCube(context.Background(), c, spec, noise.NewSeeded(7))
+		spec := cuboidSpec{Epsilon: eps(t, 0.5), Exact: exact, Cuboid: over}
+		a, err := releaseCube(context.Background(), c, spec, noise.NewSeeded(7))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := ReleaseCube(context.Background(), c, spec, noise.NewSeeded(7))
+		b, _ := releaseCube(context.Background(), c, spec, noise.NewSeeded(7))
 		for i := range a.Counts {
 			if a.Counts[i] != b.Counts[i] {
 				t.Fatalf("seeded releases differ at %d", i)
@@ -72,7 +74,7 @@ func TestReleaseInvariantsHoldAndSeededIsReproducible(t *testing.T) {
 func TestReleasePublicCuboidIsExact(t *testing.T) {
 	s := testkit.TestSchema(t, 3, 4, 2)
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(2), s.Cells())}
-	rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{
+	rel, err := releaseCube(context.Background(), c, cuboidSpec{
 		Epsilon: eps(t, 1), Exact: []domain.Cuboid{testkit.CuboidOf([]int{0, 1})}, Cuboid: testkit.CuboidOf([]int{1}),
 	}, noise.NewRand())
 	if err != nil {
@@ -100,7 +102,7 @@ func TestReleaseNonNegative(t *testing.T) {
 	for i := range c.Counts {
 		c.Counts[i] = float64(r.Uint64N(2))
 	}
-	rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{
+	rel, err := releaseCube(context.Background(), c, cuboidSpec{
 		Epsilon: eps(t, 0.5), Exact: []domain.Cuboid{testkit.CuboidOf([]int{0}), testkit.CuboidOf([]int{1, 2})}, Cuboid: domain.Base(3), NonNegative: true, Tol: 1e-7,
 	}, r)
 	if err != nil {
@@ -121,15 +123,15 @@ func TestReleaseRejectsBadSpec(t *testing.T) {
 	c := &cube.Cube{Schema: s, Counts: make([]float64, 4)}
 	for _, tc := range []struct {
 		name string
-		spec ReleaseSpec
+		spec cuboidSpec
 		want string
 	}{
-		{"no epsilon", ReleaseSpec{Cuboid: domain.Base(2)}, "epsilon"},
-		{"cuboid beyond schema", ReleaseSpec{Epsilon: eps(t, 1), Cuboid: 1 << 4}, "beyond the schema"},
-		{"exact beyond schema", ReleaseSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), Exact: []domain.Cuboid{1 << 3}}, "beyond the schema"},
-		{"negative sensitivity", ReleaseSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), Sensitivity: -1}, "sensitivity"},
+		{"no epsilon", cuboidSpec{Cuboid: domain.Base(2)}, "epsilon"},
+		{"cuboid beyond schema", cuboidSpec{Epsilon: eps(t, 1), Cuboid: 1 << 4}, "beyond the schema"},
+		{"exact beyond schema", cuboidSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), Exact: []domain.Cuboid{1 << 3}}, "beyond the schema"},
+		{"negative sensitivity", cuboidSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), Sensitivity: -1}, "sensitivity"},
 	} {
-		if _, err := ReleaseCube(context.Background(), c, tc.spec, noise.NewRand()); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := releaseCube(context.Background(), c, tc.spec, noise.NewRand()); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.want)
 		}
 	}
@@ -213,7 +215,7 @@ func TestReleaseWriteCSVAndMetadata(t *testing.T) {
 	}
 	c := &cube.Cube{Schema: s, Counts: []float64{1, 2, 3, 4}}
 	sex, _ := s.CuboidOf("sex")
-	rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{sex}, Cuboid: domain.Base(2)}, noise.NewSeeded(1))
+	rel, err := releaseCube(context.Background(), c, cuboidSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{sex}, Cuboid: domain.Base(2)}, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +247,7 @@ func BenchmarkRelease(b *testing.B) {
 		}
 		s := testkit.TestSchema(b, sizes...)
 		c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(1), s.Cells())}
-		spec := ReleaseSpec{Epsilon: eps(b, 1), Cuboid: domain.Base(dims)}
+		spec := cuboidSpec{Epsilon: eps(b, 1), Cuboid: domain.Base(dims)}
 		for _, e := range testkit.BenchExact[tc.exact] {
 			spec.Exact = append(spec.Exact, testkit.CuboidOf(e))
 		}
@@ -272,7 +274,7 @@ func BenchmarkRelease(b *testing.B) {
 				copy(work, counts)
 				tables[spec.Cuboid] = work
 				b.StartTimer()
-				if _, err := ReleaseFrom(context.Background(), s, tables, spec, r); err != nil {
+				if _, err := releaseFrom(context.Background(), s, tables, spec, r); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -287,7 +289,7 @@ func BenchmarkRelease(b *testing.B) {
 func TestReleaseNonNegativeNeverFailsOnData(t *testing.T) {
 	s := testkit.TestSchema(t, 3, 4)
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(8), s.Cells())}
-	rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{
+	rel, err := releaseCube(context.Background(), c, cuboidSpec{
 		Epsilon: eps(t, 0.1), Exact: []domain.Cuboid{testkit.CuboidOf([]int{0})}, Cuboid: domain.Base(2), NonNegative: true, Tol: 1e-300,
 	}, noise.NewSeeded(9))
 	if err != nil {
@@ -309,7 +311,7 @@ func TestReleaseNonNegativeNeverFailsOnData(t *testing.T) {
 	}
 }
 
-// TestReleaseSensitivityOverride pins the rule for ReleaseSpec.Sensitivity:
+// TestReleaseSensitivityOverride pins the rule for cuboidSpec.Sensitivity:
 // below the computed generic sensitivity it is refused (naming the value),
 // at or above it is used with an unconditional guarantee, and where no
 // closed form is known it is accepted as the caller's claim, marked
@@ -342,7 +344,7 @@ func TestReleaseSensitivityOverride(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &cube.Cube{Schema: tc.s, Counts: make([]float64, tc.s.Cells())}
-			rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{Epsilon: eps(t, 1), Exact: tc.exact, Cuboid: domain.Base(3), Sensitivity: tc.given}, noise.NewRand())
+			rel, err := releaseCube(context.Background(), c, cuboidSpec{Epsilon: eps(t, 1), Exact: tc.exact, Cuboid: domain.Base(3), Sensitivity: tc.given}, noise.NewRand())
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
@@ -384,7 +386,7 @@ func TestReleaseNotPrivateMarks(t *testing.T) {
 		{"domains from data", true, noise.NewRand(), false, 1},
 		{"both", true, noise.NewSeeded(1), false, 2},
 	} {
-		rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), DomainsFromData: tc.fromData}, tc.r)
+		rel, err := releaseCube(context.Background(), c, cuboidSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), DomainsFromData: tc.fromData}, tc.r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -405,44 +407,40 @@ func TestReleaseNotPrivateMarks(t *testing.T) {
 
 // A sensitivity given by the caller is checked where knowdp can compute the
 // generic sensitivity, and marks the guarantee conditional where it cannot.
-func ExampleReleaseCube_sensitivity() {
-	ctx := context.Background()
+func ExampleNewPlan_sensitivity() {
 	e, _ := privacy.NewEpsilon(1)
 	s, _ := domain.NewSchema([]domain.Dimension{
 		{Name: "sex", Values: []string{"F", "M"}},
 		{Name: "age", Values: []string{"0-17", "18-64", "65+"}},
 		{Name: "region", Values: []string{"N", "S", "E", "W"}},
 	})
-	c, _ := cube.New(s, cube.DefaultCellLimit)
-	sexAge, _ := s.CuboidOf("sex", "age")
-	region, _ := s.CuboidOf("region")
-	age, _ := s.CuboidOf("age")
-	sex, _ := s.CuboidOf("sex")
+	view := func(s *domain.Schema, x string) domain.View {
+		v, _ := s.ParseView(x)
+		return v
+	}
+	base := []domain.View{domain.ViewOf(domain.Base(3))}
 
 	// Two exact cuboids: knowdp computes 2*min(size(sex,age), size(region)).
-	_, err := ReleaseCube(ctx, c, ReleaseSpec{Epsilon: e, Exact: []domain.Cuboid{sexAge, region}, Cuboid: domain.Base(3), Sensitivity: 1}, noise.NewRand())
+	_, err := NewPlan(s, Spec{Epsilon: e, Exact: []domain.View{view(s, "sex,age"), view(s, "region")}, Tables: base, Sensitivity: 1})
 	fmt.Println(err)
 	// Three one-dimensional exact cuboids on 24 cells are brute-forced, on
 	// 3 x 3 x 3 they have no closed form: the caller's value is a claim.
 	s3, _ := domain.NewSchema([]domain.Dimension{{Name: "a", Values: []string{"1", "2", "3"}}, {Name: "b", Values: []string{"1", "2", "3"}}, {Name: "c", Values: []string{"1", "2", "3"}}})
-	c3, _ := cube.New(s3, cube.DefaultCellLimit)
-	a, _ := s3.CuboidOf("a")
-	b, _ := s3.CuboidOf("b")
-	cc, _ := s3.CuboidOf("c")
-	rel, _ := ReleaseCube(ctx, c3, ReleaseSpec{Epsilon: e, Exact: []domain.Cuboid{a, b, cc}, Cuboid: domain.Base(3), Sensitivity: 10}, noise.NewRand())
-	fmt.Println(rel.Guarantee(), rel.Private())
+	plan, _ := NewPlan(s3, Spec{Epsilon: e, Exact: []domain.View{view(s3, "a"), view(s3, "b"), view(s3, "c")}, Tables: base, Sensitivity: 10})
+	fmt.Println(plan.Cuboid().Guarantee(), plan.Cuboid().Private())
 	// A cuboid computable from an exact one is released exactly.
-	rel, _ = ReleaseCube(ctx, c, ReleaseSpec{Epsilon: e, Exact: []domain.Cuboid{sexAge}, Cuboid: age | sex}, noise.NewRand())
-	fmt.Println(rel.ReleasedExactly, rel.Guarantee())
+	plan, _ = NewPlan(s, Spec{Epsilon: e, Exact: []domain.View{view(s, "sex,age")}, Tables: []domain.View{view(s, "sex,age")}})
+	fmt.Println(plan.Cuboid().ReleasedExactly, plan.Cuboid().Guarantee())
 	// Output:
-	// release: sensitivity 1 is below the generic sensitivity 8 that knowdp computes (Lemma 4.2(ii): exact cuboids {sex,age} and {region}, 2*min(6, 4)); the noise would not be private
+	// release: sensitivity 1 is below the generic sensitivity 8 of cuboid {sex,age,region} (Lemma 4.2(ii): exact cuboids {sex,age} and {region}, 2*min(6, 4))
 	// conditional true
 	// true unconditional
 }
 
-// TestPlanReleaseMatchesRelease checks that the plan of a release has the
-// privacy story, noise parameters and margin of error of the release itself.
-func TestPlanReleaseMatchesRelease(t *testing.T) {
+// TestPlanCuboidMatchesRelease checks that Plan.Cuboid, the planned
+// release of one cuboid a pipeline draws block by block, has the privacy
+// story, margin of error and noise of the release Run draws.
+func TestPlanCuboidMatchesRelease(t *testing.T) {
 	s, err := domain.NewSchema([]domain.Dimension{{Name: "a", Values: []string{"0", "1", "2"}}, {Name: "b", Values: []string{"x", "y"}}, {Name: "c", Values: []string{"p", "q", "r", "s"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -457,15 +455,23 @@ func TestPlanReleaseMatchesRelease(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		spec   ReleaseSpec
+		spec   cuboidSpec
 		seeded bool
 	}{
-		{"no invariants", ReleaseSpec{Epsilon: eps, Cuboid: 7}, true},
-		{"two invariants", ReleaseSpec{Epsilon: eps, Cuboid: 7, Exact: []domain.Cuboid{3, 6, 3}}, false},
-		{"2-D cuboid", ReleaseSpec{Epsilon: eps, Cuboid: 5, Exact: []domain.Cuboid{1}}, true},
-		{"sensitivity given", ReleaseSpec{Epsilon: eps, Cuboid: 7, Exact: []domain.Cuboid{1}, Sensitivity: 9}, false},
-		{"determined by the invariants", ReleaseSpec{Epsilon: eps, Cuboid: 1, Exact: []domain.Cuboid{3}}, false},
-		{"domains from the data", ReleaseSpec{Epsilon: eps, Cuboid: 7, DomainsFromData: true}, false},
+		{"no invariants", cuboidSpec{Epsilon: eps, Cuboid: 7}, true},
+		{"two invariants", cuboidSpec{Epsilon: eps, Cuboid: 7, Exact: []domain.Cuboid{3, 6}}, false},
+		{"2-D cuboid", cuboidSpec{Epsilon: eps, Cuboid: 5, Exact: []domain.Cuboid{1}}, true},
+		{"sensitivity given", cuboidSpec{Epsilon: eps, Cuboid: 7, Exact: []domain.Cuboid{1}, Sensitivity: 9}, false},
+		{"determined by the invariants", cuboidSpec{Epsilon: eps, Cuboid: 1, Exact: []domain.Cuboid{3}}, false},
+		{"domains from the data", cuboidSpec{Epsilon: eps, Cuboid: 7, DomainsFromData: true}, false},
+	}
+	specOf := func(cs cuboidSpec) Spec {
+		spec := Spec{Epsilon: cs.Epsilon, Tables: []domain.View{domain.ViewOf(cs.Cuboid)}, Sensitivity: cs.Sensitivity,
+			DomainsFromData: cs.DomainsFromData, NonNegative: cs.NonNegative}
+		for _, e := range cs.Exact {
+			spec.Exact = append(spec.Exact, domain.ViewOf(e))
+		}
+		return spec
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -473,14 +479,22 @@ func TestPlanReleaseMatchesRelease(t *testing.T) {
 			if tc.seeded {
 				r = noise.NewSeeded(1)
 			}
-			rel, err := ReleaseCube(context.Background(), c, tc.spec, r)
+			rel, err := releaseCube(context.Background(), c, tc.spec, r)
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan, err := PlanRelease(s, tc.spec, tc.seeded)
+			p, err := NewPlan(s, specOf(tc.spec))
 			if err != nil {
 				t.Fatal(err)
 			}
+			plan := p.Cuboid()
+			if plan == nil {
+				t.Fatal("no planned cuboid for a release of one cuboid")
+			}
+			if plan.Seeded {
+				t.Fatal("the planned cuboid says seeded")
+			}
+			plan.Seeded = tc.seeded // the generator's, which the plan does not know
 			got, _ := json.Marshal(plan.Metadata())
 			want, _ := json.Marshal(rel.Metadata())
 			if string(got) != string(want) {
@@ -489,15 +503,21 @@ func TestPlanReleaseMatchesRelease(t *testing.T) {
 			if plan.CellMOE90() != rel.CellMOE90() || plan.Scale != rel.Scale || plan.Grid != rel.Grid {
 				t.Fatalf("plan moe90 %v scale %v grid %v, release %v %v %v", plan.CellMOE90(), plan.Scale, plan.Grid, rel.CellMOE90(), rel.Scale, rel.Grid)
 			}
+			// A copy: what the caller does with it leaves the plan alone.
+			for i := range plan.Invariants {
+				plan.Invariants[i].Cuboid = 0
+			}
+			if again := p.Cuboid(); !slices.EqualFunc(again.Invariants, rel.Invariants, func(a, b estimate.Invariant) bool { return a.Cuboid == b.Cuboid }) {
+				t.Fatalf("the plan's invariants changed with its copy's: %v", again.Invariants)
+			}
 		})
 	}
-	for _, spec := range []ReleaseSpec{
-		{Epsilon: eps, Cuboid: 7, NonNegative: true},
-		{Cuboid: 7},
-		{Epsilon: eps, Cuboid: 8},
-	} {
-		if _, err := PlanRelease(s, spec, false); err == nil {
-			t.Errorf("PlanRelease(%+v) accepted", spec)
-		}
+	// Two tables are not one cuboid.
+	p, err := NewPlan(s, Spec{Epsilon: eps, Tables: []domain.View{domain.ViewOf(3), domain.ViewOf(6)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Cuboid() != nil {
+		t.Error("a release of two tables has a planned cuboid")
 	}
 }

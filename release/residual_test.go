@@ -53,7 +53,7 @@ func TestResidualReleaseSimulation(t *testing.T) {
 		exacts, runs = exacts[1:2], 100
 	}
 	for _, exact := range exacts {
-		spec := WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.3), Delta: 1e-6, Exact: exact, Cuboids: tables, Strategy: MeasureResiduals}
+		spec := workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.3), Delta: 1e-6, Exact: exact, Cuboids: tables, Strategy: MeasureResiduals}
 		p, err := planWorkload(s, spec)
 		if err != nil {
 			t.Fatal(err)
@@ -69,7 +69,7 @@ func TestResidualReleaseSimulation(t *testing.T) {
 		}
 		r := noise.NewSeeded(77)
 		for range runs {
-			w, err := ReleaseWorkloadCube(ctx, c, spec, noise.NewSeeded(r.Uint64()))
+			w, err := releaseWorkloadCube(ctx, c, spec, noise.NewSeeded(r.Uint64()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +162,7 @@ func TestResidualPrivacy(t *testing.T) {
 	s := testkit.TestSchema(t, 2, 3, 2)
 	ctx := context.Background()
 	for _, exact := range [][]domain.Cuboid{nil, {0b001}, {0b011, 0b110}} {
-		spec := WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: exact,
+		spec := workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: exact,
 			Cuboids: []domain.Cuboid{0b011, 0b110, 0b101}, Strategy: MeasureResiduals}
 		p, err := planWorkload(s, spec)
 		if err != nil {
@@ -210,9 +210,9 @@ func TestResidualPrivacy(t *testing.T) {
 func TestResidualMeasurementsSaved(t *testing.T) {
 	s := testkit.TestSchema(t, 3, 4, 2)
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(2), s.Cells())}
-	spec := WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: []domain.Cuboid{0b001},
+	spec := workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: []domain.Cuboid{0b001},
 		Cuboids: []domain.Cuboid{0b011, 0b110, 0b101}, Strategy: MeasureResiduals, KeepMeasurements: true}
-	w, err := ReleaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(4))
+	w, err := releaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(4))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,12 +262,12 @@ func TestResidualMeasurementsSaved(t *testing.T) {
 func TestResidualStrategyRefusals(t *testing.T) {
 	s := testkit.TestSchema(t, 2, 3)
 	for _, c := range []struct {
-		spec WorkloadSpec
+		spec workloadSpec
 		want string
 	}{
-		{WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1, 2}, Strategy: MeasureResiduals}, "Gaussian noise"},
-		{WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Cuboids: []domain.Cuboid{1, 2}, Strategy: MeasureResiduals, Split: SplitEqual}, "optimal split"},
-		{WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Cuboids: []domain.Cuboid{1, 2}, Strategy: MeasureLattice}, "Laplace noise"},
+		{workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1, 2}, Strategy: MeasureResiduals}, "Gaussian noise"},
+		{workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Cuboids: []domain.Cuboid{1, 2}, Strategy: MeasureResiduals, Split: SplitEqual}, "optimal split"},
+		{workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Cuboids: []domain.Cuboid{1, 2}, Strategy: MeasureLattice}, "Laplace noise"},
 	} {
 		if _, err := planWorkload(s, c.spec); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.spec, err, c.want)

@@ -17,7 +17,7 @@ import (
 )
 
 // MeasureStrategy says which cuboids a workload release adds noise to when
-// WorkloadSpec.Measure does not list them.
+// Spec.Measure does not list them.
 type MeasureStrategy int
 
 const (
@@ -230,7 +230,7 @@ func (p *workloadPlan) downClosure() []domain.Cuboid {
 // schema and the spec alone, without solving it: 0 when the split is not
 // the optimal one or nothing is measured. Planning stops its solver there.
 // Its errors are the plan's that come before the split.
-func (spec WorkloadSpec) SplitWork(s *domain.Schema) (float64, error) {
+func (spec workloadSpec) SplitWork(s *domain.Schema) (float64, error) {
 	if spec.Split != SplitOptimal {
 		return 0, nil
 	}
@@ -339,7 +339,7 @@ func (p *workloadPlan) splitWork(start bool) float64 {
 //
 // and returns the named one, or for MeasureBest the one with the least
 // objective (the earlier on a tie within 1e-9).
-func planStrategy(ctx context.Context, s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
+func planStrategy(ctx context.Context, s *domain.Schema, spec workloadSpec) (*workloadPlan, error) {
 	req := spec
 	req.Strategy = MeasureRequested
 	p1, err := planWorkloadCtx(ctx, s, req)

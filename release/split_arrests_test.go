@@ -62,7 +62,7 @@ func TestArrestsSplitComparison(t *testing.T) {
 		if col >= 2 {
 			spec.Mechanism, spec.Epsilon, spec.Rho, spec.Delta = MechanismGaussian, privacy.Epsilon{}, rho1, 1e-6
 		}
-		objective := func(sp WorkloadSpec) (float64, *workloadPlan) {
+		objective := func(sp workloadSpec) (float64, *workloadPlan) {
 			start := time.Now()
 			p, err := planWorkload(s, sp)
 			if err != nil {
@@ -83,7 +83,7 @@ func TestArrestsSplitComparison(t *testing.T) {
 		}
 		if col < 2 {
 			// Separate releases: Σ|C| RMSE² from ExpectedRMSE.
-			rmse, err := ExpectedRMSE(s, spec, StrategySeparate)
+			rmse, err := expectedRMSE(s, spec, StrategySeparate)
 			if err != nil {
 				t.Fatal(err)
 			}

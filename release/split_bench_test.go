@@ -31,10 +31,10 @@ func BenchmarkPlanSplit(b *testing.B) {
 			for _, st := range []MeasureStrategy{MeasureRequested, MeasureBest} {
 				name := fmt.Sprintf("%v/invariants=%d/%v", mech, len(exact), st)
 				b.Run(name, func(b *testing.B) {
-					spec := WorkloadSpec{Epsilon: eps(b, 1), Exact: exact, Cuboids: cuboids, Strategy: st}
+					spec := workloadSpec{Epsilon: eps(b, 1), Exact: exact, Cuboids: cuboids, Strategy: st}
 					if mech == MechanismGaussian {
 						r, _ := privacy.NewRho(1)
-						spec = WorkloadSpec{Mechanism: mech, Rho: r, Delta: 1e-6, Exact: exact, Cuboids: cuboids, Strategy: st}
+						spec = workloadSpec{Mechanism: mech, Rho: r, Delta: 1e-6, Exact: exact, Cuboids: cuboids, Strategy: st}
 					}
 					var p *workloadPlan
 					for b.Loop() {

@@ -21,7 +21,7 @@ import (
 // measurements found by the independent dense solver (plantest.DenseMin):
 // the problem is read off a plan with the equal split, which keeps every
 // measurement.
-func denseObjective(t *testing.T, s *domain.Schema, spec WorkloadSpec, seed uint64) float64 {
+func denseObjective(t *testing.T, s *domain.Schema, spec workloadSpec, seed uint64) float64 {
 	t.Helper()
 	spec.Split = SplitEqual
 	spec.Strategy = MeasureRequested
@@ -56,9 +56,9 @@ func TestSplitIssueCases(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := testkit.TestSchema(t, tc.sizes...)
-			spec := WorkloadSpec{Epsilon: eps(t, 1), Exact: tc.exact, Cuboids: tc.cuboids, Weights: tc.weights}
+			spec := workloadSpec{Epsilon: eps(t, 1), Exact: tc.exact, Cuboids: tc.cuboids, Weights: tc.weights}
 			if tc.gauss {
-				spec = WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: tc.exact, Cuboids: tc.cuboids, Weights: tc.weights}
+				spec = workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: tc.exact, Cuboids: tc.cuboids, Weights: tc.weights}
 			}
 			p, err := planWorkload(s, spec)
 			if err != nil {
@@ -149,8 +149,8 @@ func TestSplitMetadata(t *testing.T) {
 	s := testkit.TestSchema(t, 2, 4, 3)
 	c := &cube.Cube{Schema: s, Counts: make([]float64, s.Cells())}
 	for _, split := range []Split{SplitOptimal, SplitEqual} {
-		spec := WorkloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0}, Cuboids: []domain.Cuboid{0b110, 0b010, 0b100, 0b001}, Weights: []float64{5, 1, 1, 5}, Split: split}
-		rel, err := ReleaseWorkloadCube(t.Context(), c, spec, noise.NewSeeded(3))
+		spec := workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0}, Cuboids: []domain.Cuboid{0b110, 0b010, 0b100, 0b001}, Weights: []float64{5, 1, 1, 5}, Split: split}
+		rel, err := releaseWorkloadCube(t.Context(), c, spec, noise.NewSeeded(3))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestSplitMetadata(t *testing.T) {
 // requested one (the down-closure contains the requested cuboids).
 func TestMeasureMarginals(t *testing.T) {
 	s := testkit.TestSchema(t, 2, 3, 2)
-	spec := WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Exact: []domain.Cuboid{0b001, 0b100},
+	spec := workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Exact: []domain.Cuboid{0b001, 0b100},
 		Cuboids: []domain.Cuboid{0b010, 0b101, 0b100, 0b111}, Weights: []float64{2.5, 0.5, 2.5, 2.5}}
 	plans := map[MeasureStrategy]*workloadPlan{}
 	for _, st := range []MeasureStrategy{MeasureRequested, MeasureMarginals, MeasureBest} {
@@ -221,7 +221,7 @@ func TestMeasureMarginals(t *testing.T) {
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(4), s.Cells())}
 	sp := spec
 	sp.Strategy = MeasureBest
-	rel, err := ReleaseWorkloadCube(t.Context(), c, sp, noise.NewSeeded(5))
+	rel, err := releaseWorkloadCube(t.Context(), c, sp, noise.NewSeeded(5))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,12 +272,12 @@ func TestMeasureMarginals(t *testing.T) {
 func TestMeasureStrategyErrors(t *testing.T) {
 	s := testkit.TestSchema(t, 2, 3)
 	for _, tc := range []struct {
-		spec WorkloadSpec
+		spec workloadSpec
 		want string
 	}{
-		{WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Strategy: MeasureMarginals, Split: SplitEqual}, "needs the optimal split"},
-		{WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Strategy: MeasureMarginals, Measure: []domain.Cuboid{3}}, "leave Measure unset"},
-		{WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Strategy: 7}, "unknown strategy"},
+		{workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Strategy: MeasureMarginals, Split: SplitEqual}, "needs the optimal split"},
+		{workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Strategy: MeasureMarginals, Measure: []domain.Cuboid{3}}, "leave Measure unset"},
+		{workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Strategy: 7}, "unknown strategy"},
 	} {
 		if _, err := planWorkload(s, tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.spec, err, tc.want)

@@ -29,7 +29,7 @@ func BenchmarkSplitWorkUnits(b *testing.B) {
 		}
 	}
 	b.Run("workload", func(b *testing.B) {
-		spec := WorkloadSpec{Epsilon: eps(b, 1), Cuboids: three}
+		spec := workloadSpec{Epsilon: eps(b, 1), Cuboids: three}
 		var work float64
 		for b.Loop() {
 			p, err := planWorkload(s, spec)
@@ -64,10 +64,10 @@ func BenchmarkSplitWorkUnits(b *testing.B) {
 	}
 	for _, gauss := range []bool{false, true} {
 		name := "views/laplace"
-		spec := ViewSpec{Split: SplitOptimal, Views: views, Epsilon: eps(b, 1)}
+		spec := viewSpec{Split: SplitOptimal, Views: views, Epsilon: eps(b, 1)}
 		if gauss {
 			name = "views/gaussian"
-			spec = ViewSpec{Split: SplitOptimal, Views: views, Mechanism: MechanismGaussian, Rho: mustRho(b, 1), Delta: 1e-6}
+			spec = viewSpec{Split: SplitOptimal, Views: views, Mechanism: MechanismGaussian, Rho: mustRho(b, 1), Delta: 1e-6}
 		}
 		b.Run(name, func(b *testing.B) {
 			var work float64

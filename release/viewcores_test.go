@@ -22,7 +22,7 @@ func TestReleaseViewsCores(t *testing.T) {
 	}
 	s, weights := nationalSchema(t, 20_000)
 	spec := nationalSpec(t, s, SplitSpine)
-	plan, err := PlanViews(s, spec)
+	plan, err := newViewsPlan(s, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestReleaseViewsCores(t *testing.T) {
 	run := func(procs int) *Release {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 		r := noise.NewSeeded(3)
-		rel, err := plan.ReleaseFrom(context.Background(), counts, r.Split())
+		rel, err := plan.releaseFrom(context.Background(), counts, r.Split())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func TestReleaseViewsCores(t *testing.T) {
 func TestViewMetadataStatesApproximation(t *testing.T) {
 	s := testkit.SmallGeo(t)
 	for _, gaussian := range []bool{false, true} {
-		spec := ViewSpec{Split: SplitSpine,
+		spec := viewSpec{Split: SplitSpine,
 			Views: []domain.View{testkit.MustView(t, s, "geo:region,sex,age"), testkit.MustView(t, s, "geo,sex,age")},
 			Exact: []domain.View{testkit.MustView(t, s, "geo:state")}}
 		if gaussian {
@@ -88,7 +88,7 @@ func TestViewMetadataStatesApproximation(t *testing.T) {
 		for _, v := range needs {
 			counts[v], _ = s.RollUp(domain.View{Dims: domain.Base(3)}, base, v)
 		}
-		rel, err := ReleaseViews(context.Background(), s, counts, spec, noise.NewSeeded(1))
+		rel, err := releaseViews(context.Background(), s, counts, spec, noise.NewSeeded(1))
 		if err != nil {
 			t.Fatal(err)
 		}

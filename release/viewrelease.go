@@ -27,10 +27,10 @@ import (
 	"github.com/knowdp/knowdp/sensitivity"
 )
 
-// ViewSpec says which views to release together and how. It is the
-// WorkloadSpec of views; a spec whose views and invariants all stand at
-// their finest levels is released by ReleaseWorkload.
-type ViewSpec struct {
+// viewSpec says which views to release together and how. It is the
+// workloadSpec of views; a spec whose views and invariants all stand at
+// their finest levels is released by releaseWorkload.
+type viewSpec struct {
 	// Epsilon is the total privacy loss (Laplace); Rho and Delta the zCDP
 	// budget and the delta of its stated (eps, delta) equivalent
 	// (Gaussian).
@@ -48,21 +48,21 @@ type ViewSpec struct {
 	// or SplitOptimal.
 	Split Split
 	// Sensitivity, when > 0, replaces the generic sensitivity of every
-	// measured view (Laplace only), as in WorkloadSpec.
+	// measured view (Laplace only), as in workloadSpec.
 	Sensitivity int
 	// DomainsFromData records that the domains came from the data.
 	DomainsFromData bool
 	// KeepMeasurements keeps the noisy measurements in the release, for
 	// SaveMeasurements.
 	KeepMeasurements bool
-	// unitRows: see WorkloadSpec.
+	// unitRows: see workloadSpec.
 	unitRows int
 }
 
 // flat reports whether every view and invariant stands at its finest
-// levels, and returns the spec as a WorkloadSpec.
-func (spec ViewSpec) flat() (WorkloadSpec, bool) {
-	w := WorkloadSpec{Epsilon: spec.Epsilon, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
+// levels, and returns the spec as a workloadSpec.
+func (spec viewSpec) flat() (workloadSpec, bool) {
+	w := workloadSpec{Epsilon: spec.Epsilon, Weights: spec.Weights, Split: spec.Split, Sensitivity: spec.Sensitivity,
 		DomainsFromData: spec.DomainsFromData, Mechanism: spec.Mechanism, Rho: spec.Rho, Delta: spec.Delta, unitRows: spec.unitRows}
 	for _, v := range spec.Views {
 		if !v.Flat() {
@@ -79,54 +79,54 @@ func (spec ViewSpec) flat() (WorkloadSpec, bool) {
 	return w, spec.Split != SplitSpine
 }
 
-// Needs returns the views whose exact counts ReleaseViews needs: the
+// Needs returns the views whose exact counts releaseViews needs: the
 // invariants, then the views that will be measured. It depends on the
 // schema and the spec only.
-func (spec ViewSpec) Needs(s *domain.Schema) ([]domain.View, error) {
-	p, err := PlanViews(s, spec)
+func (spec viewSpec) Needs(s *domain.Schema) ([]domain.View, error) {
+	p, err := newViewsPlan(s, spec)
 	if err != nil {
 		return nil, err
 	}
 	return p.Needs(), nil
 }
 
-// ViewPlan is a release of views planned from the schema and the spec
+// viewsPlan is a release of views planned from the schema and the spec
 // alone (what to measure, the split, the errors): counting the views it
 // Needs and releasing them from the plan plans once, where Needs and
-// ReleaseViews would plan twice.
-type ViewPlan struct {
-	spec ViewSpec
+// releaseViews would plan twice.
+type viewsPlan struct {
+	spec viewSpec
 	// flat is the plan of a spec whose views all stand at their finest
 	// levels (a workload); p the plan across a hierarchy otherwise.
 	flat *WorkloadPlan
 	p    *viewPlan
 }
 
-// PlanViews plans the release spec describes, as ReleaseViews would, and
+// newViewsPlan plans the release spec describes, as releaseViews would, and
 // returns its errors.
-func PlanViews(s *domain.Schema, spec ViewSpec) (*ViewPlan, error) {
-	return PlanViewsContext(context.Background(), s, spec)
+func newViewsPlan(s *domain.Schema, spec viewSpec) (*viewsPlan, error) {
+	return newViewsPlanContext(context.Background(), s, spec)
 }
 
-// PlanViewsContext is PlanViews under ctx: the optimal split's search
+// newViewsPlanContext is newViewsPlan under ctx: the optimal split's search
 // stops when ctx ends, and the plan fails with ctx's error.
-func PlanViewsContext(ctx context.Context, s *domain.Schema, spec ViewSpec) (*ViewPlan, error) {
+func newViewsPlanContext(ctx context.Context, s *domain.Schema, spec viewSpec) (*viewsPlan, error) {
 	if w, ok := spec.flat(); ok {
-		wp, err := PlanWorkloadContext(ctx, s, w, false)
+		wp, err := newWorkloadPlanContext(ctx, s, w, false)
 		if err != nil {
 			return nil, err
 		}
-		return &ViewPlan{spec: spec, flat: wp}, nil
+		return &viewsPlan{spec: spec, flat: wp}, nil
 	}
 	p, err := planViewsCtx(ctx, s, spec)
 	if err != nil {
 		return nil, err
 	}
-	return &ViewPlan{spec: spec, p: p}, nil
+	return &viewsPlan{spec: spec, p: p}, nil
 }
 
-// Needs returns the views whose exact counts ReleaseFrom needs.
-func (vp *ViewPlan) Needs() []domain.View {
+// Needs returns the views whose exact counts releaseFrom needs.
+func (vp *viewsPlan) Needs() []domain.View {
 	if vp.flat != nil {
 		cs := vp.flat.Needs()
 		out := make([]domain.View, len(cs))
@@ -189,14 +189,14 @@ type viewPlan struct {
 }
 
 // planViews is planViewsCtx without a deadline.
-func planViews(s *domain.Schema, spec ViewSpec) (*viewPlan, error) {
+func planViews(s *domain.Schema, spec viewSpec) (*viewPlan, error) {
 	return planViewsCtx(context.Background(), s, spec)
 }
 
 // planViewsCtx validates the spec and chooses what to measure and the
 // shares. Every error it returns is decided by the schema and the spec
 // alone, but for ctx's: the optimal split stops when ctx ends.
-func planViewsCtx(ctx context.Context, s *domain.Schema, spec ViewSpec) (*viewPlan, error) {
+func planViewsCtx(ctx context.Context, s *domain.Schema, spec viewSpec) (*viewPlan, error) {
 	p, err := viewPlanOf(s, spec)
 	if err != nil {
 		return nil, err
@@ -209,7 +209,7 @@ func planViewsCtx(ctx context.Context, s *domain.Schema, spec ViewSpec) (*viewPl
 
 // viewPlanOf is planViewsCtx up to the shares: what is measured, without
 // solving the split.
-func viewPlanOf(s *domain.Schema, spec ViewSpec) (*viewPlan, error) {
+func viewPlanOf(s *domain.Schema, spec viewSpec) (*viewPlan, error) {
 	if s == nil {
 		return nil, errors.New("release: nil schema")
 	}
@@ -343,12 +343,12 @@ func viewPlanOf(s *domain.Schema, spec ViewSpec) (*viewPlan, error) {
 
 // SplitWork returns the most work the optimal split of this release can
 // take (plan.WorkBound's unit), from the schema and the spec alone,
-// without solving it: WorkloadSpec.SplitWork for views at their finest
+// without solving it: workloadSpec.SplitWork for views at their finest
 // levels (released as a workload), and otherwise the view split's budget
 // of evaluations of its variance passes; 0 when the split is not the
 // optimal one. Planning stops its searches there. Its errors are the
 // plan's that come before the split.
-func (spec ViewSpec) SplitWork(s *domain.Schema) (float64, error) {
+func (spec viewSpec) SplitWork(s *domain.Schema) (float64, error) {
 	if w, ok := spec.flat(); ok {
 		return w.SplitWork(s)
 	}
@@ -501,10 +501,10 @@ func (p *viewPlan) chooseShares(ctx context.Context) error {
 	return nil
 }
 
-// ReleaseViews draws a differentially private release of the spec's views
+// releaseViews draws a differentially private release of the spec's views
 // from the exact counts of the views spec.Needs(s) lists (AggregateViews
 // counts them). A spec whose views all stand at their finest levels is
-// released by ReleaseWorkload; otherwise each measured view gets noise
+// released by releaseWorkload; otherwise each measured view gets noise
 // calibrated to its generic sensitivity under the exact views and a share
 // of the budget, the shares adding up to at most the budget (sequential
 // composition, or zCDP for Gaussian noise), and every table comes from one
@@ -512,17 +512,17 @@ func (p *viewPlan) chooseShares(ctx context.Context) error {
 // (docs/hierarchy.md). Every table's cells carry their own margin of error
 // (MOE90s: the error's law differs from one node of the hierarchy to
 // another).
-func ReleaseViews(ctx context.Context, s *domain.Schema, counts map[domain.View][]float64, spec ViewSpec, r *noise.Rand) (*Release, error) {
-	p, err := PlanViewsContext(ctx, s, spec)
+func releaseViews(ctx context.Context, s *domain.Schema, counts map[domain.View][]float64, spec viewSpec, r *noise.Rand) (*Release, error) {
+	p, err := newViewsPlanContext(ctx, s, spec)
 	if err != nil {
 		return nil, err
 	}
-	return p.ReleaseFrom(ctx, counts, r)
+	return p.releaseFrom(ctx, counts, r)
 }
 
-// ReleaseFrom draws the planned release from the exact counts of the views
-// Needs lists, as ReleaseViews does with the same spec and generator.
-func (vp *ViewPlan) ReleaseFrom(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
+// releaseFrom draws the planned release from the exact counts of the views
+// Needs lists, as releaseViews does with the same spec and generator.
+func (vp *viewsPlan) releaseFrom(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
 	if vp.flat != nil {
 		exact := make(map[domain.Cuboid][]float64, len(counts))
 		for v, x := range counts {
@@ -530,7 +530,7 @@ func (vp *ViewPlan) ReleaseFrom(ctx context.Context, counts map[domain.View][]fl
 				exact[v.Dims] = x
 			}
 		}
-		return vp.flat.ReleaseFrom(ctx, exact, r)
+		return vp.flat.releaseFrom(ctx, exact, r)
 	}
 	p, spec, s := vp.p, vp.spec, vp.p.s
 	for _, v := range p.needs() {

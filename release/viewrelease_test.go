@@ -119,7 +119,7 @@ func TestViewEstimateAgainstDense(t *testing.T) {
 			{[]string{"geo:state,sex,age", "geo,age", "sex,age"}, []string{"geo:region,sex", ""}},
 			{[]string{"geo:region", "geo:state", "geo"}, []string{"geo:state"}},
 		} {
-			spec := ViewSpec{Epsilon: mustEps(t, 1), Split: SplitSpine}
+			spec := viewSpec{Epsilon: mustEps(t, 1), Split: SplitSpine}
 			for _, x := range tc.views {
 				spec.Views = append(spec.Views, testkit.MustView(t, s, x))
 			}
@@ -186,7 +186,7 @@ func TestReleaseViewsConsistent(t *testing.T) {
 	for i := range base {
 		base[i] = float64(rng.IntN(30))
 	}
-	spec := ViewSpec{Epsilon: mustEps(t, 1), Split: SplitSpine,
+	spec := viewSpec{Epsilon: mustEps(t, 1), Split: SplitSpine,
 		Views: []domain.View{testkit.MustView(t, s, "geo:region"), testkit.MustView(t, s, "geo:state,sex"), testkit.MustView(t, s, "geo,sex,age"), testkit.MustView(t, s, "geo:state")},
 		Exact: []domain.View{testkit.MustView(t, s, "geo:state")}}
 	needs, err := spec.Needs(s)
@@ -197,7 +197,7 @@ func TestReleaseViewsConsistent(t *testing.T) {
 	for _, v := range needs {
 		counts[v], _ = s.RollUp(domain.View{Dims: domain.Base(3)}, base, v)
 	}
-	rel, err := ReleaseViews(context.Background(), s, counts, spec, noise.NewSeeded(1))
+	rel, err := releaseViews(context.Background(), s, counts, spec, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestReleaseViewsCoverage(t *testing.T) {
 		runs = 100
 	}
 	for _, gaussian := range []bool{false, true} {
-		spec := ViewSpec{Split: SplitSpine,
+		spec := viewSpec{Split: SplitSpine,
 			Views: []domain.View{testkit.MustView(t, s, "geo:region,sex,age"), testkit.MustView(t, s, "geo:state,sex"), testkit.MustView(t, s, "geo,sex,age"), testkit.MustView(t, s, "sex,age")},
 			Exact: []domain.View{testkit.MustView(t, s, "geo:state")}}
 		if gaussian {
@@ -267,7 +267,7 @@ func TestReleaseViewsCoverage(t *testing.T) {
 		in, all := map[string]int{}, map[string]int{}
 		r := noise.NewSeeded(12)
 		for range runs {
-			rel, err := ReleaseViews(context.Background(), s, counts, spec, r.Split())
+			rel, err := releaseViews(context.Background(), s, counts, spec, r.Split())
 			if err != nil {
 				t.Fatal(err)
 			}

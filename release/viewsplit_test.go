@@ -23,7 +23,7 @@ var viewSplitCases = []struct {
 
 func viewSplitPlan(t *testing.T, s *domain.Schema, views, exact []string, gaussian bool, split Split) *viewPlan {
 	t.Helper()
-	spec := ViewSpec{Split: split}
+	spec := viewSpec{Split: split}
 	if gaussian {
 		spec.Mechanism, spec.Rho, spec.Delta = MechanismGaussian, mustRho(t, 0.5), 1e-6
 	} else {

@@ -59,8 +59,8 @@ const (
 	SplitOptimal Split = iota
 	// SplitEqual gives every measured cuboid the same share.
 	SplitEqual
-	// SplitSpine, for views at several levels of a hierarchy
-	// (ReleaseViews), gives every measured level of the hierarchy the same
+	// SplitSpine, for views at several levels of a hierarchy, gives every
+	// measured level of the hierarchy the same
 	// share, shared equally by the views measured at that level: the
 	// Census TopDown's per-level budget.
 	SplitSpine
@@ -100,8 +100,8 @@ func ParseSplit(name string) (Split, error) {
 	return 0, fmt.Errorf("split %q: want auto, optimal, equal or spine", name)
 }
 
-// WorkloadSpec says which cuboids to release together and how.
-type WorkloadSpec struct {
+// workloadSpec says which cuboids to release together and how.
+type workloadSpec struct {
 	// Epsilon is the total privacy loss of the release (pure DP, with
 	// respect to the neighbours induced by the exact cuboids).
 	Epsilon privacy.Epsilon
@@ -162,7 +162,7 @@ type WorkloadSpec struct {
 type Table struct {
 	Cuboid domain.Cuboid
 	// View is the table's view in a release of views at coarser levels of
-	// a hierarchy (ReleaseViews); it is zero in a flat workload's tables,
+	// a hierarchy; it is zero in a flat workload's tables,
 	// whose view is the cuboid itself: TableView gives it in both cases.
 	View domain.View
 	// Query says what the table publishes: its cells (the zero value), or
@@ -285,7 +285,7 @@ type Release struct {
 	Rho, RhoBudget, Delta float64
 	Split                 Split
 	// Strategy is what was measured: MeasureRequested, MeasureMarginals,
-	// or -1 when the caller listed the measurements (WorkloadSpec.Measure).
+	// or -1 when the caller listed the measurements (Spec.Measure).
 	Strategy MeasureStrategy
 	// Objective is the weighted total variance of the tables,
 	// Σ_C w_C |C| Var ŷ_C, at the shares given; with the optimal split,
@@ -384,7 +384,7 @@ type workloadPlan struct {
 	rho         privacy.Rho
 	split       Split
 	conditional bool
-	unitRows    int // see WorkloadSpec.unitRows
+	unitRows    int // see workloadSpec.unitRows
 	// strategy is what was measured (-1: the caller's list); start, if
 	// set, is a split to start the optimal split's search from; cert is
 	// the optimal split's certificate and objValue the objective at the
@@ -401,10 +401,10 @@ type workloadPlan struct {
 	maxVar  bool
 }
 
-// Needs returns the cuboids whose exact counts ReleaseWorkload needs: the
+// Needs returns the cuboids whose exact counts releaseWorkload needs: the
 // invariants, then the cuboids that will be measured. It depends on the
 // schema and the spec only.
-func (spec WorkloadSpec) Needs(s *domain.Schema) ([]domain.Cuboid, error) {
+func (spec workloadSpec) Needs(s *domain.Schema) ([]domain.Cuboid, error) {
 	p, err := planWorkload(s, spec)
 	if err != nil {
 		return nil, err
@@ -423,7 +423,7 @@ func (p *workloadPlan) needs() []domain.Cuboid {
 }
 
 // planWorkload is planWorkloadCtx without a deadline.
-func planWorkload(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
+func planWorkload(s *domain.Schema, spec workloadSpec) (*workloadPlan, error) {
 	return planWorkloadCtx(context.Background(), s, spec)
 }
 
@@ -431,7 +431,7 @@ func planWorkload(s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
 // the requested cuboids and residuals, and chooses the shares. Every error
 // it returns is decided by the schema and the spec alone, but for ctx's:
 // the optimal split stops when ctx ends.
-func planWorkloadCtx(ctx context.Context, s *domain.Schema, spec WorkloadSpec) (*workloadPlan, error) {
+func planWorkloadCtx(ctx context.Context, s *domain.Schema, spec workloadSpec) (*workloadPlan, error) {
 	switch {
 	case spec.Strategy < MeasureRequested || spec.Strategy > MeasureLattice:
 		return nil, fmt.Errorf("release: unknown strategy %v", spec.Strategy)
@@ -461,7 +461,7 @@ func planWorkloadCtx(ctx context.Context, s *domain.Schema, spec WorkloadSpec) (
 // planMeasured plans a release that measures spec.Measure, or else the
 // requested cuboids; start, if not nil, is a split to start the optimal
 // split's search from (one fraction per measurement).
-func planMeasured(ctx context.Context, s *domain.Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
+func planMeasured(ctx context.Context, s *domain.Schema, spec workloadSpec, start []float64) (*workloadPlan, error) {
 	p, err := measuredPlan(s, spec, start)
 	if err != nil {
 		return nil, err
@@ -478,7 +478,7 @@ func planMeasured(ctx context.Context, s *domain.Schema, spec WorkloadSpec, star
 
 // measuredPlan is planMeasured up to the shares: what is measured, the
 // classification and the objective's terms, without solving the split.
-func measuredPlan(s *domain.Schema, spec WorkloadSpec, start []float64) (*workloadPlan, error) {
+func measuredPlan(s *domain.Schema, spec workloadSpec, start []float64) (*workloadPlan, error) {
 	if s == nil {
 		return nil, errors.New("release: nil schema")
 	}
@@ -1007,7 +1007,7 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-// ReleaseWorkload draws a differentially private release of the spec's
+// releaseWorkload draws a differentially private release of the spec's
 // cuboids from the exact counts of the cuboids spec.Needs(s) lists (more
 // are ignored; the dense base cube is never needed).
 //
@@ -1021,7 +1021,7 @@ func cmpFloat(a, b float64) int {
 // docs/release.md), which is post-processing. Noise for each measurement
 // comes from r.Split() taken in the measurements' order, so a seeded
 // release is reproducible.
-func ReleaseWorkload(ctx context.Context, s *domain.Schema, exact map[domain.Cuboid][]float64, spec WorkloadSpec, r *noise.Rand) (*Release, error) {
+func releaseWorkload(ctx context.Context, s *domain.Schema, exact map[domain.Cuboid][]float64, spec workloadSpec, r *noise.Rand) (*Release, error) {
 	p, err := planWorkloadCtx(ctx, s, spec)
 	if err != nil {
 		return nil, err
@@ -1030,7 +1030,7 @@ func ReleaseWorkload(ctx context.Context, s *domain.Schema, exact map[domain.Cub
 }
 
 // release draws the planned release from the exact counts.
-func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map[domain.Cuboid][]float64, r *noise.Rand) (*Release, error) {
+func (p *workloadPlan) release(ctx context.Context, spec workloadSpec, exact map[domain.Cuboid][]float64, r *noise.Rand) (*Release, error) {
 	s := p.s
 	for _, c := range p.needs() {
 		x, ok := exact[c]
@@ -1100,10 +1100,10 @@ func (p *workloadPlan) release(ctx context.Context, spec WorkloadSpec, exact map
 
 // newRelease returns the release the plan describes before any counts: its
 // tables (Counts nil), measurements, the invariants inv and the privacy
-// story, which depend on the schema and the spec alone. ReleaseWorkload and
-// PlanWorkload both build their release with it, so a planned release's
+// story, which depend on the schema and the spec alone. releaseWorkload and
+// newWorkloadPlan both build their release with it, so a planned release's
 // metadata is the drawn release's.
-func (p *workloadPlan) newRelease(spec WorkloadSpec, inv []estimate.Invariant, seeded bool) (*Release, error) {
+func (p *workloadPlan) newRelease(spec workloadSpec, inv []estimate.Invariant, seeded bool) (*Release, error) {
 	rel := &Release{
 		Schema:          p.s,
 		Tables:          slices.Clone(p.tables),
@@ -1232,10 +1232,10 @@ func (p *workloadPlan) weights(c, src domain.Cuboid, e, k int) ([]float64, bool)
 	return w, nz
 }
 
-// ReleaseWorkloadCube projects the cuboids the plan of spec needs from the
-// cube c and releases them as ReleaseWorkload does (planning once, under
+// releaseWorkloadCube projects the cuboids the plan of spec needs from the
+// cube c and releases them as releaseWorkload does (planning once, under
 // ctx).
-func ReleaseWorkloadCube(ctx context.Context, c *cube.Cube, spec WorkloadSpec, r *noise.Rand) (*Release, error) {
+func releaseWorkloadCube(ctx context.Context, c *cube.Cube, spec workloadSpec, r *noise.Rand) (*Release, error) {
 	p, err := planWorkloadCtx(ctx, c.Schema, spec)
 	if err != nil {
 		return nil, err
@@ -1607,9 +1607,9 @@ const (
 	// StrategyBase measures the base cuboid with the whole budget, makes it
 	// consistent with the invariants and aggregates it.
 	StrategyBase
-	// StrategyEqual is ReleaseWorkload with SplitEqual.
+	// StrategyEqual is a release of the tables with SplitEqual.
 	StrategyEqual
-	// StrategyOptimal is ReleaseWorkload with SplitOptimal.
+	// StrategyOptimal is a release of the tables with SplitOptimal.
 	StrategyOptimal
 )
 
@@ -1628,12 +1628,32 @@ func (st Strategy) String() string {
 	return fmt.Sprintf("Strategy(%d)", int(st))
 }
 
-// ExpectedRMSE returns, for each of spec's cuboids, the root mean squared
+// ExpectedRMSE returns, for each of spec's tables, the root mean squared
 // error of its cells under a strategy that spends spec.Epsilon in total
-// (spec.Split and spec.Measure are set by the strategy). Every strategy is unbiased, so this is the
-// square root of the per-cell variance, computed from the mechanism alone
-// (no data): the numbers a release would have on any table over the schema.
-func ExpectedRMSE(s *domain.Schema, spec WorkloadSpec, st Strategy) ([]float64, error) {
+// (spec.Split, spec.Strategy and spec.Measure are set by the strategy).
+// Every strategy is unbiased, so this is the square root of the per-cell
+// variance, computed from the mechanism alone (no data): the numbers a
+// release would have on any table over the schema. It compares Laplace
+// releases of tables of cells at the finest levels of every dimension.
+func ExpectedRMSE(s *domain.Schema, spec Spec, st Strategy) ([]float64, error) {
+	switch {
+	case spec.Mechanism != MechanismLaplace:
+		return nil, errors.New("release: ExpectedRMSE compares Laplace strategies; a Gaussian workload's per-table errors are in Release.Tables")
+	case spec.Queries != nil || spec.TargetMOE90 != nil || spec.Unit != nil:
+		return nil, errors.New("release: ExpectedRMSE compares strategies for tables of cells at a given budget, without privacy units")
+	}
+	spec, coarse, err := checkSpec(s, spec)
+	if err != nil {
+		return nil, err
+	}
+	if len(coarse) > 0 {
+		return nil, errors.New("release: ExpectedRMSE compares strategies for tables at the finest levels of every dimension; NewPlan gives the errors of tables at coarser levels")
+	}
+	return expectedRMSE(s, spec.workload(), st)
+}
+
+// expectedRMSE is ExpectedRMSE in the flat engine's terms.
+func expectedRMSE(s *domain.Schema, spec workloadSpec, st Strategy) ([]float64, error) {
 	if spec.Mechanism != MechanismLaplace {
 		return nil, errors.New("release: ExpectedRMSE compares Laplace strategies; a Gaussian workload's per-table errors are in WorkloadRelease.Tables")
 	}

@@ -23,9 +23,9 @@ func TestGaussianWorkloadPrivacy(t *testing.T) {
 	s := testkit.TestSchema(t, 2, 3, 2)
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(4), s.Cells())}
 	for _, exact := range [][]domain.Cuboid{nil, {0b001}, {0b011, 0b110}} {
-		spec := WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: exact,
+		spec := workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: exact,
 			Cuboids: []domain.Cuboid{0b011, 0b110, 0b101, 0b111}}
-		w, err := ReleaseWorkloadCube(ctx, c, spec, noise.NewRand())
+		w, err := releaseWorkloadCube(ctx, c, spec, noise.NewRand())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,10 +64,10 @@ func TestGaussianWorkloadCoverage(t *testing.T) {
 	ctx := context.Background()
 	s := testkit.TestSchema(t, 3, 4, 2)
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(2), s.Cells())}
-	spec := WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.2), Delta: 1e-6, Exact: []domain.Cuboid{0b001},
+	spec := workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.2), Delta: 1e-6, Exact: []domain.Cuboid{0b001},
 		Cuboids: []domain.Cuboid{0b011, 0b110, 0b101, 0b010}}
 	cov := coverage(t, 300, func(r *noise.Rand) ([][]float64, [][]float64, []float64) {
-		w, err := ReleaseWorkloadCube(ctx, c, spec, r)
+		w, err := releaseWorkloadCube(ctx, c, spec, r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func TestGaussianOptimalSplit(t *testing.T) {
 		{"disjoint", []domain.Cuboid{0}, []domain.Cuboid{0b001, 0b010, 0b100}},
 		{"overlapping", []domain.Cuboid{0b001}, []domain.Cuboid{0b011, 0b110, 0b101, 0b111}},
 	} {
-		spec := WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Exact: tc.exact, Cuboids: tc.cuboids, Weights: []float64{1, 3, 2, 1}[:len(tc.cuboids)]}
+		spec := workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Exact: tc.exact, Cuboids: tc.cuboids, Weights: []float64{1, 3, 2, 1}[:len(tc.cuboids)]}
 		p, err := planWorkload(s, spec)
 		if err != nil {
 			t.Fatal(err)
@@ -162,20 +162,20 @@ func TestGaussianOptimalSplit(t *testing.T) {
 func TestGaussianWorkloadErrors(t *testing.T) {
 	s := testkit.TestSchema(t, 2, 3)
 	for _, tc := range []struct {
-		spec WorkloadSpec
+		spec workloadSpec
 		want string
 	}{
-		{WorkloadSpec{Mechanism: MechanismGaussian, Delta: 1e-6, Cuboids: []domain.Cuboid{1}}, "rho must be set"},
-		{WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Epsilon: eps(t, 1), Delta: 1e-6, Cuboids: []domain.Cuboid{1}}, "leave epsilon unset"},
-		{WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Cuboids: []domain.Cuboid{1}}, "delta in (0, 1)"},
-		{WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Sensitivity: 3, Cuboids: []domain.Cuboid{1}}, "cannot be overridden"},
-		{WorkloadSpec{Epsilon: eps(t, 1), Rho: rho(t, 1), Cuboids: []domain.Cuboid{1}}, "Gaussian releases only"},
+		{workloadSpec{Mechanism: MechanismGaussian, Delta: 1e-6, Cuboids: []domain.Cuboid{1}}, "rho must be set"},
+		{workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Epsilon: eps(t, 1), Delta: 1e-6, Cuboids: []domain.Cuboid{1}}, "leave epsilon unset"},
+		{workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Cuboids: []domain.Cuboid{1}}, "delta in (0, 1)"},
+		{workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Sensitivity: 3, Cuboids: []domain.Cuboid{1}}, "cannot be overridden"},
+		{workloadSpec{Epsilon: eps(t, 1), Rho: rho(t, 1), Cuboids: []domain.Cuboid{1}}, "Gaussian releases only"},
 	} {
 		if _, err := planWorkload(s, tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.spec, err, tc.want)
 		}
 	}
-	if _, err := ExpectedRMSE(s, WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Cuboids: []domain.Cuboid{1}}, StrategyOptimal); err == nil {
+	if _, err := expectedRMSE(s, workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Cuboids: []domain.Cuboid{1}}, StrategyOptimal); err == nil {
 		t.Error("ExpectedRMSE accepted a Gaussian workload")
 	}
 }

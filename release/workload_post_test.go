@@ -57,13 +57,13 @@ func TestWorkloadPostProcessing(t *testing.T) {
 			counts[i] = float64(r.Uint64N(6)) // many small counts: non-negativity binds
 		}
 		c := &cube.Cube{Schema: s, Counts: counts}
-		spec := WorkloadSpec{
+		spec := workloadSpec{
 			Epsilon: eps(t, 0.5),
 			Exact:   []domain.Cuboid{0b0001, 0b0110},
 			Cuboids: []domain.Cuboid{0b0011, 0b0101, 0b1001, 0b1010, 0b1100, 0b0010},
 		}
 		for _, integer := range []bool{false, true} {
-			w, err := ReleaseWorkloadCube(ctx, c, spec, noise.NewSeeded(uint64(trial)))
+			w, err := releaseWorkloadCube(ctx, c, spec, noise.NewSeeded(uint64(trial)))
 			if err != nil {
 				t.Fatal(err)
 			}

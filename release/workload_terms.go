@@ -32,36 +32,37 @@ import (
 	"github.com/knowdp/knowdp/sensitivity"
 )
 
-// WorkloadPlan is a workload release without its data: what
-// ReleaseWorkload decides from the schema and the spec alone (the tables,
-// the measurements, their shares and noise, the error of every table and
-// the privacy story), and the estimator as a linear map from the sources'
-// marginals to the tables. It lets a pipeline that never holds a whole
-// table on one machine noise the measurements and compute the tables in
-// blocks of cells, with a seeded output equal to ReleaseWorkload's.
+// WorkloadPlan is a release of tables at their finest levels without its
+// data, obtained from a Plan (Plan.Workload): what NewPlan decides from the
+// schema and the spec alone (the tables, the measurements, their shares and
+// noise, the error of every table and the privacy story), and the
+// estimator as a linear map from the sources' marginals to the tables. It
+// lets a pipeline that never holds a whole table on one machine noise the
+// measurements and compute the tables in blocks of cells, with a seeded
+// output equal to Plan.Run's.
 type WorkloadPlan struct {
-	spec WorkloadSpec
+	spec workloadSpec
 	// Release is the release the plan describes, without counts: every
 	// table (Counts nil), measurement and invariant (Counts nil), and the
 	// privacy story, so that Release.Metadata() is the metadata of
-	// ReleaseWorkload's release with the same spec. A caller fills the
+	// Plan.Run's release. A caller fills the
 	// counts in.
 	Release *Release
 	p       *workloadPlan
 }
 
-// PlanWorkload plans the release spec describes, as ReleaseWorkload would:
+// newWorkloadPlan plans the release spec describes, as releaseWorkload would:
 // it returns the same errors for a bad spec, and a Release with every
 // table, measurement, invariant, share, error and the privacy story
-// (Epsilon, Rho and Delta as ReleaseWorkload fills them; Seeded as given,
+// (Epsilon, Rho and Delta as releaseWorkload fills them; Seeded as given,
 // since the plan draws no noise itself). It reads no data.
-func PlanWorkload(s *domain.Schema, spec WorkloadSpec, seeded bool) (*WorkloadPlan, error) {
-	return PlanWorkloadContext(context.Background(), s, spec, seeded)
+func newWorkloadPlan(s *domain.Schema, spec workloadSpec, seeded bool) (*WorkloadPlan, error) {
+	return newWorkloadPlanContext(context.Background(), s, spec, seeded)
 }
 
-// PlanWorkloadContext is PlanWorkload under ctx: the optimal split's
+// newWorkloadPlanContext is newWorkloadPlan under ctx: the optimal split's
 // search stops when ctx ends, and the plan fails with ctx's error.
-func PlanWorkloadContext(ctx context.Context, s *domain.Schema, spec WorkloadSpec, seeded bool) (*WorkloadPlan, error) {
+func newWorkloadPlanContext(ctx context.Context, s *domain.Schema, spec workloadSpec, seeded bool) (*WorkloadPlan, error) {
 	p, err := planWorkloadCtx(ctx, s, spec)
 	if err != nil {
 		return nil, err
@@ -77,14 +78,14 @@ func PlanWorkloadContext(ctx context.Context, s *domain.Schema, spec WorkloadSpe
 	return &WorkloadPlan{spec: spec, Release: rel, p: p}, nil
 }
 
-// Needs returns the cuboids whose exact counts ReleaseFrom needs: the
+// Needs returns the cuboids whose exact counts the release needs: the
 // invariants, then the measured cuboids (the sources, in Source's order).
 func (p *WorkloadPlan) Needs() []domain.Cuboid { return p.p.needs() }
 
-// ReleaseFrom draws the planned release from the exact counts of the
-// cuboids Needs lists, as ReleaseWorkload does with the same spec and
+// releaseFrom draws the planned release from the exact counts of the
+// cuboids Needs lists, as releaseWorkload does with the same spec and
 // generator, without planning it again.
-func (p *WorkloadPlan) ReleaseFrom(ctx context.Context, exact map[domain.Cuboid][]float64, r *noise.Rand) (*Release, error) {
+func (p *WorkloadPlan) releaseFrom(ctx context.Context, exact map[domain.Cuboid][]float64, r *noise.Rand) (*Release, error) {
 	return p.p.release(ctx, p.spec, exact, r)
 }
 
@@ -202,10 +203,10 @@ func (p *workloadPlan) appendTerms(out []EstimateTerm, i int, c, src domain.Cubo
 	return out
 }
 
-// Noise returns the distribution of the measurement's noise, as
-// ReleaseWorkload draws it: grid Laplace noise of its Sensitivity and
-// Share, or, for a Gaussian measurement (RhoShare > 0), the grid discrete
-// Gaussian of its L2Sensitivity and RhoShare. ReleaseWorkload's noise is
+// Noise returns the distribution of the measurement's noise, as Plan.Run
+// draws it: grid Laplace noise of its Sensitivity and Share, or, for a
+// Gaussian measurement (RhoShare > 0), the grid discrete Gaussian of its
+// L2Sensitivity and RhoShare. Plan.Run's noise is
 // reproduced block by block when measurement k's generator is the
 // (k+1)-th Split of the release's generator and, for a measurement of more
 // than 1<<18 cells, block i (cells [i<<18, (i+1)<<18)) is noised from the

@@ -71,7 +71,7 @@ type termsCase struct {
 	name string
 	s    *domain.Schema
 	base []float64
-	spec WorkloadSpec
+	spec workloadSpec
 }
 
 // termsCases returns random workloads (random invariants, tables and
@@ -95,11 +95,11 @@ func termsCases(t *testing.T) []termsCase {
 	s := testkit.TestSchema(t, 3, 1, 4, 2)
 	base := testkit.RandomTable(noise.NewSeeded(3), s.Cells())
 	out = append(out,
-		termsCase{"base measured, strict marginals", s, base, WorkloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0b0001},
+		termsCase{"base measured, strict marginals", s, base, workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0b0001},
 			Cuboids: []domain.Cuboid{0b0101, 0b1100, 0b0011, 0b0001, 0}, Measure: []domain.Cuboid{0b1111}}},
-		termsCase{"two measurements, nested tables", s, base, WorkloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0},
+		termsCase{"two measurements, nested tables", s, base, workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0},
 			Cuboids: []domain.Cuboid{0b0101, 0b1101, 0b1000, 0b0110}, Split: SplitEqual}},
-		termsCase{"gaussian base measured", s, base, WorkloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.3), Delta: 1e-7,
+		termsCase{"gaussian base measured", s, base, workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.3), Delta: 1e-7,
 			Exact: []domain.Cuboid{0b1000}, Cuboids: []domain.Cuboid{0b0101, 0b1100, 0b1000, 0b0100}, Measure: []domain.Cuboid{0b1101}}},
 	)
 	return out
@@ -113,13 +113,13 @@ func TestTermsMatchEstimate(t *testing.T) {
 	tested, public, strict, gaussian, marginals := 0, 0, 0, 0, 0
 	for _, tc := range termsCases(t) {
 		s := tc.s
-		wp, err := PlanWorkload(s, tc.spec, true)
+		wp, err := newWorkloadPlan(s, tc.spec, true)
 		if err != nil {
 			// A variant the random spec does not allow (no L2 closed form,
 			// no share for every marginal...): the plan refuses it as
 			// planWorkload does.
 			if _, err2 := planWorkload(s, tc.spec); err2 == nil || err2.Error() != err.Error() {
-				t.Fatalf("%s: PlanWorkload: %v, planWorkload: %v", tc.name, err, err2)
+				t.Fatalf("%s: newWorkloadPlan: %v, planWorkload: %v", tc.name, err, err2)
 			}
 			continue
 		}
@@ -202,7 +202,7 @@ func TestTermsCoefficients(t *testing.T) {
 	// One measurement of {d0,d1} and a grand-total invariant: the table
 	// {d0} is the measurement's d0-marginal with its total replaced by
 	// the invariant's: m_0(a) - T_meas/3 + T/3.
-	wp, err := PlanWorkload(s, WorkloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0}, Cuboids: []domain.Cuboid{0b011, 0b001, 0b101, 0b100}, Measure: []domain.Cuboid{0b011}}, false)
+	wp, err := newWorkloadPlan(s, workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0}, Cuboids: []domain.Cuboid{0b011, 0b001, 0b101, 0b100}, Measure: []domain.Cuboid{0b011}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestPlanWorkloadMetadata(t *testing.T) {
 	for _, tc := range termsCases(t) {
 		for _, seeded := range []bool{true, false} {
 			exact := map[domain.Cuboid][]float64{}
-			wp, err := PlanWorkload(tc.s, tc.spec, seeded)
+			wp, err := newWorkloadPlan(tc.s, tc.spec, seeded)
 			if err != nil {
 				continue
 			}
@@ -245,9 +245,9 @@ func TestPlanWorkloadMetadata(t *testing.T) {
 			if seeded {
 				r = noise.NewSeeded(9)
 			}
-			rel, err := ReleaseWorkload(ctx, tc.s, exact, tc.spec, r)
+			rel, err := releaseWorkload(ctx, tc.s, exact, tc.spec, r)
 			if err != nil {
-				t.Fatalf("%s: ReleaseWorkload: %v (PlanWorkload planned it)", tc.name, err)
+				t.Fatalf("%s: releaseWorkload: %v (newWorkloadPlan planned it)", tc.name, err)
 			}
 			if got, want := wp.Release.Metadata(), rel.Metadata(); !reflect.DeepEqual(got, want) {
 				t.Errorf("%s seeded %v: plan metadata\n%+v\nrelease metadata\n%+v", tc.name, seeded, got, want)
@@ -284,8 +284,8 @@ func TestPlanWorkloadMetadata(t *testing.T) {
 	}
 	// A bad spec is refused with planWorkload's error.
 	s := testkit.TestSchema(t, 2, 3)
-	bad := WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{0b01, 0b01}}
-	_, err := PlanWorkload(s, bad, false)
+	bad := workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{0b01, 0b01}}
+	_, err := newWorkloadPlan(s, bad, false)
 	_, want := planWorkload(s, bad)
 	if err == nil || want == nil || err.Error() != want.Error() {
 		t.Errorf("duplicate cuboids: %v, want %v", err, want)
@@ -295,17 +295,17 @@ func TestPlanWorkloadMetadata(t *testing.T) {
 // TestAddNoiseByBlocks: noising every measurement block by block from the
 // generators a pipeline derives (measurement k from the (k+1)-th Split of
 // the root; block i of a measurement of several chunks from the i-th Split
-// of that) reproduces ReleaseWorkload's noisy measurements exactly.
+// of that) reproduces releaseWorkload's noisy measurements exactly.
 func TestAddNoiseByBlocks(t *testing.T) {
 	ctx := context.Background()
 	s := testkit.TestSchema(t, 600, 500, 3)
 	full := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(7), s.Cells())}
-	for _, spec := range []WorkloadSpec{
+	for _, spec := range []workloadSpec{
 		{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0}, Cuboids: []domain.Cuboid{0b011, 0b100, 0b101, 0b010}},
 		{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Cuboids: []domain.Cuboid{0b110, 0b011, 0b001}, Split: SplitEqual},
 	} {
 		spec.KeepMeasurements = true
-		wp, err := PlanWorkload(s, spec, true)
+		wp, err := newWorkloadPlan(s, spec, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +313,7 @@ func TestAddNoiseByBlocks(t *testing.T) {
 		for _, c := range wp.p.needs() {
 			exact[c] = full.Project(c)
 		}
-		rel, err := ReleaseWorkload(ctx, s, exact, spec, noise.NewSeeded(31))
+		rel, err := releaseWorkload(ctx, s, exact, spec, noise.NewSeeded(31))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -345,7 +345,7 @@ func TestAddNoiseByBlocks(t *testing.T) {
 	}
 	// The wrong generator gives other noise (the test above could not pass
 	// by accident).
-	wp, err := PlanWorkload(s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{0b001}}, true)
+	wp, err := newWorkloadPlan(s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{0b001}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

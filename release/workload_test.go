@@ -34,7 +34,7 @@ func randomCuboid(r *noise.Rand, n int) domain.Cuboid {
 type workloadCase struct {
 	s     *domain.Schema
 	base  []float64
-	spec  WorkloadSpec
+	spec  workloadSpec
 	exact map[domain.Cuboid][]float64
 }
 
@@ -50,7 +50,7 @@ func randomWorkload(t *testing.T, r *noise.Rand) workloadCase {
 	}
 	s := testkit.TestSchema(t, sizes...)
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(r, s.Cells())}
-	var spec WorkloadSpec
+	var spec workloadSpec
 	spec.Epsilon = eps(t, 1)
 	for range 1 + r.Uint64N(4) {
 		spec.Exact = append(spec.Exact, randomCuboid(r, dims))
@@ -317,7 +317,7 @@ func TestWorkloadOneMeasurementIsConsistent(t *testing.T) {
 		{[]domain.Cuboid{0}, 0b0101},
 		{nil, 0b0110},
 	} {
-		spec := WorkloadSpec{Epsilon: eps(t, 1), Exact: tc.exact, Cuboids: []domain.Cuboid{tc.over}}
+		spec := workloadSpec{Epsilon: eps(t, 1), Exact: tc.exact, Cuboids: []domain.Cuboid{tc.over}}
 		p, err := planWorkload(s, spec)
 		if err != nil {
 			t.Fatal(err)
@@ -344,7 +344,7 @@ func TestWorkloadTablesAgree(t *testing.T) {
 	for range 20 {
 		wc := randomWorkload(t, r)
 		s := wc.s
-		rel, err := ReleaseWorkload(context.Background(), s, wc.exact, wc.spec, noise.NewSeeded(r.Uint64()))
+		rel, err := releaseWorkload(context.Background(), s, wc.exact, wc.spec, noise.NewSeeded(r.Uint64()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -428,7 +428,7 @@ func TestOptimalSplit(t *testing.T) {
 	// Disjoint: the grand total is an invariant and the measured cuboids
 	// share no dimension.
 	s := testkit.TestSchema(t, 3, 4, 5, 2)
-	spec := WorkloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0}, Cuboids: []domain.Cuboid{0b0011, 0b0100, 0b1000}, Weights: []float64{1, 3, 0.5}}
+	spec := workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0}, Cuboids: []domain.Cuboid{0b0011, 0b0100, 0b1000}, Weights: []float64{1, 3, 0.5}}
 	p, err := planWorkload(s, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -499,12 +499,12 @@ func TestWorkloadSharesAndMetadata(t *testing.T) {
 	cityAge, _ := s.CuboidOf("city", "age")
 	sexAge, _ := s.CuboidOf("sex", "age")
 	for _, split := range []Split{SplitOptimal, SplitEqual} {
-		spec := WorkloadSpec{Epsilon: eps(t, 0.7), Exact: []domain.Cuboid{sex}, Cuboids: []domain.Cuboid{sexCity, cityAge, sexAge, sex, 0}, Split: split}
-		a, err := ReleaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(5))
+		spec := workloadSpec{Epsilon: eps(t, 0.7), Exact: []domain.Cuboid{sex}, Cuboids: []domain.Cuboid{sexCity, cityAge, sexAge, sex, 0}, Split: split}
+		a, err := releaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(5))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := ReleaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(5))
+		b, _ := releaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(5))
 		var steps int64
 		var shares []float64
 		for i, tb := range a.Tables {
@@ -551,7 +551,7 @@ func TestWorkloadSharesAndMetadata(t *testing.T) {
 			t.Errorf("%d measurements in the metadata", len(m.Measurements))
 		}
 	}
-	rel, err := ReleaseWorkloadCube(context.Background(), c, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{sexCity}, DomainsFromData: true}, noise.NewRand())
+	rel, err := releaseWorkloadCube(context.Background(), c, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{sexCity}, DomainsFromData: true}, noise.NewRand())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,39 +576,39 @@ func TestWorkloadRejectsBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		s    *domain.Schema
-		spec WorkloadSpec
+		spec workloadSpec
 		want string
 	}{
-		{"nothing", s, WorkloadSpec{Epsilon: eps(t, 1)}, "no cuboids"},
-		{"outside", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1 << 5}}, "cuboid 1 names dimension 5"},
-		{"exact outside", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Exact: []domain.Cuboid{1 << 4}}, "exact cuboid 1 names dimension 4"},
-		{"duplicate", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1, 2, 1}}, "{d0} is requested twice (cuboids 1 and 3)"},
-		{"weights count", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1, 2}, Weights: []float64{1}}, "1 weights for 2 cuboids"},
-		{"weight zero", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1, 2}, Weights: []float64{1, 0}}, "weight of cuboid {d1} must be finite and > 0"},
-		{"weight NaN", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Weights: []float64{math.NaN()}}, "weight of cuboid {d0}"},
-		{"no epsilon", s, WorkloadSpec{Cuboids: []domain.Cuboid{1}}, "epsilon must be set"},
-		{"negative sensitivity", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Sensitivity: -2}, "sensitivity must be positive"},
-		{"sensitivity too low", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{3}, Exact: []domain.Cuboid{1, 2}, Sensitivity: 3},
+		{"nothing", s, workloadSpec{Epsilon: eps(t, 1)}, "no cuboids"},
+		{"outside", s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1 << 5}}, "cuboid 1 names dimension 5"},
+		{"exact outside", s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Exact: []domain.Cuboid{1 << 4}}, "exact cuboid 1 names dimension 4"},
+		{"duplicate", s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1, 2, 1}}, "{d0} is requested twice (cuboids 1 and 3)"},
+		{"weights count", s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1, 2}, Weights: []float64{1}}, "1 weights for 2 cuboids"},
+		{"weight zero", s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1, 2}, Weights: []float64{1, 0}}, "weight of cuboid {d1} must be finite and > 0"},
+		{"weight NaN", s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Weights: []float64{math.NaN()}}, "weight of cuboid {d0}"},
+		{"no epsilon", s, workloadSpec{Cuboids: []domain.Cuboid{1}}, "epsilon must be set"},
+		{"negative sensitivity", s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Sensitivity: -2}, "sensitivity must be positive"},
+		{"sensitivity too low", s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{3}, Exact: []domain.Cuboid{1, 2}, Sensitivity: 3},
 			"sensitivity 3 is below the generic sensitivity 4 of cuboid {d0,d1}"},
-		{"no closed form", big, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{15}, Exact: []domain.Cuboid{3, 6, 12}}, "cuboid {d0,d1,d2,d3}: exact cuboids"},
-		{"bad split", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Split: 7}, "unknown split"},
-		{"measured twice", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Measure: []domain.Cuboid{3, 7, 3}}, "{d0,d1} is measured twice (measured cuboids 1 and 3)"},
-		{"measured outside", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Measure: []domain.Cuboid{1 << 6}}, "measured cuboid 1 names dimension 6"},
-		{"measured public", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{3}, Exact: []domain.Cuboid{1}, Measure: []domain.Cuboid{3, 1}}, "measured cuboid {d0} is determined by the exact cuboids"},
-		{"not estimable", s, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{3}, Exact: []domain.Cuboid{1}, Measure: []domain.Cuboid{6}}, "cuboid {d0,d1} cannot be estimated: no measured cuboid contains {d0,d1}"},
+		{"no closed form", big, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{15}, Exact: []domain.Cuboid{3, 6, 12}}, "cuboid {d0,d1,d2,d3}: exact cuboids"},
+		{"bad split", s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Split: 7}, "unknown split"},
+		{"measured twice", s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Measure: []domain.Cuboid{3, 7, 3}}, "{d0,d1} is measured twice (measured cuboids 1 and 3)"},
+		{"measured outside", s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{1}, Measure: []domain.Cuboid{1 << 6}}, "measured cuboid 1 names dimension 6"},
+		{"measured public", s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{3}, Exact: []domain.Cuboid{1}, Measure: []domain.Cuboid{3, 1}}, "measured cuboid {d0} is determined by the exact cuboids"},
+		{"not estimable", s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{3}, Exact: []domain.Cuboid{1}, Measure: []domain.Cuboid{6}}, "cuboid {d0,d1} cannot be estimated: no measured cuboid contains {d0,d1}"},
 	} {
 		_, err := planWorkload(tc.s, tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
 		if tc.s == s {
-			if _, err2 := ReleaseWorkloadCube(context.Background(), c, tc.spec, noise.NewSeeded(1)); err2 == nil || err2.Error() != err.Error() {
-				t.Errorf("%s: ReleaseWorkload error %v, Needs error %v", tc.name, err2, err)
+			if _, err2 := releaseWorkloadCube(context.Background(), c, tc.spec, noise.NewSeeded(1)); err2 == nil || err2.Error() != err.Error() {
+				t.Errorf("%s: releaseWorkload error %v, Needs error %v", tc.name, err2, err)
 			}
 		}
 	}
 	// Missing or malformed exact counts.
-	spec := WorkloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{1}, Cuboids: []domain.Cuboid{3}}
+	spec := workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{1}, Cuboids: []domain.Cuboid{3}}
 	for name, tc := range map[string]struct {
 		exact map[domain.Cuboid][]float64
 		want  string
@@ -619,7 +619,7 @@ func TestWorkloadRejectsBadInput(t *testing.T) {
 		"no exact":      {map[domain.Cuboid][]float64{3: c.Project(3)}, "exact counts of cuboid {d0} are missing"},
 		"extra ignored": {map[domain.Cuboid][]float64{1: {1, 2}, 3: c.Project(3), 2: {1, 1, 0}}, ""},
 	} {
-		_, err := ReleaseWorkload(context.Background(), s, tc.exact, spec, noise.NewSeeded(1))
+		_, err := releaseWorkload(context.Background(), s, tc.exact, spec, noise.NewSeeded(1))
 		if tc.want == "" {
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
@@ -630,15 +630,15 @@ func TestWorkloadRejectsBadInput(t *testing.T) {
 			t.Errorf("%s: error %v, want one containing %q", name, err, tc.want)
 		}
 	}
-	_, err := ReleaseWorkload(context.Background(), s, map[domain.Cuboid][]float64{1: {1, 2}, 2: {1, 1, 0}, 3: c.Project(3)},
-		WorkloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{1, 2}, Cuboids: []domain.Cuboid{3}}, noise.NewSeeded(1))
+	_, err := releaseWorkload(context.Background(), s, map[domain.Cuboid][]float64{1: {1, 2}, 2: {1, 1, 0}, 3: c.Project(3)},
+		workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{1, 2}, Cuboids: []domain.Cuboid{3}}, noise.NewSeeded(1))
 	if !errors.Is(err, estimate.ErrInconsistent) {
 		t.Errorf("disagreeing invariants: %v", err)
 	}
 	// Without a closed form, an explicit sensitivity makes the guarantee
 	// conditional.
 	bc := &cube.Cube{Schema: big, Counts: make([]float64, big.Cells())}
-	rel, err := ReleaseWorkloadCube(context.Background(), bc, WorkloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{15}, Exact: []domain.Cuboid{3, 6, 12}, Sensitivity: 12}, noise.NewRand())
+	rel, err := releaseWorkloadCube(context.Background(), bc, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{15}, Exact: []domain.Cuboid{3, 6, 12}, Sensitivity: 12}, noise.NewRand())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -666,7 +666,7 @@ func TestWorkloadPrivacyOnInducedNeighbours(t *testing.T) {
 	} {
 		s := testkit.TestSchema(t, tc.sizes...)
 		const e = 0.9
-		p, err := planWorkload(s, WorkloadSpec{Epsilon: eps(t, e), Exact: tc.exact, Cuboids: tc.req})
+		p, err := planWorkload(s, workloadSpec{Epsilon: eps(t, e), Exact: tc.exact, Cuboids: tc.req})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -729,7 +729,7 @@ func TestTableFileName(t *testing.T) {
 
 // arrestsWorkload is issue 12's comparison: every two-way cuboid of the
 // arrests data with the invariants {year} and {colour,sex}.
-func arrestsWorkload(t testing.TB) (*domain.Schema, WorkloadSpec) {
+func arrestsWorkload(t testing.TB) (*domain.Schema, workloadSpec) {
 	t.Helper()
 	s, err := domain.LoadSchema("../data/arrests.schema.json")
 	if err != nil {
@@ -737,7 +737,7 @@ func arrestsWorkload(t testing.TB) (*domain.Schema, WorkloadSpec) {
 	}
 	year, _ := s.CuboidOf("year")
 	colourSex, _ := s.CuboidOf("colour", "sex")
-	spec := WorkloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{year, colourSex}}
+	spec := workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{year, colourSex}}
 	for i := range s.NumDims() {
 		for j := i + 1; j < s.NumDims(); j++ {
 			spec.Cuboids = append(spec.Cuboids, 1<<i|1<<j)
@@ -756,7 +756,7 @@ func TestArrestsStrategies(t *testing.T) {
 	s, spec := arrestsWorkload(t)
 	rmse := map[Strategy][]float64{}
 	for _, st := range []Strategy{StrategySeparate, StrategyBase, StrategyEqual, StrategyOptimal} {
-		v, err := ExpectedRMSE(s, spec, st)
+		v, err := expectedRMSE(s, spec, st)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -799,7 +799,7 @@ func TestArrestsStrategies(t *testing.T) {
 	var sq, want float64
 	const reps = 60
 	for range reps {
-		rel, err := ReleaseWorkload(context.Background(), s, exact, spec, noise.NewSeeded(r.Uint64()))
+		rel, err := releaseWorkload(context.Background(), s, exact, spec, noise.NewSeeded(r.Uint64()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -819,9 +819,9 @@ func TestArrestsStrategies(t *testing.T) {
 // benchWorkload is issue 12's benchmark: a schema of 10^7 base cells (seven
 // dimensions of ten values), the exact cuboids {d0,d1,d2} and {d2,d3}, and
 // 20 requested cuboids: ten two-way and ten three-way.
-func benchWorkload(b *testing.B) (*domain.Schema, WorkloadSpec) {
+func benchWorkload(b *testing.B) (*domain.Schema, workloadSpec) {
 	s := testkit.TestSchema(b, 10, 10, 10, 10, 10, 10, 10)
-	spec := WorkloadSpec{Epsilon: eps(b, 1), Exact: []domain.Cuboid{testkit.CuboidOf([]int{0, 1, 2}), testkit.CuboidOf([]int{2, 3})}}
+	spec := workloadSpec{Epsilon: eps(b, 1), Exact: []domain.Cuboid{testkit.CuboidOf([]int{0, 1, 2}), testkit.CuboidOf([]int{2, 3})}}
 	for i := range 5 {
 		for j := i + 1; j < 5; j++ {
 			spec.Cuboids = append(spec.Cuboids, 1<<i|1<<j)
@@ -864,14 +864,14 @@ func BenchmarkWorkload(b *testing.B) {
 	}
 	b.Run("marginals", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := ReleaseWorkload(context.Background(), s, exact, spec, r); err != nil {
+			if _, err := releaseWorkload(context.Background(), s, exact, spec, r); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("cube", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := ReleaseWorkloadCube(context.Background(), c, spec, r); err != nil {
+			if _, err := releaseWorkloadCube(context.Background(), c, spec, r); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -891,7 +891,7 @@ func BenchmarkWorkload(b *testing.B) {
 	}
 	b.Run("marginals+base", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := ReleaseWorkload(context.Background(), s, exact, withBase, r); err != nil {
+			if _, err := releaseWorkload(context.Background(), s, exact, withBase, r); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -906,7 +906,7 @@ func TestWorkloadWithoutBaseCube(t *testing.T) {
 		sizes[i] = 10
 	}
 	s := testkit.TestSchema(t, sizes...)
-	spec := WorkloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{testkit.CuboidOf([]int{0, 1, 2})}, Cuboids: []domain.Cuboid{testkit.CuboidOf([]int{2, 3}), testkit.CuboidOf([]int{3, 4}), testkit.CuboidOf([]int{1})}}
+	spec := workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{testkit.CuboidOf([]int{0, 1, 2})}, Cuboids: []domain.Cuboid{testkit.CuboidOf([]int{2, 3}), testkit.CuboidOf([]int{3, 4}), testkit.CuboidOf([]int{1})}}
 	needs, err := spec.Needs(s)
 	if err != nil {
 		t.Fatal(err)
@@ -924,7 +924,7 @@ func TestWorkloadWithoutBaseCube(t *testing.T) {
 		}
 		exact[n] = x
 	}
-	rel, err := ReleaseWorkload(context.Background(), s, exact, spec, noise.NewSeeded(1))
+	rel, err := releaseWorkload(context.Background(), s, exact, spec, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -983,12 +983,12 @@ func TestExpectedRMSESeparateNested(t *testing.T) {
 	cr, _ := s.ParseCuboid("colour,released")
 	ycr, _ := s.ParseCuboid("year,colour,released")
 	ag, _ := s.ParseCuboid("agegroup")
-	spec := WorkloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{year, cs}, Cuboids: []domain.Cuboid{cr, ycr, ag}}
-	sep, err := ExpectedRMSE(s, spec, StrategySeparate)
+	spec := workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{year, cs}, Cuboids: []domain.Cuboid{cr, ycr, ag}}
+	sep, err := expectedRMSE(s, spec, StrategySeparate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	equal, err := ExpectedRMSE(s, spec, StrategyEqual)
+	equal, err := expectedRMSE(s, spec, StrategyEqual)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -999,7 +999,7 @@ func TestExpectedRMSESeparateNested(t *testing.T) {
 		truth := c.Project(cb)
 		var sq float64
 		for range runs {
-			rel, err := ReleaseCube(context.Background(), c, ReleaseSpec{Epsilon: share, Exact: spec.Exact, Cuboid: cb}, r)
+			rel, err := releaseCube(context.Background(), c, cuboidSpec{Epsilon: share, Exact: spec.Exact, Cuboid: cb}, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1030,4 +1030,49 @@ func fromCSV(ctx context.Context, path string, s *domain.Schema, opt cube.Option
 	}
 	defer t.Close()
 	return cube.Build(ctx, t, s, opt)
+}
+
+// TestExpectedRMSESpec checks that ExpectedRMSE of a Spec gives the flat
+// engine's numbers for the same tables, and refuses, naming why, what it
+// does not compare.
+func TestExpectedRMSESpec(t *testing.T) {
+	s, ws := arrestsWorkload(t)
+	spec := Spec{Epsilon: ws.Epsilon}
+	for _, c := range ws.Cuboids {
+		spec.Tables = append(spec.Tables, domain.ViewOf(c))
+	}
+	for _, c := range ws.Exact {
+		spec.Exact = append(spec.Exact, domain.ViewOf(c))
+	}
+	for _, st := range []Strategy{StrategySeparate, StrategyBase, StrategyEqual, StrategyOptimal} {
+		got, err := ExpectedRMSE(s, spec, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := expectedRMSE(s, ws, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%v: %v, the flat engine's %v", st, got, want)
+		}
+	}
+	geo := testkit.SmallGeo(t)
+	state := testkit.MustView(t, geo, "geo:state")
+	for _, tc := range []struct {
+		name string
+		s    *domain.Schema
+		spec Spec
+		want string
+	}{
+		{"gaussian", s, Spec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1e-6, Tables: spec.Tables}, "Laplace"},
+		{"units", s, Spec{Epsilon: spec.Epsilon, Tables: spec.Tables, Unit: &Unit{Column: "id", MaxRows: 2}}, "privacy units"},
+		{"ranges", s, Spec{Epsilon: spec.Epsilon, Tables: spec.Tables[:1], Queries: []TableQuery{{}}}, "tables of cells"},
+		{"levels", geo, Spec{Epsilon: spec.Epsilon, Tables: []domain.View{state}}, "finest levels"},
+		{"no tables", s, Spec{Epsilon: spec.Epsilon}, "no tables"},
+	} {
+		if _, err := ExpectedRMSE(tc.s, tc.spec, StrategyOptimal); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
 }

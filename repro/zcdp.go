@@ -55,6 +55,7 @@ func CompareZCDP(eps, delta float64, ks []int) ([]ZCDPRow, error) {
 	year, _ := s.CuboidOf("year")
 	colourSex, _ := s.CuboidOf("colour", "sex")
 	exact := []domain.Cuboid{year, colourSex}
+	exactViews := []domain.View{domain.ViewOf(year), domain.ViewOf(colourSex)}
 	var cuboids []domain.Cuboid
 	for size := 2; size <= 3; size++ {
 		for c := domain.Cuboid(1); c < domain.Base(s.NumDims()); c++ {
@@ -98,7 +99,7 @@ func CompareZCDP(eps, delta float64, ks []int) ([]ZCDPRow, error) {
 			if err != nil {
 				return nil, err
 			}
-			rmse, err := release.ExpectedRMSE(s, release.WorkloadSpec{Epsilon: share, Exact: exact, Cuboids: []domain.Cuboid{c}}, release.StrategyEqual)
+			rmse, err := release.ExpectedRMSE(s, release.Spec{Epsilon: share, Exact: exactViews, Tables: []domain.View{domain.ViewOf(c)}}, release.StrategyEqual)
 			if err != nil {
 				return nil, err
 			}

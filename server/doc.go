@@ -16,7 +16,7 @@
 //     paper 3), or a workload of cuboids; a hierarchical dimension may
 //     stand at a coarser level ("geo:state"), in a query or an invariant,
 //     and such views are released under one budget and one estimate
-//     (release.ReleaseViews, docs/hierarchy.md);
+//     (release.NewPlan, docs/hierarchy.md);
 //   - linear: integer-weighted counting queries over the base cuboid with
 //     discrete Laplace noise and Protocol 1 accounting, optionally refined
 //     with every equality the invariants imply on the answers (refine,

@@ -45,13 +45,13 @@ type QueryRequest struct {
 	// Cuboid names the dimensions of the cuboid to release; a
 	// hierarchical dimension may stand at a coarser level, "geo:state".
 	// A cuboid at a level, and every cuboid on a dataset with an invariant
-	// at a coarser level, is released as a view (release.ReleaseViews; see
-	// query_views.go).
+	// at a coarser level, is released as a view (release.NewPlan with the
+	// view as a table; see query_views.go).
 	Cuboid []string `json:"cuboid,omitempty"`
 	// Cuboids, instead of Cuboid, asks for a workload: several cuboids
 	// released together for Epsilon in all, estimated once and consistent
-	// with each other (release.ReleaseWorkload, or release.ReleaseViews when
-	// they name levels), with optional Weights and Split ("optimal",
+	// with each other (release.NewPlan with every cuboid a table, whether
+	// or not they name levels), with optional Weights and Split ("optimal",
 	// "equal" or, for views, "spine", their default).
 	Cuboids [][]string `json:"cuboids,omitempty"`
 	Weights []float64  `json:"weights,omitempty"`
@@ -62,7 +62,7 @@ type QueryRequest struct {
 	// it, instead of the free estimate from them (measurements.go).
 	Fresh bool `json:"fresh,omitempty"`
 	// Integer asks for non-negative integer counts that keep the
-	// invariants (release.ReleaseSpec.Integer).
+	// invariants (release.Spec.Integer).
 	Integer bool `json:"integer,omitempty"`
 
 	Queries []LinearQuery `json:"queries,omitempty"`

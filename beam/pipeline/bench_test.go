@@ -75,17 +75,7 @@ func BenchmarkRelease(b *testing.B) {
 	}
 	b.Run("single", func(b *testing.B) {
 		measure(b, rows, cells, func(int) {
-			c, err := cubeFromCSV(context.Background(), tb.whole, tb.schema, cube.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			rel, err := release.ReleaseCube(context.Background(), c, release.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: domain.Base(3)}, noise.NewRand())
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := fileio.WriteAtomic(filepath.Join(dir, "s.csv"), rel.WriteCSV); err != nil {
-				b.Fatal(err)
-			}
+			singleCuboid(b, tb, oneSpec{Epsilon: eps, Exact: exact, Cuboid: domain.Base(3)}, dir)
 		})
 	})
 }
@@ -100,7 +90,10 @@ func BenchmarkWorkload(b *testing.B) {
 	tb := writeTable(b, dir, []int{100, 105, 100}, 400000, 4, 5)
 	s := tb.schema
 	tables := []domain.Cuboid{0b111, 0b011, 0b110, 0b101}
-	spec := release.WorkloadSpec{Cuboids: tables, Exact: []domain.Cuboid{0b001}}
+	spec := release.Spec{Exact: []domain.View{domain.ViewOf(0b001)}}
+	for _, c := range tables {
+		spec.Tables = append(spec.Tables, domain.ViewOf(c))
+	}
 	spec.Epsilon, _ = privacy.NewEpsilon(1)
 	job := Job{Epsilon: 1, Exact: []string{flagDims(s, 0b001)}}
 	var cells float64
@@ -166,17 +159,7 @@ func BenchmarkCells(b *testing.B) {
 	})
 	b.Run("cuboid-single", func(b *testing.B) {
 		measure(b, 10000, cells, func(int) {
-			c, err := cubeFromCSV(context.Background(), tb.whole, s, cube.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			rel, err := release.ReleaseCube(context.Background(), c, release.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: domain.Base(3)}, noise.NewRand())
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := fileio.WriteAtomic(filepath.Join(dir, "s.csv"), rel.WriteCSV); err != nil {
-				b.Fatal(err)
-			}
+			singleCuboid(b, tb, oneSpec{Epsilon: eps, Exact: exact, Cuboid: domain.Base(3)}, dir)
 		})
 	})
 	b.Run("workload-pipeline", func(b *testing.B) {
@@ -189,7 +172,10 @@ func BenchmarkCells(b *testing.B) {
 		})
 	})
 	b.Run("workload-single", func(b *testing.B) {
-		spec := release.WorkloadSpec{Epsilon: eps, Exact: exact, Cuboids: tables}
+		spec := release.Spec{Epsilon: eps, Exact: []domain.View{domain.ViewOf(exact[0])}}
+		for _, c := range tables {
+			spec.Tables = append(spec.Tables, domain.ViewOf(c))
+		}
 		measure(b, 10000, wcells, func(int) { singleWorkload(b, tb, spec, dir) })
 	})
 	// On a separately started Prism job server the runner's engine runs
@@ -218,11 +204,31 @@ func BenchmarkCells(b *testing.B) {
 	})
 }
 
+// singleCuboid is what knowdp release does for one cuboid from the cube
+// of the whole table: plan, run, write the table.
+func singleCuboid(b *testing.B, tb table, spec oneSpec, dir string) {
+	c, err := cubeFromCSV(context.Background(), tb.whole, tb.schema, cube.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rel, err := releaseOne(context.Background(), c, spec, noise.NewRand())
+	if err != nil {
+		b.Fatal(err)
+	}
+	tab := rel.Tables[0]
+	err = fileio.WriteAtomic(filepath.Join(dir, "s.csv"), func(w io.Writer) error {
+		return tablefile.WriteRows(w, tablefile.CSV, tb.schema, tab.TableView(), 0, tab.Counts, tab.CellMOE, tab.Integer)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
 // singleWorkload is what knowdp release does for a workload: plan it,
 // count the cuboids it needs, release, write every table.
-func singleWorkload(b *testing.B, tb table, spec release.WorkloadSpec, dir string) {
+func singleWorkload(b *testing.B, tb table, spec release.Spec, dir string) {
 	s := tb.schema
-	plan, err := release.PlanWorkload(s, spec, false)
+	plan, err := release.NewPlan(s, spec)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -230,12 +236,12 @@ func singleWorkload(b *testing.B, tb table, spec release.WorkloadSpec, dir strin
 	if err != nil {
 		b.Fatal(err)
 	}
-	counts, _, err := cube.Aggregate(context.Background(), t, s, plan.Needs(), cube.Options{})
+	counts, _, err := cube.AggregateViews(context.Background(), t, s, plan.Needs(), cube.Options{})
 	t.Close()
 	if err != nil {
 		b.Fatal(err)
 	}
-	w, err := plan.ReleaseFrom(context.Background(), counts, noise.NewRand())
+	w, err := plan.Run(context.Background(), counts, noise.NewRand())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,17 +22,36 @@ import (
 	"github.com/knowdp/knowdp/source"
 )
 
+// oneSpec is a release of one cuboid at the finest levels as the tests
+// give it, the flags of knowdp release --cuboid.
+type oneSpec struct {
+	Mechanism            release.Mechanism
+	Rho                  privacy.Rho
+	Delta                float64
+	Epsilon              privacy.Epsilon
+	Exact                []domain.Cuboid
+	Cuboid               domain.Cuboid
+	Sensitivity          int
+	NonNegative, Integer bool
+	Tol                  float64
+}
+
+// release is the spec knowdp release makes of o.
+func (o oneSpec) release() release.Spec {
+	one := release.Spec{Tables: []domain.View{domain.ViewOf(o.Cuboid)}, Weights: []float64{1}, Strategy: release.MeasureBest, Mechanism: o.Mechanism, Epsilon: o.Epsilon,
+		Rho: o.Rho, Delta: o.Delta, Sensitivity: o.Sensitivity, NonNegative: o.NonNegative, Integer: o.Integer, Tol: o.Tol}
+	for _, e := range o.Exact {
+		one.Exact = append(one.Exact, domain.ViewOf(e))
+	}
+	return one
+}
+
 // coreCuboid is knowdp release --seed seed of one cuboid with
 // post-processing (--nonneg or --integer), on the whole table: the core's
 // one release path.
-func coreCuboid(t *testing.T, tb table, spec release.ReleaseSpec, seed uint64) *release.Release {
+func coreCuboid(t *testing.T, tb table, spec oneSpec, seed uint64) *release.Release {
 	t.Helper()
-	one := release.Spec{Tables: []domain.View{domain.ViewOf(spec.Cuboid)}, Weights: []float64{1}, Strategy: release.MeasureBest, Mechanism: spec.Mechanism, Epsilon: spec.Epsilon,
-		Rho: spec.Rho, Delta: spec.Delta, Sensitivity: spec.Sensitivity, NonNegative: spec.NonNegative, Integer: spec.Integer, Tol: spec.Tol}
-	for _, e := range spec.Exact {
-		one.Exact = append(one.Exact, domain.ViewOf(e))
-	}
-	plan, err := release.NewPlan(tb.schema, one)
+	plan, err := release.NewPlan(tb.schema, spec.release())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,19 +73,14 @@ func coreCuboid(t *testing.T, tb table, spec release.ReleaseSpec, seed uint64) *
 
 // releaseOne is the core's one release path for a one-cuboid spec, from
 // the counts of c.
-func releaseOne(ctx context.Context, c *cube.Cube, spec release.ReleaseSpec, r *noise.Rand) (*release.Release, error) {
-	one := release.Spec{Tables: []domain.View{domain.ViewOf(spec.Cuboid)}, Weights: []float64{1}, Strategy: release.MeasureBest, Mechanism: spec.Mechanism, Epsilon: spec.Epsilon,
-		Rho: spec.Rho, Delta: spec.Delta, Sensitivity: spec.Sensitivity, NonNegative: spec.NonNegative, Integer: spec.Integer, Tol: spec.Tol}
-	for _, e := range spec.Exact {
-		one.Exact = append(one.Exact, domain.ViewOf(e))
-	}
-	plan, err := release.NewPlan(c.Schema, one)
+func releaseOne(ctx context.Context, c *cube.Cube, spec oneSpec, r *noise.Rand) (*release.Release, error) {
+	plan, err := release.NewPlan(c.Schema, spec.release())
 	if err != nil {
 		return nil, err
 	}
-	counts := map[domain.View][]float64{}
-	for _, v := range plan.Needs() {
-		counts[v] = c.Project(v.Dims)
+	counts, err := c.ProjectViews(plan.Needs())
+	if err != nil {
+		return nil, err
 	}
 	return plan.Run(ctx, counts, r)
 }
@@ -139,7 +153,7 @@ func TestGatherCuboidMatchesCore(t *testing.T) {
 		{"integer-dir", false, true, "integer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			want := coreCuboid(t, tb, release.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: c, NonNegative: tc.nonneg, Integer: tc.integer, Tol: 1e-6}, 8)
+			want := coreCuboid(t, tb, oneSpec{Epsilon: eps, Exact: exact, Cuboid: c, NonNegative: tc.nonneg, Integer: tc.integer, Tol: 1e-6}, 8)
 			out := filepath.Join(dir, tc.out)
 			spec := seeded(cuboidSpec(tb, c, exact, eps, out), 8)
 			spec.Job.NonNeg, spec.Job.Integer = tc.nonneg, tc.integer
@@ -284,11 +298,11 @@ func geoTable(t *testing.T, dir string, rows int) table {
 }
 
 // coreViews is knowdp release --seed seed of views at levels of a
-// hierarchy, as cmd/knowdp/views.go makes it.
-func coreViews(t *testing.T, tb table, spec release.ViewSpec, integer bool, seed uint64) *release.Release {
+// hierarchy: release.NewPlan and Plan.Run on the whole table.
+func coreViews(t *testing.T, tb table, spec release.Spec, seed uint64) *release.Release {
 	t.Helper()
 	ctx := context.Background()
-	needs, err := spec.Needs(tb.schema)
+	plan, err := release.NewPlan(tb.schema, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,19 +311,13 @@ func coreViews(t *testing.T, tb table, spec release.ViewSpec, integer bool, seed
 		t.Fatal(err)
 	}
 	defer src.Close()
-	counts, _, err := cube.AggregateViews(ctx, src, tb.schema, needs, cube.Options{})
+	counts, _, err := cube.AggregateViews(ctx, src, tb.schema, plan.Needs(), cube.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := noise.NewSeeded(seed)
-	w, err := release.ReleaseViews(ctx, tb.schema, counts, spec, r)
+	w, err := plan.Run(ctx, counts, noise.NewSeeded(seed))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if integer {
-		if err := w.RoundIntegers(ctx, r.Split()); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return w
 }
@@ -347,21 +355,21 @@ func TestGatherViewsMatchesCore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			seed := uint64(300 + k)
-			vs := release.ViewSpec{Epsilon: eps, Split: release.SplitOptimal}
-			// The total objective, as release.ViewSpec minimises it (the
-			// release path's default across a hierarchy is the mean).
+			// The total objective (the default across a hierarchy is the
+			// mean), given on both routes.
+			vs := release.Spec{Epsilon: eps, Split: release.SplitOptimal, Objective: release.ObjectiveTotal, Integer: tc.integer}
 			j := Job{Cuboids: tc.cuboids, Exact: tc.exact, Epsilon: 1, Integer: tc.integer, Objective: "total"}
 			if tc.gauss {
-				vs = release.ViewSpec{Mechanism: release.MechanismGaussian, Rho: rho, Delta: 1e-6, Split: release.SplitOptimal}
+				vs = release.Spec{Mechanism: release.MechanismGaussian, Rho: rho, Delta: 1e-6, Split: release.SplitOptimal, Objective: release.ObjectiveTotal, Integer: tc.integer}
 				j.Mechanism, j.Epsilon, j.Rho, j.Delta = "gaussian", 0, 0.5, 1e-6
 			}
 			for _, x := range tc.cuboids {
-				vs.Views, vs.Weights = append(vs.Views, view(x)), append(vs.Weights, 1)
+				vs.Tables, vs.Weights = append(vs.Tables, view(x)), append(vs.Weights, 1)
 			}
 			for _, x := range tc.exact {
 				vs.Exact = append(vs.Exact, view(x))
 			}
-			w := coreViews(t, tb, vs, tc.integer, seed)
+			w := coreViews(t, tb, vs, seed)
 			out := filepath.Join(dir, cmp.Or(tc.out, tc.name))
 			res, err := Run(context.Background(), Spec{Files: tb.shards, Schema: s, Job: j, Out: out, Seeded: true, Seed: seed})
 			if err != nil {

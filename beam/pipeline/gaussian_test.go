@@ -28,7 +28,7 @@ func TestSeededGaussianMatchesCore(t *testing.T) {
 	exact := []domain.Cuboid{0b0011, 0b1100}
 	for _, c := range []domain.Cuboid{domain.Base(4), 0b0101} {
 		t.Run(tb.schema.Format(c), func(t *testing.T) {
-			spec := release.ReleaseSpec{Mechanism: release.MechanismGaussian, Rho: rho, Delta: 1e-5, Exact: exact, Cuboid: c}
+			spec := oneSpec{Mechanism: release.MechanismGaussian, Rho: rho, Delta: 1e-5, Exact: exact, Cuboid: c}
 			want := coreReleaseSpec(t, tb, spec, 9)
 			out := filepath.Join(dir, "gauss.csv")
 			res, err := Run(context.Background(), gaussian(seeded(cuboidSpec(tb, c, exact, privacy.Epsilon{}, out), 9), rho, 1e-5))
@@ -78,7 +78,7 @@ func TestGaussianPlanMatchesCore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			spec := release.ReleaseSpec{Mechanism: release.MechanismGaussian, Rho: rho, Delta: tc.delta, Exact: tc.exact, Cuboid: tc.c}
+			spec := oneSpec{Mechanism: release.MechanismGaussian, Rho: rho, Delta: tc.delta, Exact: tc.exact, Cuboid: tc.c}
 			c, err := cube.New(s, cube.DefaultCellLimit)
 			if err != nil {
 				t.Fatal(err)

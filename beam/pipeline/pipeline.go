@@ -8,12 +8,12 @@
 // release needs, aggregated per file into sparse partial counts per block
 // of BlockSize cells. What follows depends on the release (see Build):
 //
-//   - one cuboid (release.ReleaseFrom with real counts): every block of the
+//   - one cuboid (release.Plan.Cuboid, as Plan.Run draws it): every block of the
 //     cuboid is noised on its own, the invariants' marginals are combined,
 //     the least-squares corrections computed from them on one worker
 //     (estimate.Corrections) and added back to every block;
-//   - several cuboids under one budget (release.ReleaseWorkload with real
-//     counts): every block of every measured cuboid is noised on its own,
+//   - several cuboids under one budget (release.Plan.Workload, as Plan.Run
+//     draws it): every block of every measured cuboid is noised on its own,
 //     and each table's block is its least-squares estimate, a sum of
 //     broadcast marginals of the measurements and invariants
 //     (release.WorkloadPlan.Terms), combined per marginal and joined back to

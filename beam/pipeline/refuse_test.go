@@ -19,7 +19,6 @@ import (
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/privacy"
-	"github.com/knowdp/knowdp/release"
 )
 
 // parquetRows reads a Parquet table file: its column names, and per row
@@ -135,7 +134,7 @@ func TestParquetDirectory(t *testing.T) {
 
 	c := parseCuboid(t, tb.schema, "d0,d1")
 	eps, _ := privacy.NewEpsilon(1)
-	rel := coreCuboid(t, tb, release.ReleaseSpec{Epsilon: eps, Cuboid: c, Integer: true, Tol: 1e-6}, 18)
+	rel := coreCuboid(t, tb, oneSpec{Epsilon: eps, Cuboid: c, Integer: true, Tol: 1e-6}, 18)
 	out = filepath.Join(dir, "int")
 	spec := seeded(cuboidSpec(tb, c, nil, eps, out), 18)
 	spec.Job.Integer, spec.Job.Format = true, "parquet"

@@ -146,11 +146,11 @@ func metadata(t *testing.T, res *Result) release.Metadata {
 // coreRelease is the single-machine seeded release of the same table.
 func coreRelease(t *testing.T, tb table, c domain.Cuboid, exact []domain.Cuboid, eps privacy.Epsilon, seed uint64) *release.Release {
 	t.Helper()
-	return coreReleaseSpec(t, tb, release.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: c}, seed)
+	return coreReleaseSpec(t, tb, oneSpec{Epsilon: eps, Exact: exact, Cuboid: c}, seed)
 }
 
 // coreReleaseSpec is coreRelease for any spec (a Gaussian one).
-func coreReleaseSpec(t *testing.T, tb table, spec release.ReleaseSpec, seed uint64) *release.Release {
+func coreReleaseSpec(t *testing.T, tb table, spec oneSpec, seed uint64) *release.Release {
 	t.Helper()
 	cb, err := cubeFromCSV(context.Background(), tb.whole, tb.schema, cube.Options{})
 	if err != nil {
@@ -291,7 +291,7 @@ func TestPortableRunner(t *testing.T) {
 	compare(t, out, want)
 	// A Gaussian (zCDP) release of the base cuboid: 2 blocks.
 	rho, _ := privacy.NewRho(0.5)
-	want = coreReleaseSpec(t, tb, release.ReleaseSpec{Mechanism: release.MechanismGaussian, Rho: rho, Delta: 1e-6, Exact: exact, Cuboid: domain.Base(3)}, 7)
+	want = coreReleaseSpec(t, tb, oneSpec{Mechanism: release.MechanismGaussian, Rho: rho, Delta: 1e-6, Exact: exact, Cuboid: domain.Base(3)}, 7)
 	if _, err := Run(context.Background(), gaussian(seeded(cuboidSpec(tb, domain.Base(3), exact, eps, out), 7), rho, 1e-6)); err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestPortableRunner(t *testing.T) {
 	// An --integer cuboid (ModeGather): the counts gathered on one worker
 	// of the job server, the same table and sidecar as the single machine.
 	c2 := parseCuboid(t, tb.schema, "d0,d2")
-	rel := coreCuboid(t, tb, release.ReleaseSpec{Epsilon: eps, Exact: exact[:1], Cuboid: c2, Integer: true, Tol: 1e-6}, 7)
+	rel := coreCuboid(t, tb, oneSpec{Epsilon: eps, Exact: exact[:1], Cuboid: c2, Integer: true, Tol: 1e-6}, 7)
 	iout := filepath.Join(dir, "portable-integer.csv")
 	ispec := seeded(cuboidSpec(tb, c2, exact[:1], eps, iout), 7)
 	ispec.Job.Integer = true
@@ -438,11 +438,11 @@ func TestUnseededIsPrivate(t *testing.T) {
 		if m := metadata(t, res); m.Seeded || !m.Private || m.Guarantee != privacy.GuaranteeUnconditional {
 			t.Fatalf("unseeded release labelled %+v", m)
 		}
-		plan, err := release.PlanRelease(tb.schema, release.ReleaseSpec{Epsilon: eps, Cuboid: domain.Base(3), Exact: []domain.Cuboid{1}}, false)
+		plan, err := release.NewPlan(tb.schema, oneSpec{Epsilon: eps, Cuboid: domain.Base(3), Exact: []domain.Cuboid{1}}.release())
 		if err != nil {
 			t.Fatal(err)
 		}
-		runs = append(runs, readCounts(t, out, tb.schema, domain.Base(3), domain.FormatExact(plan.CellMOE90())))
+		runs = append(runs, readCounts(t, out, tb.schema, domain.Base(3), domain.FormatExact(plan.Cuboid().CellMOE90())))
 	}
 	same := 0
 	for i := range runs[0] {

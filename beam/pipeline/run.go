@@ -246,22 +246,19 @@ func (pl *Plan) chooseForm(ext string) error {
 }
 
 // planCuboid plans one cuboid released block by block: its sensitivity,
-// noise, margin of error and privacy story, as release.ReleaseFrom makes them.
+// noise, margin of error and privacy story, as release.Plan planned them
+// (Plan.Cuboid) and Plan.Run would draw them.
 func (pl *Plan) planCuboid() error {
-	s, spec := pl.spec.Schema, *pl.jb.plan.Cuboid()
-	rel, err := release.PlanRelease(s, spec, pl.spec.Seeded)
-	if err != nil {
-		return err
-	}
+	rel := pl.jb.plan.Cuboid()
 	pl.mode = ModeCuboid
 	cfg := &pl.cfg
-	cfg.Cuboid = uint64(spec.Cuboid)
-	cfg.Counted = []uint64{uint64(spec.Cuboid)}
+	cfg.Cuboid = uint64(rel.Cuboid)
+	cfg.Counted = []uint64{uint64(rel.Cuboid)}
 	cfg.Sensitivity, cfg.Epsilon = rel.Sensitivity, rel.Epsilon
 	cfg.Gaussian, cfg.L2, cfg.Rho = rel.Mechanism == release.MechanismGaussian, rel.L2Sensitivity, rel.Rho
 	cfg.MOE90 = rel.CellMOE90()
 	for _, v := range rel.Invariants {
-		cfg.Keeps = append(cfg.Keeps, uint64(v.Cuboid&spec.Cuboid))
+		cfg.Keeps = append(cfg.Keeps, uint64(v.Cuboid&rel.Cuboid))
 	}
 	story := *pl.jb.plan.Workload().Release
 	story.Seeded = pl.spec.Seeded

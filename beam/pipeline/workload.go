@@ -177,7 +177,7 @@ func (f *sourceFn) Setup() error {
 }
 
 // rand returns the generator of block b of source i, as
-// release.ReleaseWorkload derives it: measurement k's generator is the
+// release.Plan.Run derives it: measurement k's generator is the
 // (k+1)-th split of the root, and with more than one block, block b's is
 // the (b+1)-th split of that.
 func (f *sourceFn) rand(i, b int) *noise.Rand {

@@ -27,7 +27,7 @@ import (
 )
 
 // wcase is a release of several cuboids, written once and read both as
-// knowdp release's flags (Job) and as the core's spec (release.WorkloadSpec),
+// knowdp release's flags (Job) and as the core's spec (release.Spec),
 // so that the pipeline and the single machine are given the same release
 // by independent routes.
 type wcase struct {
@@ -71,11 +71,11 @@ func (wc wcase) job() Job {
 
 // spec is the core's spec of the release, built as cmd/knowdp/release.go
 // builds it from the same flags.
-func (wc wcase) spec(t *testing.T, s *domain.Schema) release.WorkloadSpec {
+func (wc wcase) spec(t *testing.T, s *domain.Schema) release.Spec {
 	t.Helper()
-	var spec release.WorkloadSpec
+	spec := release.Spec{NonNegative: wc.nonneg, Integer: wc.integer, KeepMeasurements: wc.keep}
 	for i, c := range wc.cuboids {
-		spec.Cuboids = append(spec.Cuboids, parseCuboid(t, s, c))
+		spec.Tables = append(spec.Tables, domain.ViewOf(parseCuboid(t, s, c)))
 		w := 1.0
 		if wc.weights != nil {
 			w = wc.weights[i]
@@ -83,7 +83,7 @@ func (wc wcase) spec(t *testing.T, s *domain.Schema) release.WorkloadSpec {
 		spec.Weights = append(spec.Weights, w)
 	}
 	for _, e := range wc.exact {
-		spec.Exact = append(spec.Exact, parseCuboid(t, s, e))
+		spec.Exact = append(spec.Exact, domain.ViewOf(parseCuboid(t, s, e)))
 	}
 	var err error
 	if spec.Split, err = release.ParseSplit(cmp.Or(wc.split, "optimal")); err != nil {
@@ -100,7 +100,6 @@ func (wc wcase) spec(t *testing.T, s *domain.Schema) release.WorkloadSpec {
 	} else if spec.Epsilon, err = privacy.NewEpsilon(wc.eps); err != nil {
 		t.Fatal(err)
 	}
-	spec.KeepMeasurements = wc.keep
 	return spec
 }
 
@@ -115,13 +114,12 @@ func parseCuboid(t *testing.T, s *domain.Schema, names string) domain.Cuboid {
 
 // coreWorkload is knowdp release --seed seed of the case on the whole
 // table: the counts aggregated from the one CSV file as the CLI counts
-// them, release.ReleaseWorkload, then --integer or --nonneg.
+// them, then release.NewPlan and Plan.Run (with --integer or --nonneg).
 func coreWorkload(t *testing.T, tb table, wc wcase, seed uint64) *release.Release {
 	t.Helper()
 	ctx := context.Background()
 	s := tb.schema
-	spec := wc.spec(t, s)
-	needs, err := spec.Needs(s)
+	plan, err := release.NewPlan(s, wc.spec(t, s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,21 +128,11 @@ func coreWorkload(t *testing.T, tb table, wc wcase, seed uint64) *release.Releas
 		t.Fatal(err)
 	}
 	defer src.Close()
-	exact, _, err := cube.Aggregate(ctx, src, s, needs, cube.Options{})
+	counts, _, err := cube.AggregateViews(ctx, src, s, plan.Needs(), cube.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := noise.NewSeeded(seed)
-	w, err := release.ReleaseWorkload(ctx, s, exact, spec, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	switch {
-	case wc.integer:
-		err = w.RoundIntegers(ctx, r.Split())
-	case wc.nonneg:
-		err = w.MakeNonNegative(ctx, 1e-6)
-	}
+	w, err := plan.Run(ctx, counts, noise.NewSeeded(seed))
 	if err != nil {
 		t.Fatal(err)
 	}

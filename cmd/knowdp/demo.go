@@ -111,6 +111,10 @@ func demoScenarioRun(ctx context.Context, e *env, c *cube.Cube, sc demoScenario,
 	fmt.Fprintf(w, "\nScenario %d: %s.\n", n, sc.title)
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "  released cuboid\tcells\tS\tnoisy\tconsistent\tnaive*\t")
+	exactViews := make([]domain.View, len(exact))
+	for i, cb := range exact {
+		exactViews[i] = domain.ViewOf(cb)
+	}
 	var rel *release.CuboidRelease
 	for _, name := range append(demoCuboids, "") {
 		cb := domain.Base(s.NumDims())
@@ -120,11 +124,24 @@ func demoScenarioRun(ctx context.Context, e *env, c *cube.Cube, sc demoScenario,
 			}
 		}
 		truth := c.Project(cb)
-		spec := release.ReleaseSpec{Epsilon: eps, Exact: exact, Cuboid: cb}
-		// The release itself, for its sensitivity and invariants.
-		if rel, err = release.ReleaseCube(ctx, c, spec, r); err != nil {
+		// The release itself (knowdp release --cuboid), for its
+		// sensitivity and invariants.
+		plan, err := release.NewPlan(s, release.Spec{Epsilon: eps, Exact: exactViews, Tables: []domain.View{domain.ViewOf(cb)}})
+		if err != nil {
 			return err
 		}
+		if rel = plan.Cuboid(); rel == nil {
+			return fmt.Errorf("demo: the release of %s is not one noisy cuboid", s.Format(cb))
+		}
+		counts, err := c.ProjectViews(plan.Needs())
+		if err != nil {
+			return err
+		}
+		released, err := plan.Run(ctx, counts, r)
+		if err != nil {
+			return err
+		}
+		invariants := released.Invariants
 		var lap noise.Laplace
 		if rel.Sensitivity > 0 {
 			if lap, err = noise.NewLaplace(float64(rel.Sensitivity), eps.Float64()); err != nil {
@@ -146,7 +163,7 @@ func demoScenarioRun(ctx context.Context, e *env, c *cube.Cube, sc demoScenario,
 				}
 			}
 			cons := append([]float64(nil), raw...)
-			if err := estimate.Consistent(s, cb, cons, rel.Invariants); err != nil {
+			if err := estimate.Consistent(s, cb, cons, invariants); err != nil {
 				return err
 			}
 			// The naive noise, calibrated as if nothing were public.
@@ -154,7 +171,7 @@ func demoScenarioRun(ctx context.Context, e *env, c *cube.Cube, sc demoScenario,
 			if err := naiveLap.AddTo(r, nv); err != nil {
 				return err
 			}
-			if err := estimate.Consistent(s, cb, nv, rel.Invariants); err != nil {
+			if err := estimate.Consistent(s, cb, nv, invariants); err != nil {
 				return err
 			}
 			for m, x := range [3][]float64{raw, cons, nv} {
@@ -206,31 +223,34 @@ func rmsWithError(sum, sumSq float64, runs int) string {
 // expected error of the ways to spend that budget.
 func demoWorkload(ctx context.Context, e *env, c *cube.Cube, sc demoScenario, eps privacy.Epsilon, r *noise.Rand) error {
 	s := c.Schema
-	spec := release.WorkloadSpec{Epsilon: eps}
+	spec := release.Spec{Epsilon: eps}
+	var exact, cuboids []domain.Cuboid
 	for _, x := range sc.exact {
 		cb, err := s.ParseCuboid(x)
 		if err != nil {
 			return err
 		}
-		spec.Exact = append(spec.Exact, cb)
+		exact = append(exact, cb)
+		spec.Exact = append(spec.Exact, domain.ViewOf(cb))
 	}
 	for _, x := range demoCuboids {
 		cb, err := s.ParseCuboid(x)
 		if err != nil {
 			return err
 		}
-		spec.Cuboids = append(spec.Cuboids, cb)
+		cuboids = append(cuboids, cb)
+		spec.Tables = append(spec.Tables, domain.ViewOf(cb))
 	}
 	// Public cuboids (computable from the invariants) cost nothing; the
 	// others share the budget when released one by one.
 	k := 0
-	for _, cb := range spec.Cuboids {
-		if sens, err := sensitivity.GenericSensitivity(s, spec.Exact, cb); err == nil && sens.Value > 0 {
+	for _, cb := range cuboids {
+		if sens, err := sensitivity.GenericSensitivity(s, exact, cb); err == nil && sens.Value > 0 {
 			k++
 		}
 	}
 	w := e.stdout
-	fmt.Fprintf(w, "\nScenario 3: the %d cuboids above as ONE table set for epsilon %g in all, with the invariants of scenario 2,\n", len(spec.Cuboids), eps.Float64())
+	fmt.Fprintf(w, "\nScenario 3: the %d cuboids above as ONE table set for epsilon %g in all, with the invariants of scenario 2,\n", len(cuboids), eps.Float64())
 	fmt.Fprintln(w, "estimated once (knowdp release --cuboid ... --cuboid ...): every table agrees with every other and with the invariants.")
 	fmt.Fprintln(w, "Expected root-mean-square error per cell, from the mechanism alone (no data):")
 	many, err := privacy.NewEpsilon(eps.Float64() * float64(k))
@@ -241,7 +261,7 @@ func demoWorkload(ctx context.Context, e *env, c *cube.Cube, sc demoScenario, ep
 	today.Epsilon = many
 	cols := []struct {
 		label string
-		spec  release.WorkloadSpec
+		spec  release.Spec
 		st    release.Strategy
 	}{
 		{fmt.Sprintf("separate, eps each (%g in all)", many.Float64()), today, release.StrategySeparate},
@@ -256,11 +276,18 @@ func demoWorkload(ctx context.Context, e *env, c *cube.Cube, sc demoScenario, ep
 			return err
 		}
 	}
-	rel, err := release.ReleaseWorkloadCube(ctx, c, spec, r)
+	integer := spec
+	integer.Integer = true
+	plan, err := release.NewPlan(s, integer)
 	if err != nil {
 		return err
 	}
-	if err := rel.RoundIntegers(ctx, r.Split()); err != nil {
+	counts, err := c.ProjectViews(plan.Needs())
+	if err != nil {
+		return err
+	}
+	rel, err := plan.Run(ctx, counts, r)
+	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', tabwriter.AlignRight)

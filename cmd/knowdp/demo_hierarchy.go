@@ -61,13 +61,12 @@ func runDemoHierarchy(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	spec := release.ViewSpec{Epsilon: eps, Split: release.SplitSpine, Views: views, Exact: exact}
-	needs, err := spec.Needs(s)
+	plan, err := release.NewPlan(s, release.Spec{Epsilon: eps, Split: release.SplitSpine, Tables: views, Exact: exact})
 	if err != nil {
 		return err
 	}
 	// The truth of every table, for the measured errors.
-	truth, rows, err := cube.AggregateViews(ctx, tab, s, append(append([]domain.View{}, views...), needs...), cube.Options{})
+	truth, rows, err := cube.AggregateViews(ctx, tab, s, append(append([]domain.View{}, views...), plan.Needs()...), cube.Options{})
 	if err != nil {
 		return err
 	}
@@ -82,7 +81,7 @@ func runDemoHierarchy(ctx context.Context, e *env, args []string) error {
 	}
 
 	// One release, shown in full: integer tables that add up.
-	rel, err := release.ReleaseViews(ctx, s, truth, spec, r.Split())
+	rel, err := plan.Run(ctx, truth, r.Split())
 	if err != nil {
 		return err
 	}
@@ -116,7 +115,7 @@ func runDemoHierarchy(ctx context.Context, e *env, args []string) error {
 	sep := make(map[domain.View]float64)
 	var sepGap float64
 	for range *runs {
-		rel, err := release.ReleaseViews(ctx, s, truth, spec, r.Split())
+		rel, err := plan.Run(ctx, truth, r.Split())
 		if err != nil {
 			return err
 		}
@@ -134,7 +133,11 @@ func runDemoHierarchy(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			alone, err := release.ReleaseViews(ctx, s, truth, release.ViewSpec{Epsilon: share, Split: release.SplitEqual, Views: []domain.View{t.TableView()}, Exact: exact}, r.Split())
+			one, err := release.NewPlan(s, release.Spec{Epsilon: share, Split: release.SplitEqual, Tables: []domain.View{t.TableView()}, Exact: exact})
+			if err != nil {
+				return err
+			}
+			alone, err := one.Run(ctx, truth, r.Split())
 			if err != nil {
 				return err
 			}

@@ -23,7 +23,7 @@ func estimateCommand() *command {
 }
 
 // writeMeasurements writes a workload release's noisy measurements (kept
-// with WorkloadSpec.KeepMeasurements) to path, atomically.
+// with release.Spec.KeepMeasurements) to path, atomically.
 func writeMeasurements(path string, w *release.Release, force bool) error {
 	saved, err := w.SaveMeasurements()
 	if err != nil {

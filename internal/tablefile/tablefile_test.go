@@ -46,7 +46,7 @@ func readParquet(t *testing.T, b []byte) ([]string, [][]parquet.Value) {
 }
 
 // TestTablesMatch writes the same releases as CSV (this package's and
-// cube's Release.WriteCSV) and Parquet and checks that all three
+// release's Table.WriteCSV) and Parquet and checks that all three
 // have the same columns in the same order, the same rows in the same order
 // and the same labels; that the CSV's numbers parse back to the released
 // float64 values exactly; and that the Parquet file holds them exactly.
@@ -82,17 +82,26 @@ func TestTablesMatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			spec := release.ReleaseSpec{Epsilon: eps, Cuboid: c}
+			spec := release.Spec{Epsilon: eps, Tables: []domain.View{domain.ViewOf(c)}}
 			if tc.exact != nil {
 				e, _ := s.CuboidOf(tc.exact...)
-				spec.Exact = []domain.Cuboid{e}
+				spec.Exact = []domain.View{domain.ViewOf(e)}
 			}
-			rel, err := release.ReleaseCube(t.Context(), cb, spec, noise.NewSeeded(7))
+			plan, err := release.NewPlan(s, spec)
 			if err != nil {
 				t.Fatal(err)
 			}
+			counts, err := cb.ProjectViews(plan.Needs())
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := plan.Run(t.Context(), counts, noise.NewSeeded(7))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel := w.Tables[0]
 			var cubeb, csvb, pb bytes.Buffer
-			if err := rel.WriteCSV(&cubeb); err != nil {
+			if err := rel.WriteCSV(&cubeb, s); err != nil {
 				t.Fatal(err)
 			}
 			if err := Write(&csvb, CSV, s, rel.Cuboid, rel.Counts, rel.CellMOE90()); err != nil {

@@ -116,7 +116,7 @@ func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 		for _, tc := range tests {
 			t.Run("gaussian "+tc.name+" delta "+delta, func(t *testing.T) {
 				flags := []string{"--mechanism", "gaussian", "--rho", "0.5"}
-				spec := release.ReleaseSpec{Mechanism: release.MechanismGaussian, Rho: rho, Delta: 1e-6}
+				spec := release.Spec{Mechanism: release.MechanismGaussian, Rho: rho, Delta: 1e-6}
 				if delta != "" {
 					flags, spec.Delta = append(flags, "--delta", delta), 1e-3
 				}
@@ -149,13 +149,13 @@ func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 func checkAgainstCore(t *testing.T, dir, schema, table, out string, args []string, exact []domain.Cuboid, cb domain.Cuboid) {
 	t.Helper()
 	eps, _ := privacy.NewEpsilon(1)
-	checkSpec(t, dir, schema, table, out, []string{"--epsilon", "1"}, release.ReleaseSpec{Epsilon: eps}, args, exact, cb)
+	checkSpec(t, dir, schema, table, out, []string{"--epsilon", "1"}, release.Spec{Epsilon: eps}, args, exact, cb)
 }
 
 // checkSpec is checkAgainstCore for the privacy flags given and the
-// single-machine spec they stand for (its exact cuboids and cuboid aside);
+// single-machine spec they stand for (its tables and invariants aside);
 // it returns the command's stdout.
-func checkSpec(t *testing.T, dir, schema, table, out string, privFlags []string, spec release.ReleaseSpec, args []string, exact []domain.Cuboid, cb domain.Cuboid) string {
+func checkSpec(t *testing.T, dir, schema, table, out string, privFlags []string, spec release.Spec, args []string, exact []domain.Cuboid, cb domain.Cuboid) string {
 	t.Helper()
 	args = append(append([]string{"release", "--data", table, "--schema", schema, "--seed", "3", "--out", out, "--force"}, privFlags...), args...)
 	code, stdout, stderr := knowdpBeam(t, args...)
@@ -174,19 +174,18 @@ func checkSpec(t *testing.T, dir, schema, table, out string, privFlags []string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec.Exact, spec.Cuboid = exact, cb
-	one := release.Spec{Tables: []domain.View{domain.ViewOf(spec.Cuboid)}, Weights: []float64{1}, Strategy: release.MeasureBest, Mechanism: spec.Mechanism, Epsilon: spec.Epsilon,
-		Rho: spec.Rho, Delta: spec.Delta, Sensitivity: spec.Sensitivity}
-	for _, e := range spec.Exact {
-		one.Exact = append(one.Exact, domain.ViewOf(e))
+	// As knowdp release makes the spec of one --cuboid.
+	spec.Tables, spec.Weights, spec.Strategy = []domain.View{domain.ViewOf(cb)}, []float64{1}, release.MeasureBest
+	for _, e := range exact {
+		spec.Exact = append(spec.Exact, domain.ViewOf(e))
 	}
-	plan, err := release.NewPlan(s, one)
+	plan, err := release.NewPlan(s, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	counts := map[domain.View][]float64{}
-	for _, v := range plan.Needs() {
-		counts[v] = c.Project(v.Dims)
+	counts, err := c.ProjectViews(plan.Needs())
+	if err != nil {
+		t.Fatal(err)
 	}
 	rel, err := plan.Run(context.Background(), counts, noise.NewSeeded(3))
 	if err != nil {
