@@ -1,23 +1,13 @@
-// Package cube builds data cubes from fact tables and releases them with
-// differential privacy when some cuboids are public exactly (paper 3:
-// "Background knowledge in differential privacy: exact cuboids in a noisy
-// data cube").
+// Package domain holds what a release is about before any data is read:
+// schemas (flat and hierarchical dimensions with their declared domains,
+// levels and parents), cuboids (sets of dimensions, as bit sets) and views
+// (a cuboid with a level per hierarchical dimension), the roll-ups between
+// them, and the names of tables, columns and counts.
 //
-// A cuboid's counts are a dense []float64 over the product of the declared
-// domains of its dimensions, in row-major order (the last dimension varies
-// fastest); a Cube is the base cuboid. Domains come from a Schema, never from
-// the data, so that the set of cells released does not depend on who is in
-// the table.
-//
-// A release needs the counts of the cuboids it publishes and of the exact
-// ones only: Aggregate counts a fact table straight into them, and a
-// release (release.NewPlan, then Plan.Run: one table or several under one
-// budget, estimated once) draws from those counts, so the base cube is
-// built only when it is released. Every
-// release carries its privacy story (Metadata, WorkloadMetadata) and margins
-// of error; RoundInteger and WorkloadRelease.RoundIntegers give
-// non-negative integer tables that keep the invariants; ReleaseGraph
-// releases a graph whose degrees are partly public.
+// A table's counts are a dense []float64 over the product of the domains of
+// its dimensions at their levels, in row-major order (the last dimension
+// varies fastest). Domains come from a Schema, never from the data, so that
+// the set of cells released does not depend on who is in the table.
 package domain
 
 import (
