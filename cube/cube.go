@@ -1,3 +1,10 @@
+// Package cube counts fact tables into the tables a release needs: the
+// dense base cuboid (Build) when a release measures it, or straight into
+// the cuboids and views a plan needs (Aggregate, AggregateViews), reading
+// the rows in parallel parts where the source can split (Splitter,
+// IndexSplitter), with checks of memory and cell limits before any
+// counting. Counting is the only access to the data; deciding what to
+// count and what to publish is package release's.
 package cube
 
 import (
