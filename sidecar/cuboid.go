@@ -1,7 +1,10 @@
 package sidecar
 
-// CuboidMetadata is the privacy story of a one-table release (knowdp
-// release --cuboid), as written in OUT.json beside OUT.csv.
+// CuboidMetadata is the privacy story of one cuboid released on its own
+// (release.CuboidRelease, as Plan.Cuboid plans it). The commands write
+// Metadata for every release, a one-table release included: this form is
+// the library's, for a caller that releases one cuboid and writes its
+// story itself.
 type CuboidMetadata struct {
 	// Mechanism says in words which noise was added and how the counts
 	// were made consistent; Epsilon is the loss with respect to
