@@ -116,9 +116,8 @@ func checkSize(s *domain.Schema, c domain.Cuboid) error {
 
 // Result describes a finished release.
 type Result struct {
-	// Sidecar is the privacy story as written (sidecar.Metadata for one
-	// cuboid, release.WorkloadMetadata for several tables), and SidecarPath
-	// where.
+	// Sidecar is the privacy story as written (sidecar.Metadata, for one
+	// table as for several), and SidecarPath where.
 	Sidecar     []byte
 	SidecarPath string
 	// Files are the files written, relative to Out for a directory.
