@@ -3,26 +3,16 @@ package release
 import (
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/query"
+	"github.com/knowdp/knowdp/sidecar"
 	"github.com/knowdp/knowdp/strategy"
 )
-
-// Bound is a lower bound on a release's objective, named for what it
-// bounds.
-type Bound struct {
-	// Value is the bound.
-	Value float64 `json:"value"`
-	// Over says which strategies it bounds.
-	Over string `json:"over"`
-	// Method says how it was obtained.
-	Method string `json:"method"`
-}
 
 // lowerBound returns the SVD bound of the matrix mechanism (Li and Miklau)
 // on the plan's objective: the least weighted total variance of any
 // strategy with the plan's noise and budget, for add/remove neighbours
 // (no invariant). Nil where it does not apply (invariants, or no
 // measurement) or cannot be computed.
-func (p *workloadPlan) lowerBound() *Bound {
+func (p *workloadPlan) lowerBound() *sidecar.Bound {
 	if len(p.exact) > 0 || len(p.meas) == 0 {
 		return nil
 	}
@@ -38,7 +28,7 @@ func (p *workloadPlan) lowerBound() *Bound {
 	if err != nil || !(b.Value > 0) {
 		return nil
 	}
-	return &Bound{Value: b.Value, Over: b.Over, Method: b.Method}
+	return &sidecar.Bound{Value: b.Value, Over: b.Over, Method: b.Method}
 }
 
 // marginalTerm returns the cuboid c as a query term: identity on its

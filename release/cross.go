@@ -28,6 +28,7 @@ import (
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/sensitivity"
+	"github.com/knowdp/knowdp/sidecar"
 )
 
 // crossPlan is a release across several hierarchies, decided from the
@@ -539,14 +540,14 @@ func (p *crossPlan) postProcess(ctx context.Context, rel *Release, est *gls.Esti
 
 // levelSummary returns the error of the tables by combination of levels,
 // coarsest first.
-func (p *crossPlan) levelSummary(tables []Table) []LevelError {
-	by := map[string]*LevelError{}
+func (p *crossPlan) levelSummary(tables []Table) []sidecar.LevelError {
+	by := map[string]*sidecar.LevelError{}
 	var order []string
 	for _, t := range tables {
 		k := p.levelKey(t.View)
 		e := by[k]
 		if e == nil {
-			e = &LevelError{Level: k}
+			e = &sidecar.LevelError{Level: k}
 			by[k] = e
 			order = append(order, k)
 		}
@@ -556,7 +557,7 @@ func (p *crossPlan) levelSummary(tables []Table) []LevelError {
 		e.MeanAbsError += t.absErrSum
 		e.MaxMOE90 = max(e.MaxMOE90, t.MOE90)
 	}
-	out := make([]LevelError, 0, len(order))
+	out := make([]sidecar.LevelError, 0, len(order))
 	for _, k := range order {
 		e := by[k]
 		if e.Cells > 0 {

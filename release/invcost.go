@@ -6,30 +6,19 @@ package release
 // error of some tables and raise that of others. With Spec.InvariantCosts
 // the plan is made again without each invariant in turn, and without any,
 // with the same strategy, objective and budget, and each table states its
-// variance in each case (TableMetadata.WithoutInvariants): the error with
+// variance in each case (sidecar.TableMetadata.WithoutInvariants): the error with
 // and without it, from the mechanism alone.
 
 import (
 	"fmt"
 	"slices"
-)
 
-// InvariantCost is a table's error when some invariants are left out.
-type InvariantCost struct {
-	// Without names the invariants left out (each as its dimensions).
-	Without [][]string `json:"without"`
-	// Variance is the table's cell variance (the largest, across a
-	// hierarchy) in the plan without them; MOE90 its margin of error.
-	Variance float64 `json:"variance"`
-	MOE90    float64 `json:"moe90"`
-	// Note says why there is no figure (the plan without them is
-	// refused), when there is none.
-	Note string `json:"note,omitempty"`
-}
+	"github.com/knowdp/knowdp/sidecar"
+)
 
 // invariantCosts plans spec again without each invariant and without any,
 // and returns each table's costs.
-func invariantCosts(p *Plan) ([][]InvariantCost, error) {
+func invariantCosts(p *Plan) ([][]sidecar.InvariantCost, error) {
 	spec, s := p.spec, p.schema
 	if len(spec.Exact) == 0 {
 		return nil, nil
@@ -48,7 +37,7 @@ func invariantCosts(p *Plan) ([][]InvariantCost, error) {
 		}
 		variants = append(variants, all)
 	}
-	out := make([][]InvariantCost, len(spec.Tables))
+	out := make([][]sidecar.InvariantCost, len(spec.Tables))
 	for _, left := range variants {
 		alt := spec
 		alt.InvariantCosts = false
@@ -63,7 +52,7 @@ func invariantCosts(p *Plan) ([][]InvariantCost, error) {
 		}
 		q, err := NewPlan(s, alt)
 		for i := range spec.Tables {
-			c := InvariantCost{Without: names}
+			c := sidecar.InvariantCost{Without: names}
 			if err != nil {
 				c.Note = "cannot be planned without them: " + err.Error()
 			} else if t, ok := q.plannedTable(i); ok {

@@ -45,6 +45,7 @@ import (
 	"github.com/knowdp/knowdp/integer"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
+	"github.com/knowdp/knowdp/sidecar"
 )
 
 // Spec says what to release and how.
@@ -136,7 +137,7 @@ type Plan struct {
 	// was chosen to meet them (objective.go).
 	targets []float64
 	// costs are what each invariant costs each table (invcost.go).
-	costs [][]InvariantCost
+	costs [][]sidecar.InvariantCost
 }
 
 // NewPlan validates the spec and plans the release. Every error it returns

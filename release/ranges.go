@@ -48,6 +48,7 @@ import (
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/query"
 	"github.com/knowdp/knowdp/sensitivity"
+	"github.com/knowdp/knowdp/sidecar"
 	"github.com/knowdp/knowdp/strategy"
 )
 
@@ -84,7 +85,7 @@ type rangePlan struct {
 	queries     []int // the tables the solver estimates
 	objective   float64
 	family      string
-	lower       *Bound
+	lower       *sidecar.Bound
 	conditional bool
 }
 
@@ -214,7 +215,7 @@ func (p *rangePlan) chooseStrategy(ctx context.Context, w query.Workload) error 
 	}
 	p.family = st.Family
 	if st.LowerBound.Value > 0 {
-		p.lower = &Bound{Value: st.LowerBound.Value, Over: st.LowerBound.Over, Method: st.LowerBound.Method}
+		p.lower = &sidecar.Bound{Value: st.LowerBound.Value, Over: st.LowerBound.Over, Method: st.LowerBound.Method}
 	}
 	total := spec.Epsilon.Steps()
 	if gaussian {

@@ -16,6 +16,7 @@ import (
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/sensitivity"
+	"github.com/knowdp/knowdp/sidecar"
 )
 
 // Mechanism selects the noise of a release.
@@ -543,52 +544,9 @@ func (rel *CuboidRelease) CellMOE90() float64 {
 	return rel.MOE90
 }
 
-// CuboidMetadata is the privacy story of a release, as written beside it.
-type CuboidMetadata struct {
-	Mechanism       string     `json:"mechanism"`
-	Epsilon         float64    `json:"epsilon"`
-	Neighbours      string     `json:"neighbours"`
-	Sensitivity     int        `json:"sensitivity"`
-	SensitivityRule string     `json:"sensitivity_rule"`
-	Scale           float64    `json:"scale"`
-	Grid            float64    `json:"grid"`
-	Cuboid          []string   `json:"cuboid"`
-	Exact           [][]string `json:"exact"`
-	NonNegative     bool       `json:"nonneg"`
-	NonNegResidual  float64    `json:"nonneg_residual,omitempty"`
-	// MOE90 is the margin of error written in the CSV's moe90 column and
-	// MOE90Note says what it covers.
-	MOE90     float64 `json:"moe90"`
-	MOE90Note string  `json:"moe90_note"`
-	// A Gaussian release: its zCDP rho, the L2 generic sensitivity it is
-	// calibrated to (its square, exact, and its rule), the noise's standard
-	// deviation, and the delta at which Epsilon is its equivalent (eps,
-	// delta) guarantee (Canonne-Kamath-Steinke's conversion).
-	Rho               float64 `json:"rho,omitempty"`
-	L2Sensitivity     float64 `json:"l2_sensitivity,omitempty"`
-	L2Squared         int     `json:"l2_sensitivity_squared,omitempty"`
-	L2SensitivityRule string  `json:"l2_sensitivity_rule,omitempty"`
-	Sigma             float64 `json:"sigma,omitempty"`
-	Delta             float64 `json:"delta,omitempty"`
-	// Integer releases: whether every invariant holds exactly, the largest
-	// deviation otherwise, and how the rounding was done.
-	Integer             bool    `json:"integer"`
-	IntegerExact        *bool   `json:"integer_exact,omitempty"` // set (true or false) for integer releases only
-	IntegerMaxDeviation float64 `json:"integer_max_deviation,omitempty"`
-	IntegerMethod       string  `json:"integer_method,omitempty"`
-	Seeded              bool    `json:"seeded"`
-	DomainsFromData     bool    `json:"domains_from_data"`
-	// Private is false for seeded runs and domains read from the data;
-	// when true, Guarantee says whether it rests on the caller's claim.
-	Private         bool     `json:"private"`
-	Guarantee       string   `json:"guarantee"`
-	ReleasedExactly bool     `json:"released_exactly"`
-	Warnings        []string `json:"warnings"`
-}
-
 // Metadata returns the release's privacy story.
-func (rel *CuboidRelease) Metadata() CuboidMetadata {
-	m := CuboidMetadata{
+func (rel *CuboidRelease) Metadata() sidecar.CuboidMetadata {
+	m := sidecar.CuboidMetadata{
 		Mechanism:           "Laplace noise on a power-of-two grid (exact discrete Laplace) on every cell of the declared domain, then least-squares consistency with the exact cuboids",
 		Epsilon:             rel.Epsilon,
 		Neighbours:          rel.Neighbours,

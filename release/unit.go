@@ -32,6 +32,7 @@ import (
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/sensitivity"
+	"github.com/knowdp/knowdp/sidecar"
 	"github.com/knowdp/knowdp/unit"
 )
 
@@ -48,7 +49,7 @@ const (
 )
 
 // Unit says that the rows belong to privacy units and how much of a unit a
-// release keeps. The guarantee is then per unit: see Metadata.PrivacyUnit.
+// release keeps. The guarantee is then per unit: see sidecar.Metadata.PrivacyUnit.
 type Unit struct {
 	// Column names the unit column: read to group the rows, never
 	// released, never a dimension.
@@ -441,44 +442,8 @@ func (u *UnitStory) neighbours(s *domain.Schema, exact []domain.View) string {
 		strings.Join(names, ", "), u.Column, u.MaxRows)
 }
 
-// UnitMetadata is the privacy unit's part of a release's metadata.
-type UnitMetadata struct {
-	// Column is the unit column (read, never released); MaxRows is K.
-	Column  string `json:"column"`
-	MaxRows int    `json:"max_rows"`
-	// MaxRowsChoice says where K came from: "given", or the private
-	// quantile that chose it (with MaxRowsEpsilon, its cost).
-	MaxRowsChoice  string  `json:"max_rows_choice"`
-	MaxRowsEpsilon float64 `json:"max_rows_epsilon,omitempty"`
-	Bounding       string  `json:"bounding"`
-	Neighbours     string  `json:"neighbours"`
-	Guarantee      string  `json:"guarantee"`
-	Sensitivity    string  `json:"sensitivity"`
-	Invariants     string  `json:"invariants,omitempty"`
-	// Noise says how the tables' error depends on K; Truncation what is
-	// published about the rows the bounding dropped.
-	Noise      string `json:"noise"`
-	Truncation string `json:"truncation"`
-	// TruncatedUnits is the private count of units with more than MaxRows
-	// rows, when one was published.
-	TruncatedUnits *TruncatedUnits `json:"truncated_units,omitempty"`
-	// Epsilon (Rho for a Gaussian release) is what the units' own
-	// mechanisms cost, included in the release's total.
-	Epsilon float64 `json:"epsilon,omitempty"`
-	Rho     float64 `json:"rho,omitempty"`
-}
-
-// TruncatedUnits is a private count of the units with more than MaxRows
-// rows: the true count plus discrete Laplace noise.
-type TruncatedUnits struct {
-	MaxRows int     `json:"max_rows"`
-	Count   float64 `json:"count"`
-	MOE90   float64 `json:"moe90"`
-	Epsilon float64 `json:"epsilon"`
-}
-
-func (u *UnitStory) metadata() *UnitMetadata {
-	m := &UnitMetadata{
+func (u *UnitStory) metadata() *sidecar.UnitMetadata {
+	m := &sidecar.UnitMetadata{
 		Column: u.Column, MaxRows: u.MaxRows, MaxRowsChoice: "given", Neighbours: u.Neighbours,
 		Bounding: fmt.Sprintf("each unit keeps at most %d of its rows, chosen uniformly at random among them, independently for each unit "+
 			"(ChaCha8 keyed with SHA-256 of a 256-bit key drawn from the release's generator and the unit's identifier); the unit column is never released", u.MaxRows),
@@ -499,7 +464,7 @@ func (u *UnitStory) metadata() *UnitMetadata {
 		m.MaxRowsEpsilon = u.Choice.Epsilon
 	}
 	if t := u.Truncated; t != nil {
-		m.TruncatedUnits = &TruncatedUnits{MaxRows: t.K, Count: t.Count, MOE90: t.MOE90, Epsilon: t.Epsilon}
+		m.TruncatedUnits = &sidecar.TruncatedUnits{MaxRows: t.K, Count: t.Count, MOE90: t.MOE90, Epsilon: t.Epsilon}
 		m.Truncation = "the rows the bounding dropped are not published; only a private count of the units with more than K rows (truncated_units: discrete Laplace noise, sensitivity 1 per unit) estimates its bias"
 	}
 	if u.Share > 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/knowdp/knowdp/estimate"
 	"github.com/knowdp/knowdp/estimate/hier"
 	"github.com/knowdp/knowdp/moe"
+	"github.com/knowdp/knowdp/sidecar"
 )
 
 // lawMaxTerms is the number of terms of a cell's error law first kept
@@ -421,10 +422,10 @@ func (p *viewPlan) nInv() int { return len(p.exact) }
 
 // levelSummary returns the error of the tables level by level: coarsest
 // first, the tables that sum the hierarchy out as "total".
-func (p *viewPlan) levelSummary(tables []Table) []LevelError {
+func (p *viewPlan) levelSummary(tables []Table) []sidecar.LevelError {
 	names := p.s.Levels(p.h)
 	n := len(names)
-	by := map[int]*LevelError{}
+	by := map[int]*sidecar.LevelError{}
 	var order []int
 	for _, t := range tables {
 		lv := p.level(t.View)
@@ -434,7 +435,7 @@ func (p *viewPlan) levelSummary(tables []Table) []LevelError {
 			if lv < n {
 				name = names[n-1-lv]
 			}
-			e = &LevelError{Level: name}
+			e = &sidecar.LevelError{Level: name}
 			by[lv] = e
 			order = append(order, lv)
 		}
@@ -446,7 +447,7 @@ func (p *viewPlan) levelSummary(tables []Table) []LevelError {
 		e.MeanAbsError += t.absErrSum
 	}
 	slices.SortFunc(order, func(a, b int) int { return b - a })
-	out := make([]LevelError, 0, len(order))
+	out := make([]sidecar.LevelError, 0, len(order))
 	for _, lv := range order {
 		e := by[lv]
 		if e.Cells > 0 {

@@ -37,7 +37,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strconv"
 
 	"github.com/knowdp/knowdp/contrast"
 	"github.com/knowdp/knowdp/cube"
@@ -48,6 +47,7 @@ import (
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/sensitivity"
+	"github.com/knowdp/knowdp/sidecar"
 )
 
 // Split says how a workload's budget is shared among its measurements.
@@ -193,7 +193,7 @@ type Table struct {
 	TargetMOE90 float64
 	// WithoutInvariants is the table's error in the plans without each
 	// invariant and without any (Spec.InvariantCosts).
-	WithoutInvariants []InvariantCost
+	WithoutInvariants []sidecar.InvariantCost
 	// Measured is true when noise was added to this cuboid, with Share of
 	// the budget, calibrated to Sensitivity (from SensitivityRule), at
 	// Laplace scale Scale on grid Grid. A table that is not measured is
@@ -297,7 +297,7 @@ type Release struct {
 	// LowerBound, where one is known, bounds Objective from below over
 	// every strategy of the mechanism class (not only the families
 	// searched), with what it bounds.
-	LowerBound *Bound
+	LowerBound *sidecar.Bound
 	// solve is the certificate of an iterative estimate (across two or more
 	// hierarchies); nil where the estimate is exact in closed form.
 	solve *gls.Certificate
@@ -317,7 +317,7 @@ type Release struct {
 	// crosses (empty for a flat workload), and Levels summarises the
 	// error of its tables level by level.
 	Hierarchy string
-	Levels    []LevelError
+	Levels    []sidecar.LevelError
 	// Unit is set for a release per privacy unit (unit.go).
 	Unit *UnitStory
 	// family names the strategy family package strategy chose (a release
@@ -1272,328 +1272,6 @@ func (t Table) CellMOE(i int) float64 {
 		m++
 	}
 	return m
-}
-
-// Metadata is the privacy story of a workload release, as written
-// to release.json.
-type Metadata struct {
-	Mechanism   string `json:"mechanism"`
-	Composition string `json:"composition"`
-	// Epsilon is the loss spent, as a reader reads it: the shortest
-	// decimal at least the exact spend (StatedUp: 1 for a spend of
-	// 0.9999999999990905 on the 2^-40 grid), so that it is never
-	// understated; EpsilonExact is the spend itself.
-	Epsilon      float64 `json:"epsilon"`
-	EpsilonExact float64 `json:"epsilon_exact"`
-	Budget       float64 `json:"epsilon_budget,omitempty"`
-	// A Gaussian release: its zCDP loss (stated up as Epsilon is, and
-	// exactly), budget, and the delta at which Epsilon is its equivalent
-	// (eps, delta) guarantee.
-	Rho        float64 `json:"rho,omitempty"`
-	RhoExact   float64 `json:"rho_exact,omitempty"`
-	RhoBudget  float64 `json:"rho_budget,omitempty"`
-	Delta      float64 `json:"delta,omitempty"`
-	Neighbours string  `json:"neighbours"`
-	Split      string  `json:"split"`
-	// Strategy is what was measured: "requested", "marginals" (cuboids
-	// under the requested ones, chosen by the split), "residuals"
-	// (ResidualPlanner's Helmert contrasts, Gaussian noise), "lattice"
-	// (cuboids anywhere in the lattice, Laplace noise) or "given"; for
-	// prefix and range tables "best", and StrategyFamily names the family
-	// package strategy chose.
-	Strategy       string `json:"strategy"`
-	StrategyFamily string `json:"strategy_family,omitempty"`
-	// Objective is the weighted total variance Σ_C w_C |C| Var ŷ_C that the
-	// split minimises, at the shares given. With the optimal split,
-	// SplitBound is a proved lower bound of its minimum over every split of
-	// the budget among the candidate measurements of the families searched
-	// (SplitBoundOver names them: it is not a bound over every strategy),
-	// SplitGap is (Objective - SplitBound) / Objective, and SplitMethod
-	// says how both were found. LowerBound, where one is known, bounds the
-	// objective over every strategy of the mechanism class.
-	Objective      float64  `json:"objective"`
-	ObjectiveOf    string   `json:"objective_of"`
-	SplitBound     *float64 `json:"split_lower_bound,omitempty"`
-	SplitGap       *float64 `json:"split_gap,omitempty"`
-	SplitBoundOver string   `json:"split_bound_over,omitempty"`
-	SplitMethod    string   `json:"split_method,omitempty"`
-	LowerBound     *Bound   `json:"lower_bound,omitempty"`
-	Guarantee      string   `json:"guarantee"`
-	// GuaranteeNote says on what a conditional guarantee rests.
-	GuaranteeNote string            `json:"guarantee_note,omitempty"`
-	Estimate      string            `json:"estimate"`
-	MOE           string            `json:"moe90"`
-	Measurements  []MeasurementInfo `json:"measurements"`
-	Tables        []TableMetadata   `json:"tables"`
-	Exact         [][]string        `json:"exact"`
-	Seeded        bool              `json:"seeded"`
-	FromData      bool              `json:"domains_from_data"`
-	Private       bool              `json:"private"`
-	// Warnings say, in words, what a reader must know: that the release
-	// is not private, that its guarantee rests on a claim, that a table's
-	// counts are the true counts.
-	Warnings []string `json:"warnings"`
-	// A release of views across a hierarchy: its dimension and the
-	// error of its tables level by level.
-	Hierarchy string       `json:"hierarchy,omitempty"`
-	Levels    []LevelError `json:"levels,omitempty"`
-	// PrivacyUnit is set for a release per privacy unit: what the
-	// guarantee protects and how each unit was bounded.
-	PrivacyUnit *UnitMetadata `json:"privacy_unit,omitempty"`
-}
-
-// MeasurementInfo describes one noisy measurement of a workload release.
-type MeasurementInfo struct {
-	Cuboid          []string `json:"cuboid"`
-	Share           float64  `json:"epsilon,omitempty"`
-	Sensitivity     int      `json:"sensitivity"`
-	SensitivityRule string   `json:"sensitivity_rule"`
-	Scale           float64  `json:"scale,omitempty"`
-	Grid            float64  `json:"grid"`
-	// A Gaussian measurement.
-	RhoShare      float64 `json:"rho,omitempty"`
-	L2Sensitivity float64 `json:"l2_sensitivity,omitempty"`
-	L2Rule        string  `json:"l2_sensitivity_rule,omitempty"`
-	Sigma         float64 `json:"sigma,omitempty"`
-	// Queries says what was measured when it is not the cuboid's cells:
-	// "residual" for the cuboid's Helmert contrasts (Sigma is then the
-	// noise on each normalised contrast).
-	Queries string `json:"queries,omitempty"`
-}
-
-// TableMetadata describes one released table.
-type TableMetadata struct {
-	Cuboid   []string `json:"cuboid"`
-	File     string   `json:"file"`
-	Cells    int      `json:"cells"`
-	Weight   float64  `json:"weight"`
-	Public   bool     `json:"public"`
-	Measured bool     `json:"measured"`
-	MOE90    float64  `json:"moe90"`
-	Variance float64  `json:"variance"`
-	// Queries says what the table publishes when it is not its cells
-	// ("prefix sums along checks", "every range along age"; Cells is then
-	// the number of queries).
-	Queries string `json:"queries,omitempty"`
-	// TargetMOE90 is the margin of error the budget was chosen to meet.
-	TargetMOE90 float64 `json:"target_moe90,omitempty"`
-	// WithoutInvariants is what each invariant costs the table: its error
-	// without it (and without every invariant), beside Variance and MOE90
-	// with them all.
-	WithoutInvariants []InvariantCost `json:"without_invariants,omitempty"`
-	// Note says why a table is public or has no measurement of its own.
-	Note string `json:"note,omitempty"`
-	// Post-processing: see Table.
-	NonNegative         bool    `json:"nonneg,omitempty"`
-	NonNegativeResidual float64 `json:"nonneg_residual,omitempty"`
-	Integer             bool    `json:"integer,omitempty"`
-	IntegerExact        *bool   `json:"integer_exact,omitempty"` // set (true or false) for integer tables only
-	IntegerMethod       string  `json:"integer_method,omitempty"`
-	IntegerMaxDeviation float64 `json:"integer_max_deviation,omitempty"`
-}
-
-// Metadata returns the release's privacy story.
-func (w *Release) Metadata() Metadata {
-	s := w.Schema
-	m := Metadata{
-		Mechanism: "Laplace noise on a power-of-two grid (exact discrete Laplace) on every cell of the declared domain of each measured cuboid, " +
-			"calibrated to its generic sensitivity under the exact cuboids",
-		Composition:  "sequential composition: the total epsilon is the sum of the measurements' shares",
-		Epsilon:      StatedUp(w.Epsilon),
-		EpsilonExact: w.Epsilon,
-		Budget:       w.Budget,
-		Neighbours:   w.Neighbours,
-		Split:        w.Split.String(),
-		Strategy:     w.Strategy.String(),
-		Objective:    w.Objective,
-		Guarantee:    privacy.GuaranteeUnconditional,
-		Estimate: "one weighted least-squares estimate of the base table (weights 1/variance) subject to the exact cuboids, " +
-			"computed in the residual basis of the marginals; every table is derived from it, so all agree with each other and with the exact cuboids",
-		MOE: "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
-			"exact for a cell whose error is one grid Laplace variable, otherwise the error's distribution by numerical inversion of its characteristic function (Gil-Pelaez), to 1e-6 in probability",
-		Measurements: []MeasurementInfo{},
-		Exact:        [][]string{},
-		Seeded:       w.Seeded,
-		FromData:     w.DomainsFromData,
-		Private:      !w.Seeded && !w.DomainsFromData,
-		Warnings:     []string{},
-	}
-	if w.Mechanism == MechanismGaussian {
-		m.Mechanism = "Gaussian noise on a power-of-two grid (exact discrete Gaussian) on every cell of the declared domain of each measured cuboid, " +
-			"calibrated to its L2 generic sensitivity under the exact cuboids"
-		m.Composition = "zero-concentrated DP: the total rho is the sum of the measurements' shares; epsilon is its equivalent at delta (Canonne-Kamath-Steinke)"
-		m.Rho, m.RhoExact, m.RhoBudget, m.Delta = StatedUp(w.Rho), w.Rho, w.RhoBudget, w.Delta
-		m.MOE = "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
-			"the error of a cell is a fixed linear combination of independent discrete Gaussians, normal to within their grids: 1.645 standard deviations"
-		if w.hasResiduals() {
-			m.Mechanism = "Gaussian noise on a power-of-two grid (exact discrete Gaussian) on every cell of the declared domain of each measured cuboid, " +
-				"and on every Helmert contrast of each measured residual (queries \"residual\": the contrasts' exact values rounded to the grid exactly, the rounding counted in the sensitivity), " +
-				"each calibrated to its L2 sensitivity under the exact cuboids"
-		}
-	}
-	if w.Strategy < 0 {
-		m.Strategy = "given"
-	}
-	m.StrategyFamily = w.family
-	m.ObjectiveOf = w.ObjectiveKind.describe()
-	if w.hasQueryMeasurements() {
-		m.Mechanism = "Laplace noise on a power-of-two grid (exact discrete Laplace) on every query of each measurement (integer combinations of counts, exactly on the grid: a factor with real weights is quantised to integers first), " +
-			"calibrated to its L1 sensitivity under the exact cuboids"
-		if w.Mechanism == MechanismGaussian {
-			m.Mechanism = "Gaussian noise on a power-of-two grid (exact discrete Gaussian) on every query of each measurement (integer combinations of counts, exactly on the grid: a factor with real weights is quantised to integers first; " +
-				"Helmert contrasts rounded to the grid exactly, the rounding counted in the sensitivity), calibrated to its L2 sensitivity under the exact cuboids"
-		}
-	}
-	if c := w.Certificate; c != nil {
-		bound, gap := c.Bound, c.Gap
-		m.SplitBound, m.SplitGap, m.SplitMethod, m.SplitBoundOver = &bound, &gap, c.Method, c.Over
-		if m.SplitBoundOver == "" {
-			m.SplitBoundOver = fmt.Sprintf("every split of the budget among the %d measurements planned", len(w.Measurements))
-		}
-	}
-	if b := w.LowerBound; b != nil {
-		lb := *b
-		m.LowerBound = &lb
-	}
-	switch {
-	case !m.Private:
-		m.Guarantee = privacy.GuaranteeNone
-	case w.Conditional:
-		m.Guarantee = privacy.GuaranteeConditional
-		m.GuaranteeNote = "a sensitivity given by the caller, where knowdp could not compute one, must be at least the true generic sensitivity"
-	}
-	if c := w.solve; c != nil {
-		m.Estimate = fmt.Sprintf("one generalised least-squares estimate of the leaf table (weights 1/variance) subject to the exact views, "+
-			"by preconditioned conjugate gradients with Kronecker products: the normal equations met to a relative residual of %.3g (asked: %.3g) in %d iterations; "+
-			"every table is derived from it, so all agree with each other and with the exact views", c.Residual, c.Tolerance, c.Iterations)
-		if w.Mechanism != MechanismGaussian {
-			m.MOE = "half-width of the interval that holds the true count with probability 90% under the mechanism, from the noise alone (never the data): " +
-				"1.645 times the exact standard deviation of the cell's error, a sum of independent Laplace variables (for one Laplace variable this covers 90.2%; the coverage is tested by simulation)"
-		}
-	}
-	if w.postProcessed() {
-		m.Estimate += "; then post-processed table by table, smallest first, each kept consistent with the exact cuboids and with the tables processed before it (see each table's nonneg and integer fields)"
-		m.MOE += "; for non-negative and integer tables it is the margin of the least-squares estimate (plus 1 for integer rounding): non-negativity moves cells near zero by data-dependent amounts it does not cover"
-	}
-	m.Hierarchy, m.Levels = w.Hierarchy, w.publishedLevels()
-	if w.Hierarchy != "" && w.Mechanism != MechanismGaussian && w.solve == nil {
-		m.MOE += "; across the hierarchy the smallest terms of a cell's error (many small Laplace variables, those of its law beyond the largest it keeps exactly) are taken as normal, which moves the coverage by at most each level's moe90_coverage_error (a proven bound)"
-	}
-	if w.Unit != nil {
-		m.PrivacyUnit = w.Unit.metadata()
-		m.Mechanism += fmt.Sprintf(", times %d rows per privacy unit (column %q)", w.Unit.MaxRows, w.Unit.Column)
-		if w.Unit.Share > 0 {
-			m.Composition += "; plus the privacy unit's own mechanisms (privacy_unit: the choice of the rows per unit, the count of truncated units)"
-		}
-	}
-	if w.Seeded {
-		m.Warnings = append(m.Warnings, "seeded noise: the release is reproducible and NOT differentially private")
-	}
-	if w.DomainsFromData {
-		m.Warnings = append(m.Warnings, "domains read from the data: the set of cells released depends on who is in the table; NOT differentially private")
-	}
-	if w.Conditional {
-		m.Warnings = append(m.Warnings, "the guarantee is conditional: "+m.GuaranteeNote)
-	}
-	for _, t := range w.Tables {
-		if t.Public {
-			m.Warnings = append(m.Warnings, fmt.Sprintf("the counts of %s are the TRUE counts: the table is determined by the exact tables (%s), so no noise is added", s.FormatView(t.TableView()), t.SensitivityRule))
-		}
-	}
-	for _, t := range w.Tables {
-		cells := s.ViewSize(t.TableView())
-		if t.Query.Kind != QueryCells {
-			cells = TableTerm(s, t.TableView(), t.Query).Rows()
-		}
-		tm := TableMetadata{
-			Cuboid: nonNil(s.ViewNames(t.TableView())), File: t.FileName(s), Cells: cells, Weight: t.Weight, Queries: t.Query.describe(s), TargetMOE90: t.TargetMOE90, WithoutInvariants: t.WithoutInvariants,
-			Public: t.Public, Measured: t.Measured, MOE90: t.CellMOE90(), Variance: t.Variance,
-			NonNegative: t.NonNegative, NonNegativeResidual: t.NonNegativeResidual,
-			Integer: t.Integer, IntegerMethod: t.IntegerMethod, IntegerMaxDeviation: t.IntegerMaxDeviation,
-		}
-		if t.Integer {
-			exact := t.IntegerExact
-			tm.IntegerExact = &exact
-		}
-		switch {
-		case t.Public:
-			tm.Note = t.SensitivityRule
-		case !t.Measured:
-			tm.Note = "not measured itself: estimated from the measurements of the cuboids that contain it"
-		}
-		m.Tables = append(m.Tables, tm)
-	}
-	for _, x := range w.Measurements {
-		m.Measurements = append(m.Measurements, MeasurementInfo{
-			Cuboid: nonNil(s.ViewNames(measuredView(x.Cuboid, x.View))), Share: x.Share, Sensitivity: x.Sensitivity,
-			SensitivityRule: x.SensitivityRule, Scale: x.Scale, Grid: x.Grid,
-			RhoShare: x.RhoShare, L2Sensitivity: x.L2Sensitivity, L2Rule: x.L2Rule, Sigma: x.Sigma,
-		})
-		switch {
-		case x.Queries != "":
-			m.Measurements[len(m.Measurements)-1].Queries = x.Queries
-		case x.Residual:
-			m.Measurements[len(m.Measurements)-1].Queries = "residual"
-		}
-	}
-	for _, v := range w.Invariants {
-		m.Exact = append(m.Exact, nonNil(s.ViewNames(measuredView(v.Cuboid, v.View))))
-	}
-	return m
-}
-
-// publishedLevels is the error by level with the margins of error of the
-// tables as published: each cell's moe90 column (Table.CellMOE), which
-// adds 1 to an integer table's margin for the rounding, so that the
-// summary by level and the tables agree.
-func (w *Release) publishedLevels() []LevelError {
-	if len(w.Levels) == 0 {
-		return w.Levels
-	}
-	out := make([]LevelError, len(w.Levels))
-	for i, l := range w.Levels {
-		sum, most, cells := 0.0, 0.0, 0
-		for _, t := range w.Tables {
-			if !slices.Contains(l.Tables, w.Schema.FormatView(t.TableView())) {
-				continue
-			}
-			for c := range t.Counts {
-				m := t.CellMOE(c)
-				sum += m
-				most = max(most, m)
-			}
-			cells += len(t.Counts)
-		}
-		l.Tables = slices.Clone(l.Tables)
-		if cells > 0 {
-			l.MeanMOE90, l.MaxMOE90 = sum/float64(cells), most
-		}
-		out[i] = l
-	}
-	return out
-}
-
-// StatedUp returns x as a loss is stated to a reader: the shortest
-// decimal (fewest significant digits) that is at least x and exceeds it
-// by at most a billionth of it, so that a spend of 0.9999999999990905,
-// the sum of shares on the 2^-40 grid, reads 1 and is never understated.
-// A loss with no such decimal is returned as it is.
-func StatedUp(x float64) float64 {
-	if !(x > 0) || math.IsInf(x, 0) {
-		return x
-	}
-	for sig := 1; sig <= 17; sig++ {
-		d, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'e', sig-1, 64), 64)
-		if d < x {
-			// Rounded to nearest, down: one unit of the last digit up.
-			exp := math.Floor(math.Log10(d))
-			d, _ = strconv.ParseFloat(strconv.FormatFloat(d+math.Pow(10, exp-float64(sig-1)), 'e', sig-1, 64), 64)
-		}
-		if d >= x && d-x <= 1e-9*x {
-			return d
-		}
-	}
-	return x
 }
 
 // Strategy is a way to release a workload, for comparing their errors.

@@ -12,6 +12,7 @@ import (
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/sensitivity"
+	"github.com/knowdp/knowdp/sidecar"
 )
 
 // TestGaussianWorkloadPrivacy: each measured cuboid's noise keeps its share
@@ -53,7 +54,7 @@ func TestGaussianWorkloadPrivacy(t *testing.T) {
 			t.Errorf("epsilon %v, want the equivalent %v", w.Epsilon, want)
 		}
 		m := w.Metadata()
-		if !strings.HasPrefix(m.Mechanism, "Gaussian") || m.RhoExact != w.Rho || m.Rho != StatedUp(w.Rho) || m.Rho < w.Rho || m.EpsilonExact != w.Epsilon || m.Epsilon < w.Epsilon || m.Delta != 1e-6 || !strings.HasPrefix(m.Composition, "zero-concentrated") || m.Budget != 0 {
+		if !strings.HasPrefix(m.Mechanism, "Gaussian") || m.RhoExact != w.Rho || m.Rho != sidecar.StatedUp(w.Rho) || m.Rho < w.Rho || m.EpsilonExact != w.Epsilon || m.Epsilon < w.Epsilon || m.Delta != 1e-6 || !strings.HasPrefix(m.Composition, "zero-concentrated") || m.Budget != 0 {
 			t.Errorf("metadata %+v", m)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sidecar"
 )
 
 // Release is a release as the report reads it: its metadata and its
@@ -83,7 +83,7 @@ type Metadata struct {
 	// Hierarchy names the hierarchical dimension of a release across its
 	// levels, and Levels is the error of its tables level by level.
 	Hierarchy string
-	Levels    []release.LevelError
+	Levels    []sidecar.LevelError
 	// Tables describes the released tables.
 	Tables []TableMeta
 }
@@ -170,7 +170,7 @@ type rawMeta struct {
 	ReleasedExactly bool                 `json:"released_exactly"`
 	Warnings        []string             `json:"warnings"`
 	Hierarchy       string               `json:"hierarchy"`
-	Levels          []release.LevelError `json:"levels"`
+	Levels          []sidecar.LevelError `json:"levels"`
 
 	// A one-table release's sidecar.
 	Cuboid              *[]string `json:"cuboid"`

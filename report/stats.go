@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sidecar"
 )
 
 // Summary is the distribution of a set of numbers: its extremes, mean and
@@ -124,7 +124,7 @@ func StdError(t TableMeta) (float64, bool) {
 // Level is one level of a release across a hierarchy: the error the
 // metadata states for it and the tables at it.
 type Level struct {
-	release.LevelError
+	sidecar.LevelError
 	// Tables are the indices of its tables in Release.Tables.
 	Tables []int
 }

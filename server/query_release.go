@@ -10,6 +10,7 @@ import (
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sidecar"
 )
 
 // Cuboid queries: one table ("cuboid") or several under one budget
@@ -51,14 +52,14 @@ type viewTable struct {
 // tableAnswer is the answer to a one-table cuboid query.
 type tableAnswer struct {
 	viewTable
-	Privacy   release.Metadata `json:"privacy"`
+	Privacy   sidecar.Metadata `json:"privacy"`
 	Guarantee string           `json:"guarantee,omitempty"`
 }
 
 // tablesAnswer is the answer to a cuboid query of several tables.
 type tablesAnswer struct {
 	Tables    []viewTable      `json:"tables"`
-	Privacy   release.Metadata `json:"privacy"`
+	Privacy   sidecar.Metadata `json:"privacy"`
 	Guarantee string           `json:"guarantee,omitempty"`
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sidecar"
 	"github.com/knowdp/knowdp/source"
 )
 
@@ -99,7 +100,7 @@ func releaseCSV(t *testing.T, rel *release.Release) []byte {
 
 // storyOf is a one-table release's privacy story with its table's file as
 // written at out: the file itself, or a directory of parts.
-func storyOf(rel *release.Release, out string, f tablefile.Format) release.Metadata {
+func storyOf(rel *release.Release, out string, f tablefile.Format) sidecar.Metadata {
 	m := rel.Metadata()
 	if len(m.Tables) == 1 {
 		if strings.HasSuffix(out, ".csv") || strings.HasSuffix(out, ".parquet") {

@@ -26,6 +26,7 @@ import (
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sidecar"
 	"github.com/knowdp/knowdp/source"
 )
 
@@ -134,9 +135,9 @@ func gaussian(spec Spec, rho privacy.Rho, delta float64) Spec {
 }
 
 // metadata is a single table's sidecar as the release wrote it.
-func metadata(t *testing.T, res *Result) release.Metadata {
+func metadata(t *testing.T, res *Result) sidecar.Metadata {
 	t.Helper()
-	var m release.Metadata
+	var m sidecar.Metadata
 	if err := json.Unmarshal(res.Sidecar, &m); err != nil {
 		t.Fatal(err)
 	}

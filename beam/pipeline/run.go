@@ -28,6 +28,7 @@ import (
 	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sidecar"
 	"github.com/knowdp/knowdp/source"
 	"github.com/knowdp/knowdp/unit"
 )
@@ -115,9 +116,8 @@ func checkSize(s *domain.Schema, c domain.Cuboid) error {
 
 // Result describes a finished release.
 type Result struct {
-	// Sidecar is the privacy story as written (release.Metadata for one
-	// cuboid, release.WorkloadMetadata for several tables), and SidecarPath
-	// where.
+	// Sidecar is the privacy story as written (sidecar.Metadata, for one
+	// table as for several), and SidecarPath where.
 	Sidecar     []byte
 	SidecarPath string
 	// Files are the files written, relative to Out for a directory.
@@ -304,7 +304,7 @@ func (pl *Plan) fixSidecarFile() error {
 	if pl.sidecar == nil {
 		return nil
 	}
-	var m release.Metadata
+	var m sidecar.Metadata
 	if err := json.Unmarshal(pl.sidecar, &m); err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/internal/tablefile"
 	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sidecar"
 	"github.com/knowdp/knowdp/source"
 )
 
@@ -341,7 +342,7 @@ type releaseSummary struct {
 	Sidecar  string           `json:"sidecar,omitempty"`
 	Files    []string         `json:"files"`
 	Cells    int              `json:"cells"`
-	Metadata release.Metadata `json:"privacy"`
+	Metadata sidecar.Metadata `json:"privacy"`
 }
 
 // writeRelease writes a release: one table as f.out with its sidecar

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/knowdp/knowdp/privacy"
-	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sidecar"
 )
 
 // PrintSummary prints what a release spent, on which measurements, the
@@ -16,7 +16,7 @@ import (
 // guarantee, from its privacy story alone, so that knowdp and knowdp-beam
 // print a release alike. The number of rows read is never printed: it is
 // the true total, private unless an invariant publishes it.
-func PrintSummary(w io.Writer, m release.Metadata) {
+func PrintSummary(w io.Writer, m sidecar.Metadata) {
 	view := func(names []string) string { return "{" + strings.Join(names, ",") + "}" }
 	what := fmt.Sprintf("released %d tables", len(m.Tables))
 	if len(m.Tables) == 1 {
@@ -68,7 +68,7 @@ func PrintSummary(w io.Writer, m release.Metadata) {
 	}
 	if len(m.Levels) > 0 {
 		head := "error by level (from the mechanism alone; per cell):"
-		if slices.ContainsFunc(m.Tables, func(t release.TableMetadata) bool { return t.Integer }) {
+		if slices.ContainsFunc(m.Tables, func(t sidecar.TableMetadata) bool { return t.Integer }) {
 			head = "error by level (from the mechanism alone; per cell; moe90 as the tables publish it, +1 for integer rounding):"
 		}
 		fmt.Fprintln(w, head)
@@ -111,7 +111,7 @@ func PrintSummary(w io.Writer, m release.Metadata) {
 }
 
 // measuredElsewhere names the measurements that are not published tables.
-func measuredElsewhere(m release.Metadata) []string {
+func measuredElsewhere(m sidecar.Metadata) []string {
 	var out []string
 	for _, x := range m.Measurements {
 		if x.Queries != "" {

@@ -38,6 +38,7 @@ import (
 	"github.com/knowdp/knowdp/internal/cli"
 	"github.com/knowdp/knowdp/internal/fileio"
 	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sidecar"
 	"github.com/knowdp/knowdp/source"
 )
 
@@ -307,7 +308,7 @@ func printSummary(w io.Writer, s *domain.Schema, spec pipeline.Spec, res *pipeli
 			Privacy json.RawMessage `json:"privacy"`
 		}{spec.Out, res.SidecarPath, res.Files, res.Cells, res.Sidecar})
 	}
-	var m release.Metadata
+	var m sidecar.Metadata
 	if err := json.Unmarshal(res.Sidecar, &m); err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/release"
+	"github.com/knowdp/knowdp/sidecar"
 	"github.com/knowdp/knowdp/source"
 )
 
@@ -134,7 +135,7 @@ func TestReleaseMatchesKnowdpRelease(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var meta release.Metadata
+	var meta sidecar.Metadata
 	side, _ := os.ReadFile(filepath.Join(dir, "rel.json"))
 	if err := json.Unmarshal(side, &meta); err != nil {
 		t.Fatal(err)
