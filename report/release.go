@@ -217,6 +217,21 @@ type rawTable struct {
 	IntegerMethod       string    `json:"integer_method"`
 }
 
+// allPublic reports whether a release.json's tables are all public (the
+// invariants determine them, so their counts are the true counts), the
+// way knowdp release says what release-graph's released_exactly says.
+func allPublic(tables *[]rawTable) bool {
+	if tables == nil || len(*tables) == 0 {
+		return false
+	}
+	for _, t := range *tables {
+		if !t.Public {
+			return false
+		}
+	}
+	return true
+}
+
 // ErrNotRelease is wrapped by ParseMetadata's error for a JSON file that is
 // not a release's metadata (a refine or release-graph sidecar, a schema).
 var ErrNotRelease = errors.New("not the metadata of a knowdp release")
@@ -257,7 +272,7 @@ func ParseMetadata(name string, b []byte) (Metadata, error) {
 		DomainsFromData: r.DomainsFromData,
 		Guarantee:       r.Guarantee,
 		GuaranteeNote:   r.GuaranteeNote,
-		ReleasedExactly: r.ReleasedExactly,
+		ReleasedExactly: r.ReleasedExactly || allPublic(r.Tables),
 		Warnings:        r.Warnings,
 		Split:           r.Split,
 		Strategy:        r.Strategy,

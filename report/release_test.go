@@ -2,6 +2,7 @@ package report
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -123,6 +124,29 @@ func TestVerdict(t *testing.T) {
 		v := c.m.Verdict()
 		if v.Class != c.class || !strings.Contains(v.Headline, c.headline) || len(v.Reasons) != c.reasons {
 			t.Errorf("%s: %+v, want class %s, headline with %q, %d reasons", c.name, v, c.class, c.headline, c.reasons)
+		}
+	}
+}
+
+// TestPublicTablesAreTrueCounts: a release.json whose every table is
+// public (knowdp release of a table the invariants determine) gets the
+// "TRUE counts" verdict, as release-graph's released_exactly does; one
+// private table among them does not.
+func TestPublicTablesAreTrueCounts(t *testing.T) {
+	doc := func(public2 bool) string {
+		return fmt.Sprintf(`{"private": true, "epsilon": 0, "guarantee": "unconditional", "seeded": false,
+			"tables": [{"cuboid": ["year"], "file": "year.csv", "public": true}, {"cuboid": ["sex"], "file": "sex.csv", "public": %v}]}`, public2)
+	}
+	for _, c := range []struct {
+		public2 bool
+		class   string
+	}{{true, "exact"}, {false, "private"}} {
+		m, err := ParseMetadata("release.json", []byte(doc(c.public2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := m.Verdict(); v.Class != c.class {
+			t.Errorf("second table public %v: verdict %+v, want class %s", c.public2, v, c.class)
 		}
 	}
 }
