@@ -401,17 +401,6 @@ type workloadPlan struct {
 	maxVar  bool
 }
 
-// Needs returns the cuboids whose exact counts releaseWorkload needs: the
-// invariants, then the cuboids that will be measured. It depends on the
-// schema and the spec only.
-func (spec workloadSpec) Needs(s *domain.Schema) ([]domain.Cuboid, error) {
-	p, err := planWorkload(s, spec)
-	if err != nil {
-		return nil, err
-	}
-	return p.needs(), nil
-}
-
 func (p *workloadPlan) needs() []domain.Cuboid {
 	out := slices.Clone(p.exact)
 	for _, m := range p.meas {
@@ -1007,29 +996,18 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-// releaseWorkload draws a differentially private release of the spec's
-// cuboids from the exact counts of the cuboids spec.Needs(s) lists (more
-// are ignored; the dense base cube is never needed).
+// release draws the planned release from the exact counts of the cuboids
+// needs lists (more are ignored; the dense base cube is never needed).
 //
-// Each measured cuboid gets grid Laplace noise of scale S/eps_j on every
-// cell of its declared domain, where S is its generic sensitivity under the
-// invariants (Lemma 4.4) and eps_j its share; the shares sum to at most
-// spec.Epsilon, so by sequential composition the release is
-// spec.Epsilon-differentially private with respect to the worst-case
-// induced neighbours. Every table is then derived from one weighted
-// least-squares estimate subject to the invariants (derived in
+// Each measured cuboid gets noise calibrated to its generic sensitivity
+// under the invariants (Lemma 4.4) and its share of the budget; the shares
+// add up to at most the budget (sequential composition, or zCDP for
+// Gaussian noise), so the release is private with respect to the
+// worst-case induced neighbours. Every table is then derived from one
+// weighted least-squares estimate subject to the invariants (derived in
 // docs/release.md), which is post-processing. Noise for each measurement
 // comes from r.Split() taken in the measurements' order, so a seeded
 // release is reproducible.
-func releaseWorkload(ctx context.Context, s *domain.Schema, exact map[domain.Cuboid][]float64, spec workloadSpec, r *noise.Rand) (*Release, error) {
-	p, err := planWorkloadCtx(ctx, s, spec)
-	if err != nil {
-		return nil, err
-	}
-	return p.release(ctx, spec, exact, r)
-}
-
-// release draws the planned release from the exact counts.
 func (p *workloadPlan) release(ctx context.Context, spec workloadSpec, exact map[domain.Cuboid][]float64, r *noise.Rand) (*Release, error) {
 	s := p.s
 	for _, c := range p.needs() {
@@ -1100,9 +1078,9 @@ func (p *workloadPlan) release(ctx context.Context, spec workloadSpec, exact map
 
 // newRelease returns the release the plan describes before any counts: its
 // tables (Counts nil), measurements, the invariants inv and the privacy
-// story, which depend on the schema and the spec alone. releaseWorkload and
-// newWorkloadPlan both build their release with it, so a planned release's
-// metadata is the drawn release's.
+// story, which depend on the schema and the spec alone. release and
+// newWorkloadPlanContext both build their release with it, so a planned
+// release's metadata is the drawn release's.
 func (p *workloadPlan) newRelease(spec workloadSpec, inv []estimate.Invariant, seeded bool) (*Release, error) {
 	rel := &Release{
 		Schema:          p.s,
@@ -1230,22 +1208,6 @@ func (p *workloadPlan) weights(c, src domain.Cuboid, e, k int) ([]float64, bool)
 		nz = nz || w[pat] != 0
 	}
 	return w, nz
-}
-
-// releaseWorkloadCube projects the cuboids the plan of spec needs from the
-// cube c and releases them as releaseWorkload does (planning once, under
-// ctx).
-func releaseWorkloadCube(ctx context.Context, c *cube.Cube, spec workloadSpec, r *noise.Rand) (*Release, error) {
-	p, err := planWorkloadCtx(ctx, c.Schema, spec)
-	if err != nil {
-		return nil, err
-	}
-	needs := p.needs()
-	exact := make(map[domain.Cuboid][]float64, len(needs))
-	for _, n := range needs {
-		exact[n] = c.Project(n)
-	}
-	return p.release(ctx, spec, exact, r)
 }
 
 // TableFileName returns the file name of a released table at its finest

@@ -25,7 +25,7 @@ func TestGaussianWorkloadPrivacy(t *testing.T) {
 	for _, exact := range [][]domain.Cuboid{nil, {0b001}, {0b011, 0b110}} {
 		spec := workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: exact,
 			Cuboids: []domain.Cuboid{0b011, 0b110, 0b101, 0b111}}
-		w, err := releaseWorkloadCube(ctx, c, spec, noise.NewRand())
+		w, err := runWorkloadCube(ctx, c, spec, noise.NewRand())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func TestGaussianWorkloadCoverage(t *testing.T) {
 	spec := workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.2), Delta: 1e-6, Exact: []domain.Cuboid{0b001},
 		Cuboids: []domain.Cuboid{0b011, 0b110, 0b101, 0b010}}
 	cov := coverage(t, 300, func(r *noise.Rand) ([][]float64, [][]float64, []float64) {
-		w, err := releaseWorkloadCube(ctx, c, spec, r)
+		w, err := runWorkloadCube(ctx, c, spec, r)
 		if err != nil {
 			t.Fatal(err)
 		}

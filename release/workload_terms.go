@@ -51,17 +51,12 @@ type WorkloadPlan struct {
 	p       *workloadPlan
 }
 
-// newWorkloadPlan plans the release spec describes, as releaseWorkload would:
-// it returns the same errors for a bad spec, and a Release with every
-// table, measurement, invariant, share, error and the privacy story
-// (Epsilon, Rho and Delta as releaseWorkload fills them; Seeded as given,
-// since the plan draws no noise itself). It reads no data.
-func newWorkloadPlan(s *domain.Schema, spec workloadSpec, seeded bool) (*WorkloadPlan, error) {
-	return newWorkloadPlanContext(context.Background(), s, spec, seeded)
-}
-
-// newWorkloadPlanContext is newWorkloadPlan under ctx: the optimal split's
-// search stops when ctx ends, and the plan fails with ctx's error.
+// newWorkloadPlanContext plans the release spec describes: the same errors
+// for a bad spec as the release, and a Release with every table,
+// measurement, invariant, share, error and the privacy story (Seeded as
+// given, since the plan draws no noise itself). It reads no data. The
+// optimal split's search stops when ctx ends, and the plan fails with
+// ctx's error.
 func newWorkloadPlanContext(ctx context.Context, s *domain.Schema, spec workloadSpec, seeded bool) (*WorkloadPlan, error) {
 	p, err := planWorkloadCtx(ctx, s, spec)
 	if err != nil {
@@ -83,8 +78,7 @@ func newWorkloadPlanContext(ctx context.Context, s *domain.Schema, spec workload
 func (p *WorkloadPlan) Needs() []domain.Cuboid { return p.p.needs() }
 
 // releaseFrom draws the planned release from the exact counts of the
-// cuboids Needs lists, as releaseWorkload does with the same spec and
-// generator, without planning it again.
+// cuboids Needs lists, without planning it again.
 func (p *WorkloadPlan) releaseFrom(ctx context.Context, exact map[domain.Cuboid][]float64, r *noise.Rand) (*Release, error) {
 	return p.p.release(ctx, p.spec, exact, r)
 }
