@@ -26,6 +26,7 @@ import (
 	"math"
 
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/estimate/resbasis"
 	"github.com/knowdp/knowdp/moe"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
@@ -60,8 +61,8 @@ func (p *workloadPlan) cellLaw(c domain.Cuboid) (terms []moe.Term, single int) {
 					a |= 1 << d
 				}
 			}
-			if r := p.res[a]; r != nil && r.status == resFree {
-				beta := 1 / (m.v * float64(p.s.CuboidSize(m.c)) * r.w)
+			if r := p.basis.Res[a]; r != nil && r.Status == resbasis.Free {
+				beta := 1 / (m.v * float64(p.s.CuboidSize(m.c)) * r.Precision)
 				g[pat] = beta * float64(p.s.CuboidSize(a)) / size
 			}
 		}
@@ -112,7 +113,7 @@ func (p *workloadPlan) moe90(c domain.Cuboid) float64 {
 	if p.mech == MechanismGaussian {
 		// A fixed linear combination of independent discrete Gaussians on
 		// grids far finer than their sigmas: normal.
-		return moe.Z95 * math.Sqrt(p.cellVariance(c))
+		return moe.Z95 * math.Sqrt(p.basis.CellVariance(c))
 	}
 	terms, single := p.cellLaw(c)
 	if single >= 0 {
@@ -161,5 +162,5 @@ func (rel *CuboidRelease) gaussianMOE90(g noise.Gaussian) float64 {
 	p.meas = []measurement{{c: rel.Cuboid, sens: rel.Sensitivity, v: g.Variance()}}
 	p.classify()
 	p.setCoverage()
-	return moe.Z95 * math.Sqrt(p.cellVariance(rel.Cuboid))
+	return moe.Z95 * math.Sqrt(p.basis.CellVariance(rel.Cuboid))
 }

@@ -29,7 +29,7 @@ func denseObjective(t *testing.T, s *domain.Schema, spec workloadSpec, seed uint
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr := p.objective().problem()
+	pr := problemOf(p.objective())
 	f, _ := plantest.DenseMin(pr, rand.New(rand.NewPCG(seed, 1)), 20)
 	return f
 }
@@ -131,7 +131,7 @@ func TestSplitAgainstDense(t *testing.T) {
 		}
 		checked++
 		o := p.objective()
-		for _, cov := range o.covers {
+		for _, cov := range o.Covers {
 			if len(cov) > 1 {
 				shared++ // a residual two measurements share: the hard case
 				break

@@ -104,22 +104,22 @@ func TestGaussianOptimalSplit(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := p.objective()
-		if o.power != 1 {
-			t.Fatalf("power %v", o.power)
+		if o.Power != 1 {
+			t.Fatalf("power %v", o.Power)
 		}
 		// The gradient against central finite differences.
-		x := make([]float64, len(o.c))
+		x := make([]float64, len(o.C))
 		for i := range x {
 			x[i] = float64(i+1) / float64(len(x)*(len(x)+1)/2)
 		}
 		g := make([]float64, len(x))
-		o.gradient(x, g)
+		o.Gradient(x, g)
 		for k := range x {
 			h := 1e-6 * x[k]
 			up, down := append([]float64(nil), x...), append([]float64(nil), x...)
 			up[k] += h
 			down[k] -= h
-			if fd := (o.value(up) - o.value(down)) / (2 * h); math.Abs(fd-g[k]) > 1e-5*math.Abs(fd) {
+			if fd := (o.Value(up) - o.Value(down)) / (2 * h); math.Abs(fd-g[k]) > 1e-5*math.Abs(fd) {
 				t.Errorf("%s: gradient %v, finite difference %v", tc.name, g[k], fd)
 			}
 		}
@@ -127,12 +127,12 @@ func TestGaussianOptimalSplit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fopt := o.value(opt)
+		fopt := o.Value(opt)
 		equal := make([]float64, len(opt))
 		for i := range equal {
 			equal[i] = 1 / float64(len(equal))
 		}
-		if fe := o.value(equal); fopt > fe*(1+1e-9) {
+		if fe := o.Value(equal); fopt > fe*(1+1e-9) {
 			t.Errorf("%s: optimal %v worse than equal %v", tc.name, fopt, fe)
 		}
 		r := noise.NewSeeded(5)
@@ -142,13 +142,13 @@ func TestGaussianOptimalSplit(t *testing.T) {
 				x[i] = float64(r.Uint64N(1000)+1) / 1000
 			}
 			normalise(x)
-			if f := o.value(x); f < fopt*(1-1e-6) {
+			if f := o.Value(x); f < fopt*(1-1e-6) {
 				t.Errorf("%s: a random split %v does better (%v < %v)", tc.name, x, f, fopt)
 				break
 			}
 		}
 		if tc.name == "disjoint" {
-			cf := o.closedForm()
+			cf := o.ClosedForm()
 			for i := range cf {
 				if math.Abs(cf[i]-opt[i]) > 1e-6 {
 					t.Errorf("disjoint: optimal %v, closed form %v", opt, cf)

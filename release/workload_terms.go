@@ -144,12 +144,12 @@ func (p *WorkloadPlan) Terms(table int) []EstimateTerm {
 	}
 	var out []EstimateTerm
 	for e, v := range q.exact {
-		if w, nz := q.weights(c, v, e, -1); nz {
+		if w, nz := q.basis.Weights(c, v, e, -1); nz {
 			out = q.appendTerms(out, e, c, v, w)
 		}
 	}
 	for k, m := range q.meas {
-		if w, nz := q.weights(c, m.c, -1, k); nz {
+		if w, nz := q.basis.Weights(c, m.c, -1, k); nz {
 			out = q.appendTerms(out, len(q.exact)+k, c, m.c, w)
 		}
 	}

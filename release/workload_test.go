@@ -397,7 +397,7 @@ func TestOptimalSplit(t *testing.T) {
 			}
 		}
 		o := p.objective()
-		equal := make([]float64, len(o.c))
+		equal := make([]float64, len(o.C))
 		for i := range equal {
 			equal[i] = 1 / float64(len(equal))
 		}
@@ -405,12 +405,12 @@ func TestOptimalSplit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o.value(opt) > o.value(equal)*(1+1e-12) {
-			t.Errorf("optimal %v (%v) worse than equal (%v)", opt, o.value(opt), o.value(equal))
+		if o.Value(opt) > o.Value(equal)*(1+1e-12) {
+			t.Errorf("optimal %v (%v) worse than equal (%v)", opt, o.Value(opt), o.Value(equal))
 		}
 		// Gradient against central finite differences.
-		g := make([]float64, len(o.c))
-		o.gradient(opt, g)
+		g := make([]float64, len(o.C))
+		o.Gradient(opt, g)
 		for k := range g {
 			if opt[k] == 0 {
 				continue // dropped: on the boundary
@@ -419,7 +419,7 @@ func TestOptimalSplit(t *testing.T) {
 			up, dn := slices.Clone(opt), slices.Clone(opt)
 			up[k] += h
 			dn[k] -= h
-			fd := (o.value(up) - o.value(dn)) / (2 * h)
+			fd := (o.Value(up) - o.Value(dn)) / (2 * h)
 			if math.Abs(fd-g[k]) > 1e-6*math.Abs(g[k]) {
 				t.Errorf("gradient %d: %v, finite difference %v", k, g[k], fd)
 			}
@@ -438,14 +438,14 @@ func TestOptimalSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := o.closedForm()
+	closed := o.ClosedForm()
 	for k := range closed {
 		if math.Abs(closed[k]-opt[k]) > 1e-6 {
 			t.Errorf("disjoint: optimum %v, closed form %v", opt, closed)
 		}
 	}
 	g := make([]float64, len(closed))
-	o.gradient(closed, g)
+	o.Gradient(closed, g)
 	for k := range g {
 		if math.Abs(g[k]-g[0]) > 1e-9*math.Abs(g[0]) {
 			t.Errorf("disjoint: gradient %v not constant at the closed form", g)
@@ -461,7 +461,7 @@ func TestOptimalSplit(t *testing.T) {
 		for k := range x {
 			x[k] /= sum
 		}
-		if o.value(x) < o.value(closed) {
+		if o.Value(x) < o.Value(closed) {
 			t.Fatalf("disjoint: %v beats the closed form %v", x, closed)
 		}
 	}
