@@ -132,14 +132,7 @@ func (p *workloadPlan) tableVariances(w map[domain.Cuboid]float64) []float64 {
 		if t.Public {
 			continue
 		}
-		size := float64(p.s.CuboidSize(t.Cuboid))
-		var v float64
-		for a := range p.basis.Subsets(t.Cuboid) {
-			if r := p.basis.Res[a]; r.Status == resbasis.Free {
-				v += float64(p.s.CuboidSize(a)) * p.basis.Pi(a) / (size * size * w[a])
-			}
-		}
-		out[i] = v
+		out[i] = p.basis.CellVarianceAt(t.Cuboid, w)
 	}
 	return out
 }

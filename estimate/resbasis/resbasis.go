@@ -234,6 +234,81 @@ func (b *Basis) CellVariance(c domain.Cuboid) float64 {
 	return v
 }
 
+// CellVarianceAt is CellVariance at other precisions W_A, given for every
+// free residual of c: the variance a split with those precisions gives.
+func (b *Basis) CellVarianceAt(c domain.Cuboid, w map[domain.Cuboid]float64) float64 {
+	size := b.size(c)
+	var v float64
+	for a := range b.Subsets(c) {
+		if r := b.Res[a]; r.Status == Free {
+			v += b.size(a) * b.Pi(a) / (size * size * w[a])
+		}
+	}
+	return v
+}
+
+// Term is a part of a cell's error: Count independent noise variables of
+// measurement K, each with coefficient Coef.
+type Term struct {
+	K     int
+	Coef  float64
+	Count float64
+}
+
+// CellLaw returns the error of a cell of table c (the same law for every
+// cell) as a sum of terms over the measurements of marginals, after Cover:
+// Σ Count·Coef²·v_K is CellVariance(c). Measurements of residuals are left
+// out: their noise is on contrasts, not on cells. Terms whose coefficient
+// is zero in exact arithmetic may come out as rounding noise.
+func (b *Basis) CellLaw(c domain.Cuboid) []Term {
+	size := b.size(c)
+	var out []Term
+	for j, m := range b.meas {
+		if m.Residual {
+			continue
+		}
+		common := ((c & m.Cuboid) &^ b.trivial).Dims()
+		g := make([]float64, 1<<len(common))
+		for pat := range g {
+			var a domain.Cuboid
+			for i, d := range common {
+				if pat&(1<<i) != 0 {
+					a |= 1 << d
+				}
+			}
+			if r := b.Res[a]; r != nil && r.Status == Free {
+				beta := 1 / (m.Variance * b.size(m.Cuboid) * r.Precision)
+				g[pat] = beta * b.size(a) / size
+			}
+		}
+		// Σ_A g(A) Π_{i∈A}(δ_i - 1/n_i) is a Kronecker product over the
+		// common dimensions: one butterfly per dimension. Pattern bit i
+		// then says whether the noise variable agrees with the cell on
+		// the i-th common dimension.
+		for i, d := range common {
+			inv := 1 / float64(b.sizes[d])
+			for pat := range g {
+				if pat&(1<<i) != 0 {
+					continue
+				}
+				a0, a1 := g[pat], g[pat|1<<i]
+				g[pat], g[pat|1<<i] = a0-a1*inv, a0+a1*(1-inv)
+			}
+		}
+		outside := b.size(m.Cuboid &^ c)
+		for pat, k := range g {
+			n := outside
+			for i, d := range common {
+				if pat&(1<<i) == 0 {
+					n *= float64(b.sizes[d] - 1)
+				}
+			}
+			out = append(out, Term{K: j, Coef: k, Count: n})
+		}
+	}
+	return out
+}
+
 // Weights returns, for the residuals common to table c and a source (the
 // invariant of index e, or the measurement of index k; the other is -1),
 // the weight with which the source's residual enters the table's estimate,

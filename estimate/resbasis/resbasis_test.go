@@ -3,6 +3,8 @@ package resbasis
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/knowdp/knowdp/domain"
@@ -68,6 +70,8 @@ func centring(sizes []int, c domain.Cuboid) *mat.Dense {
 // and its covariance G_11 H G_11^T.
 type denseLS struct {
 	n    int
+	a    []*mat.Dense // each measurement's rows, scaled by 1/v
+	meas []Measurement
 	h    *mat.Dense // A^T W A
 	rhs  *mat.VecDense
 	kkt  *mat.Dense
@@ -78,6 +82,7 @@ func newDenseLS(sizes []int, exact []Marginal, meas []Measurement, noisy [][]flo
 	n := cells(sizes, domain.Base(len(sizes)))
 	h := mat.NewDense(n, n, nil)
 	atwz := mat.NewVecDense(n, nil)
+	var scaled []*mat.Dense
 	for k, m := range meas {
 		a := marginalMatrix(sizes, m.Cuboid)
 		if m.Residual {
@@ -85,6 +90,9 @@ func newDenseLS(sizes []int, exact []Marginal, meas []Measurement, noisy [][]flo
 			ca.Mul(centring(sizes, m.Cuboid), a)
 			a = &ca
 		}
+		aw := mat.DenseCopyOf(a)
+		aw.Scale(1/m.Variance, aw)
+		scaled = append(scaled, aw)
 		var ata mat.Dense
 		ata.Mul(a.T(), a)
 		ata.Scale(1/m.Variance, &ata)
@@ -131,7 +139,7 @@ func newDenseLS(sizes []int, exact []Marginal, meas []Measurement, noisy [][]flo
 	var p mat.Dense
 	p.Mul(&v, inv)
 	p.Mul(&p, u.T())
-	return &denseLS{n: n, h: h, rhs: rhs, kkt: kkt, pinv: &p}
+	return &denseLS{n: n, a: scaled, meas: meas, h: h, rhs: rhs, kkt: kkt, pinv: &p}
 }
 
 // solution returns the least-squares y.
@@ -158,11 +166,43 @@ func (d *denseLS) covariance(sizes []int, c domain.Cuboid) *mat.Dense {
 	return &cov
 }
 
+// law returns the error of cell 0 of table c as the non-zero coefficients
+// of every measurement's noise variables, counted: measurement k ->
+// coefficient (to 1e-9) -> how many variables.
+func (d *denseLS) law(sizes []int, c domain.Cuboid) map[int]map[float64]float64 {
+	g := d.pinv.Slice(0, d.n, 0, d.n)
+	var row mat.Dense
+	row.Mul(marginalMatrix(sizes, c).Slice(0, 1, 0, d.n), g)
+	out := map[int]map[float64]float64{}
+	for k, a := range d.a {
+		var coef mat.Dense
+		coef.Mul(&row, a.T())
+		for _, x := range coef.RawRowView(0) {
+			if math.Abs(x) > 1e-10 {
+				if out[k] == nil {
+					out[k] = map[float64]float64{}
+				}
+				out[k][math.Round(x*1e9)/1e9]++
+			}
+		}
+	}
+	return out
+}
+
 // project returns the marginal on c of the base table y.
 func project(sizes []int, c domain.Cuboid, y []float64) []float64 {
 	var out mat.VecDense
 	out.MulVec(marginalMatrix(sizes, c), mat.NewVecDense(len(y), y))
 	return out.RawVector().Data
+}
+
+// precisions returns every free residual's W_A.
+func precisions(b *Basis) map[domain.Cuboid]float64 {
+	w := map[domain.Cuboid]float64{}
+	for a, r := range b.Res {
+		w[a] = r.Precision
+	}
+	return w
 }
 
 type denseCase struct {
@@ -249,6 +289,28 @@ func TestEstimateIsDenseLeastSquares(t *testing.T) {
 					if dv := cov.At(j, j); math.Abs(dv-v) > 1e-8*(1+v) {
 						t.Errorf("table %v cell %d: variance %v, dense %v", c, j, v, dv)
 					}
+				}
+				if at := b.CellVarianceAt(c, precisions(b)); math.Abs(at-b.CellVariance(c)) > 1e-12*(1+v) {
+					t.Errorf("table %v: variance at the basis's precisions %v, CellVariance %v", c, at, b.CellVariance(c))
+				}
+				if b.Determined(c) || slices.ContainsFunc(tc.meas, func(m Measurement) bool { return m.Residual }) {
+					continue
+				}
+				got := map[int]map[float64]float64{}
+				var kmax float64
+				for _, term := range b.CellLaw(c) {
+					kmax = max(kmax, math.Abs(term.Coef))
+				}
+				for _, term := range b.CellLaw(c) {
+					if math.Abs(term.Coef) > 1e-12*kmax && term.Count > 0 {
+						if got[term.K] == nil {
+							got[term.K] = map[float64]float64{}
+						}
+						got[term.K][math.Round(term.Coef*1e9)/1e9] += term.Count
+					}
+				}
+				if want := d.law(tc.sizes, c); !reflect.DeepEqual(got, want) {
+					t.Errorf("table %v: law %v, dense %v", c, got, want)
 				}
 			}
 		})
