@@ -44,6 +44,7 @@
 package resbasis
 
 import (
+	"cmp"
 	"iter"
 	"math"
 	"slices"
@@ -406,6 +407,89 @@ func (b *Basis) Estimate(tables []domain.Cuboid, inv []Marginal, noisy [][]float
 		// A copy, so that the larger extended array is not kept alive.
 		out[i] = slices.Clone(tensor.Contract(tensor.SubSizes(b.sizes, c), dst))
 	}
+	return out
+}
+
+// MarginTerm is one term of a table's estimate: Coef times the marginal on
+// Margin of source Source's counts (the invariants in New's order, then
+// the measurements in Cover's order), broadcast to the table's cells.
+// Margin is a subset of both the table and the source.
+type MarginTerm struct {
+	Source int
+	Margin domain.Cuboid
+	Coef   float64
+}
+
+// Terms returns the estimate of table c as a sum of terms:
+//
+//	ŷ_C(c) = Σ_terms Coef · marginal_Margin(x_Source)(c_Margin),
+//
+// where for a source S with weights w_A over the residuals A of K = C ∩ S
+// (Weights) and every B ⊆ K,
+//
+//	Coef = β_B / Π_{d∈C\B} n_d,  β_B = Σ_{B⊆A⊆K} (-1)^{|A\B|} w_A,
+//
+// by Möbius inversion of the projections onto the residuals. Terms whose
+// coefficient is exactly zero are left out (others, however small, are
+// kept, so the sum is the estimate's to rounding). A determined table has
+// exactly one term: the first invariant that contains it, on the table's
+// dimensions within it, with coefficient 1, so that it stays the exact sum
+// of integer counts. The terms are in a fixed order: by source, then by
+// increasing Margin.
+func (b *Basis) Terms(c domain.Cuboid) []MarginTerm {
+	if b.Determined(c) {
+		eff := c &^ b.trivial
+		for e, v := range b.exact {
+			if eff.AncestorOf(v) {
+				return []MarginTerm{{Source: e, Margin: c & v, Coef: 1}}
+			}
+		}
+	}
+	var out []MarginTerm
+	for e, v := range b.exact {
+		if w, nz := b.Weights(c, v, e, -1); nz {
+			out = b.appendTerms(out, e, c, v, w)
+		}
+	}
+	for k, m := range b.meas {
+		if w, nz := b.Weights(c, m.Cuboid, -1, k); nz {
+			out = b.appendTerms(out, len(b.exact)+k, c, m.Cuboid, w)
+		}
+	}
+	return out
+}
+
+// appendTerms appends to out the terms of source i, of cuboid src, in the
+// estimate of table c, whose weights w are indexed by pattern over the
+// common dimensions (Weights).
+func (b *Basis) appendTerms(out []MarginTerm, i int, c, src domain.Cuboid, w []float64) []MarginTerm {
+	common := (c & src).Dims()
+	// β_B = Σ_{A⊇B} (-1)^{|A\B|} w_A, one dimension at a time: after the
+	// pass over bit j, beta[B] is the alternating sum over the supersets
+	// of B that differ from it in the bits done so far.
+	beta := slices.Clone(w)
+	for j := range common {
+		bit := 1 << j
+		for pat := range beta {
+			if pat&bit == 0 {
+				beta[pat] -= beta[pat|bit]
+			}
+		}
+	}
+	start := len(out)
+	for pat, v := range beta {
+		if v == 0 {
+			continue
+		}
+		var m domain.Cuboid
+		for k, d := range common {
+			if pat&(1<<k) != 0 {
+				m |= 1 << d
+			}
+		}
+		out = append(out, MarginTerm{Source: i, Margin: m, Coef: v / b.size(c&^m)})
+	}
+	slices.SortFunc(out[start:], func(x, y MarginTerm) int { return cmp.Compare(x.Margin, y.Margin) })
 	return out
 }
 

@@ -189,6 +189,38 @@ func (d *denseLS) law(sizes []int, c domain.Cuboid) map[int]map[float64]float64 
 	return out
 }
 
+// coords returns the coordinates, over every dimension, of cell j of a
+// table on c (dimensions outside c are 0).
+func coords(sizes []int, c domain.Cuboid, j int) []int {
+	idx := make([]int, len(sizes))
+	dims := c.Dims()
+	for i := len(dims) - 1; i >= 0; i-- {
+		idx[dims[i]] = j % sizes[dims[i]]
+		j /= sizes[dims[i]]
+	}
+	return idx
+}
+
+// cellIndex returns the index, in a table on m ⊆ c, of the cell cell j of
+// a table on c falls in.
+func cellIndex(sizes []int, c, m domain.Cuboid, j int) int {
+	idx := coords(sizes, c, j)
+	k := 0
+	for _, d := range m.Dims() {
+		k = k*sizes[d] + idx[d]
+	}
+	return k
+}
+
+// subMarginal returns the marginal on m ⊆ c of counts x on c.
+func subMarginal(sizes []int, c, m domain.Cuboid, x []float64) []float64 {
+	out := make([]float64, cells(sizes, m))
+	for j, v := range x {
+		out[cellIndex(sizes, c, m, j)] += v
+	}
+	return out
+}
+
 // project returns the marginal on c of the base table y.
 func project(sizes []int, c domain.Cuboid, y []float64) []float64 {
 	var out mat.VecDense
@@ -292,6 +324,28 @@ func TestEstimateIsDenseLeastSquares(t *testing.T) {
 				}
 				if at := b.CellVarianceAt(c, precisions(b)); math.Abs(at-b.CellVariance(c)) > 1e-12*(1+v) {
 					t.Errorf("table %v: variance at the basis's precisions %v, CellVariance %v", c, at, b.CellVariance(c))
+				}
+				// The terms sum to the same estimate.
+				sources := make([]Marginal, 0, len(inv)+len(noisy))
+				sources = append(sources, inv...)
+				for k, m := range tc.meas {
+					sources = append(sources, Marginal{Cuboid: m.Cuboid, Counts: noisy[k]})
+				}
+				fromTerms := make([]float64, len(want))
+				for _, term := range b.Terms(c) {
+					src := sources[term.Source]
+					if term.Margin&^(c&src.Cuboid) != 0 {
+						t.Fatalf("table %v: term margin %v outside the table and source %v", c, term.Margin, src.Cuboid)
+					}
+					m := subMarginal(tc.sizes, src.Cuboid, term.Margin, src.Counts)
+					for j := range fromTerms {
+						fromTerms[j] += term.Coef * m[cellIndex(tc.sizes, c, term.Margin, j)]
+					}
+				}
+				for j := range want {
+					if math.Abs(fromTerms[j]-got[i][j]) > 1e-8*(1+math.Abs(want[j])) {
+						t.Errorf("table %v cell %d: terms give %v, Estimate %v", c, j, fromTerms[j], got[i][j])
+					}
 				}
 				if b.Determined(c) || slices.ContainsFunc(tc.meas, func(m Measurement) bool { return m.Residual }) {
 					continue
