@@ -49,7 +49,7 @@ func BenchmarkNationalHierarchy(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
-		plan, err := newViewsPlan(s, spec)
+		plan, err := newViewsPlanContext(context.Background(), s, spec)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -164,7 +164,7 @@ func nationalCounts(tb testing.TB, s *domain.Schema, weights []float64, persons 
 func BenchmarkNationalEstimate(b *testing.B) {
 	s, weights := nationalSchema(b, 100_000)
 	spec := nationalSpec(b, s, SplitSpine)
-	plan, err := newViewsPlan(s, spec)
+	plan, err := newViewsPlanContext(context.Background(), s, spec)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func BenchmarkNationalEstimate(b *testing.B) {
 func BenchmarkNationalInteger(b *testing.B) {
 	s, weights := nationalSchema(b, 100_000)
 	spec := nationalSpec(b, s, SplitSpine)
-	plan, err := newViewsPlan(s, spec)
+	plan, err := newViewsPlanContext(context.Background(), s, spec)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func BenchmarkNationalPlan(b *testing.B) {
 			var p *viewsPlan
 			for b.Loop() {
 				var err error
-				if p, err = newViewsPlan(s, spec); err != nil {
+				if p, err = newViewsPlanContext(context.Background(), s, spec); err != nil {
 					b.Fatal(err)
 				}
 			}

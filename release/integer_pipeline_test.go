@@ -61,7 +61,7 @@ func runPipeline(t testing.TB, seed uint64, sizes []int, rows int, exact []domai
 		c.Counts[cell]++
 	}
 	base := domain.Base(s.NumDims())
-	rel, err := releaseCube(ctx, c, cuboidSpec{Epsilon: eps(t, epsilon), Exact: exact, Cuboid: base}, r)
+	rel, err := runCube(ctx, c, cuboidSpec{Epsilon: eps(t, epsilon), Exact: exact, Cuboid: base}, r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"slices"
 
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/estimate/resbasis"
 	"github.com/knowdp/knowdp/query"
 	"github.com/knowdp/knowdp/strategy"
 )
@@ -64,8 +65,8 @@ func planLattice(ctx context.Context, s *domain.Schema, spec workloadSpec, req *
 		return float64(x.Value), float64(x.Value), nil
 	}
 	known := func(a uint64) bool {
-		r, ok := req.res[domain.Cuboid(a)]
-		return ok && r.status == resFixed
+		r, ok := req.basis.Res[domain.Cuboid(a)]
+		return ok && r.Status == resbasis.Fixed
 	}
 	st, err := strategy.Optimize(ctx, req.sizes, w, strategy.Laplace, spec.Epsilon.Float64(), strategy.Options{Sensitivity: sens, Known: known, MaxWork: latticeMaxWork})
 	if err != nil {

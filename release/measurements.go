@@ -15,6 +15,7 @@ import (
 	"github.com/knowdp/knowdp/contrast"
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/estimate"
+	"github.com/knowdp/knowdp/estimate/resbasis"
 	"github.com/knowdp/knowdp/internal/tensor"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
@@ -214,11 +215,11 @@ func (sm *SavedMeasurements) Estimate(s *domain.Schema, cuboids []domain.Cuboid)
 	fixed := make([]bool, len(p.tables))
 	for i, t := range p.tables {
 		fixed[i] = true
-		for a := range p.subsets(t.Cuboid) {
-			switch r := p.res[a]; {
-			case r.status == resFree && len(r.covers) == 0:
+		for a := range p.basis.Subsets(t.Cuboid) {
+			switch r := p.basis.Res[a]; {
+			case r.Status == resbasis.Free && len(r.Covers) == 0:
 				return nil, fmt.Errorf("measurements: cuboid %s is not determined: no measured cuboid contains %s and no invariant fixes it", s.Format(t.Cuboid), s.Format(a))
-			case r.status == resFree:
+			case r.Status == resbasis.Free:
 				fixed[i] = false
 			}
 		}

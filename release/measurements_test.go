@@ -28,7 +28,7 @@ func TestSavedMeasurements(t *testing.T) {
 		{"gaussian", workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: []domain.Cuboid{0b100}, Cuboids: []domain.Cuboid{0b011, 0b110}, KeepMeasurements: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rel, err := releaseWorkloadCube(t.Context(), c, tc.spec, noise.NewSeeded(9))
+			rel, err := runWorkloadCube(t.Context(), c, tc.spec, noise.NewSeeded(9))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +88,7 @@ func TestSavedMeasurements(t *testing.T) {
 		})
 	}
 	spec := workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{0b011}}
-	rel, err := releaseWorkloadCube(t.Context(), c, spec, noise.NewSeeded(9))
+	rel, err := runWorkloadCube(t.Context(), c, spec, noise.NewSeeded(9))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestIntegerExactWritten(t *testing.T) {
 		return ""
 	}
 	for _, integer := range []bool{false, true} {
-		rel, err := releaseCube(context.Background(), c, cuboidSpec{Epsilon: eps, Exact: []domain.Cuboid{a}, Cuboid: domain.Base(2), Integer: integer}, noise.NewSeeded(1))
+		rel, err := runCube(context.Background(), c, cuboidSpec{Epsilon: eps, Exact: []domain.Cuboid{a}, Cuboid: domain.Base(2), Integer: integer}, noise.NewSeeded(1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func TestIntegerExactWritten(t *testing.T) {
 			}
 		}
 
-		w, err := releaseWorkloadCube(context.Background(), c, workloadSpec{Epsilon: eps, Exact: []domain.Cuboid{a}, Cuboids: []domain.Cuboid{domain.Base(2), a}}, noise.NewSeeded(2))
+		w, err := runWorkloadCube(context.Background(), c, workloadSpec{Epsilon: eps, Exact: []domain.Cuboid{a}, Cuboids: []domain.Cuboid{domain.Base(2), a}}, noise.NewSeeded(2))
 		if err != nil {
 			t.Fatal(err)
 		}

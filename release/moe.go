@@ -29,7 +29,6 @@ import (
 	"github.com/knowdp/knowdp/moe"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/privacy"
-	"github.com/knowdp/knowdp/sensitivity"
 )
 
 // lawTerm is K Σ_{n iid} L with L ~ Laplace(b): scale c = K b.
@@ -41,63 +40,21 @@ type lawTerm struct {
 // cellLaw returns the terms of the error of a cell of table c, and, when
 // that error is exactly one noise variable of one measurement, its index.
 func (p *workloadPlan) cellLaw(c domain.Cuboid) (terms []moe.Term, single int) {
-	trivial := sensitivity.TrivialDims(p.s)
-	size := float64(p.s.CuboidSize(c))
 	single = -1
+	all := p.basis.CellLaw(c)
 	var kmax float64
-	type raw struct {
-		k, n float64
-		j    int
-	}
-	var all []raw
-	for j, m := range p.meas {
-		common := ((c & m.c) &^ trivial).Dims()
-		g := make([]float64, 1<<len(common))
-		for pat := range g {
-			var a domain.Cuboid
-			for b, d := range common {
-				if pat&(1<<b) != 0 {
-					a |= 1 << d
-				}
-			}
-			if r := p.res[a]; r != nil && r.status == resFree {
-				beta := 1 / (m.v * float64(p.s.CuboidSize(m.c)) * r.w)
-				g[pat] = beta * float64(p.s.CuboidSize(a)) / size
-			}
-		}
-		// Σ_A g(A) Π_{i∈A}(δ_i - 1/n_i) is a Kronecker product over the
-		// common dimensions: one butterfly per dimension.
-		for b, d := range common {
-			inv := 1 / float64(p.sizes[d])
-			for pat := range g {
-				if pat&(1<<b) != 0 {
-					continue
-				}
-				a0, a1 := g[pat], g[pat|1<<b]
-				g[pat], g[pat|1<<b] = a0-a1*inv, a0+a1*(1-inv)
-			}
-		}
-		outside := float64(p.s.CuboidSize(m.c &^ c))
-		for pat, k := range g {
-			n := outside
-			for b, d := range common {
-				if pat&(1<<b) == 0 {
-					n *= float64(p.sizes[d] - 1)
-				}
-			}
-			all = append(all, raw{k, n, j})
-			kmax = max(kmax, math.Abs(k))
-		}
+	for _, t := range all {
+		kmax = max(kmax, math.Abs(t.Coef))
 	}
 	for _, t := range all {
 		// Coefficients that are zero in exact arithmetic come out as
 		// rounding noise; drop them.
-		if math.Abs(t.k) <= 1e-12*kmax || t.n == 0 {
+		if math.Abs(t.Coef) <= 1e-12*kmax || t.Count == 0 {
 			continue
 		}
-		terms = append(terms, moe.Term{Scale: t.k * p.meas[t.j].lap.Scale(), Count: t.n})
-		single = t.j
-		if t.n != 1 || math.Abs(t.k-1) > 1e-9 {
+		terms = append(terms, moe.Term{Scale: t.Coef * p.meas[t.K].lap.Scale(), Count: t.Count})
+		single = t.K
+		if t.Count != 1 || math.Abs(t.Coef-1) > 1e-9 {
 			single = -2
 		}
 	}
@@ -112,7 +69,7 @@ func (p *workloadPlan) moe90(c domain.Cuboid) float64 {
 	if p.mech == MechanismGaussian {
 		// A fixed linear combination of independent discrete Gaussians on
 		// grids far finer than their sigmas: normal.
-		return moe.Z95 * math.Sqrt(p.cellVariance(c))
+		return moe.Z95 * math.Sqrt(p.basis.CellVariance(c))
 	}
 	terms, single := p.cellLaw(c)
 	if single >= 0 {
@@ -161,5 +118,5 @@ func (rel *CuboidRelease) gaussianMOE90(g noise.Gaussian) float64 {
 	p.meas = []measurement{{c: rel.Cuboid, sens: rel.Sensitivity, v: g.Variance()}}
 	p.classify()
 	p.setCoverage()
-	return moe.Z95 * math.Sqrt(p.cellVariance(rel.Cuboid))
+	return moe.Z95 * math.Sqrt(p.basis.CellVariance(rel.Cuboid))
 }

@@ -41,7 +41,7 @@ func TestMOE90Coverage(t *testing.T) {
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(2), s.Cells())}
 	ctx := context.Background()
 	workload := func(spec workloadSpec) func(r *noise.Rand) ([][]float64, [][]float64, []float64) {
-		needs, err := spec.Needs(s)
+		needs, err := flatNeeds(s, spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func TestMOE90Coverage(t *testing.T) {
 			exact[n] = c.Project(n)
 		}
 		return func(r *noise.Rand) (got, truth [][]float64, moe []float64) {
-			rel, err := releaseWorkload(ctx, s, exact, spec, r)
+			rel, err := runWorkload(ctx, s, exact, spec, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestMOE90Coverage(t *testing.T) {
 		{"one cuboid", 800, workload(workloadSpec{Epsilon: eps(t, 0.5), Cuboids: []domain.Cuboid{0b011}})},
 		{"workload", 300, workload(workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0b001}, Cuboids: []domain.Cuboid{0b011, 0b110, 0b101, 0b010}})},
 		{"invariants", 800, func(r *noise.Rand) ([][]float64, [][]float64, []float64) {
-			rel, err := releaseCube(ctx, c, cuboidSpec{Epsilon: eps(t, 0.5), Exact: []domain.Cuboid{0b011, 0b110}, Cuboid: domain.Base(3)}, r)
+			rel, err := runCube(ctx, c, cuboidSpec{Epsilon: eps(t, 0.5), Exact: []domain.Cuboid{0b011, 0b110}, Cuboid: domain.Base(3)}, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,12 +96,12 @@ func TestReleaseMOE90(t *testing.T) {
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(2), s.Cells())}
 	ctx := context.Background()
 	exact := []domain.Cuboid{0b001, 0b110}
-	rel, err := releaseCube(ctx, c, cuboidSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b011}, noise.NewSeeded(1))
+	rel, err := runCube(ctx, c, cuboidSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b011}, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := rel.MOE90
-	w, err := releaseWorkloadCube(ctx, c, workloadSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboids: []domain.Cuboid{0b011}}, noise.NewSeeded(1))
+	w, err := runWorkloadCube(ctx, c, workloadSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboids: []domain.Cuboid{0b011}}, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,20 +109,20 @@ func TestReleaseMOE90(t *testing.T) {
 		t.Errorf("Release.MOE90 %v, workload %v", got, want)
 	}
 	// Alone, the margin is the exact one of the grid Laplace noise.
-	alone, _ := releaseCube(ctx, c, cuboidSpec{Epsilon: eps(t, 0.8), Cuboid: 0b011}, noise.NewSeeded(1))
+	alone, _ := runCube(ctx, c, cuboidSpec{Epsilon: eps(t, 0.8), Cuboid: 0b011}, noise.NewSeeded(1))
 	lap, _ := noise.NewLaplace(1, 0.8)
 	if m := alone.MOE90; m != moe.Laplace90(lap) {
 		t.Errorf("alone: %v, want %v", m, moe.Laplace90(lap))
 	}
-	pub, _ := releaseCube(ctx, c, cuboidSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b100}, noise.NewSeeded(1))
+	pub, _ := runCube(ctx, c, cuboidSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b100}, noise.NewSeeded(1))
 	if m := pub.MOE90; m != 0 {
 		t.Errorf("public: %v", m)
 	}
-	nn, _ := releaseCube(ctx, c, cuboidSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b011, NonNegative: true}, noise.NewSeeded(1))
+	nn, _ := runCube(ctx, c, cuboidSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b011, NonNegative: true}, noise.NewSeeded(1))
 	if nn.MOE90 != got || nn.CellMOE90() != got {
 		t.Errorf("non-negative: %v (column %v), want the least-squares margin %v", nn.MOE90, nn.CellMOE90(), got)
 	}
-	in, err := releaseCube(ctx, c, cuboidSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b011, Integer: true}, noise.NewSeeded(1))
+	in, err := runCube(ctx, c, cuboidSpec{Epsilon: eps(t, 0.8), Exact: exact, Cuboid: 0b011, Integer: true}, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,7 @@ import (
 	"slices"
 
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/estimate/resbasis"
 	"github.com/knowdp/knowdp/moe"
 	splitplan "github.com/knowdp/knowdp/plan"
 	"github.com/knowdp/knowdp/privacy"
@@ -123,22 +124,15 @@ func meanWeights(s *domain.Schema, spec Spec) []float64 {
 }
 
 // tableVariance returns the cell variance of every non-public table at
-// the precisions W of a split (the cellVariance formula), and each one's
-// weighted value w_T Var_T.
+// the precisions W of a split (resbasis.Basis.CellVariance's formula), and
+// each one's weighted value w_T Var_T.
 func (p *workloadPlan) tableVariances(w map[domain.Cuboid]float64) []float64 {
 	out := make([]float64, len(p.tables))
 	for i, t := range p.tables {
 		if t.Public {
 			continue
 		}
-		size := float64(p.s.CuboidSize(t.Cuboid))
-		var v float64
-		for a := range p.subsets(t.Cuboid) {
-			if r := p.res[a]; r.status == resFree {
-				v += float64(p.s.CuboidSize(a)) * p.pi(a) / (size * size * w[a])
-			}
-		}
-		out[i] = v
+		out[i] = p.basis.CellVarianceAt(t.Cuboid, w)
 	}
 	return out
 }
@@ -147,9 +141,9 @@ func (p *workloadPlan) tableVariances(w map[domain.Cuboid]float64) []float64 {
 // comment; splitplan.SolveMax) and records its certificate.
 func (p *workloadPlan) minimaxFractions(ctx context.Context) ([]float64, error) {
 	o := p.objective()
-	keys := make([]domain.Cuboid, 0, len(p.res))
-	for a, r := range p.res {
-		if r.status == resFree && r.a > 0 {
+	keys := make([]domain.Cuboid, 0, len(p.basis.Res))
+	for a, r := range p.basis.Res {
+		if r.Status == resbasis.Free && r.Weight > 0 {
 			keys = append(keys, a)
 		}
 	}
@@ -157,7 +151,7 @@ func (p *workloadPlan) minimaxFractions(ctx context.Context) ([]float64, error) 
 	if len(keys) == 0 {
 		return p.optimalFractions(ctx)
 	}
-	mp := splitplan.MaxProblem{Covers: o.covers, Coef: o.c}
+	mp := splitplan.MaxProblem{Covers: o.Covers, Coef: o.C}
 	for _, t := range p.tables {
 		if t.Public {
 			continue
@@ -166,7 +160,7 @@ func (p *workloadPlan) minimaxFractions(ctx context.Context) ([]float64, error) 
 		var terms []splitplan.TableTerm
 		for j, r := range keys {
 			if r&^t.Cuboid == 0 {
-				terms = append(terms, splitplan.TableTerm{Term: j, Coef: t.Weight * p.pi(r) * float64(p.s.CuboidSize(r)) / (size * size)})
+				terms = append(terms, splitplan.TableTerm{Term: j, Coef: t.Weight * p.basis.Pi(r) * float64(p.s.CuboidSize(r)) / (size * size)})
 			}
 		}
 		mp.Tables = append(mp.Tables, terms)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/estimate/resbasis"
 	"github.com/knowdp/knowdp/internal/testkit"
 	"github.com/knowdp/knowdp/noise"
 	"github.com/knowdp/knowdp/query"
@@ -52,12 +53,12 @@ func TestMaxObjective(t *testing.T) {
 			}
 			normalise(x)
 			w := map[domain.Cuboid]float64{}
-			for a, res := range p.res {
-				if res.status != resFree {
+			for a, res := range p.basis.Res {
+				if res.Status != resbasis.Free {
 					continue
 				}
-				for _, k := range res.covers {
-					w[a] += o.c[k] * x[k]
+				for _, k := range res.Covers {
+					w[a] += o.C[k] * x[k]
 				}
 			}
 			vars := p.tableVariances(w)

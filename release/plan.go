@@ -15,8 +15,8 @@ package release
 // release:
 //
 //   - every table and invariant at the finest level of every dimension:
-//     the residual basis of the marginals (workload.go), exact in linear
-//     passes;
+//     the residual basis of the marginals (package estimate/resbasis),
+//     exact in linear passes;
 //   - one hierarchical dimension at coarser levels, crossed with flat ones:
 //     the residual basis over the flat dimensions and two tree passes per
 //     residual (package estimate/hier), exact in linear passes;

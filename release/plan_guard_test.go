@@ -86,7 +86,7 @@ func TestPlanContext(t *testing.T) {
 		if _, err := newViewsPlanContext(ctx, s, spec); !errors.Is(err, context.Canceled) {
 			t.Errorf("%v: %v, want the context's error", views, err)
 		}
-		if _, err := newViewsPlan(s, spec); err != nil {
+		if _, err := newViewsPlanContext(context.Background(), s, spec); err != nil {
 			t.Errorf("%v without a deadline: %v", views, err)
 		}
 	}

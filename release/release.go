@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/estimate"
 	"github.com/knowdp/knowdp/integer"
@@ -202,27 +201,6 @@ func (rel *CuboidRelease) Warnings() []string {
 		w = append(w, "the released counts are the TRUE counts: the cuboid is determined by the exact cuboids ("+rel.SensitivityRule+"), so no noise is added")
 	}
 	return w
-}
-
-// releaseCube draws a differentially private release of spec.Cuboid from
-// the cube c.
-//
-// It adds Laplace noise of scale S/eps to every cell of the cuboid's
-// declared domain, where S is the generic sensitivity of that cuboid given
-// the exact cuboids (paper 3, Section 4; for a cuboid other than the base,
-// the safe bound S_Q(C) <= S_Q(C_base) of Lemma 4.4), then makes it
-// consistent with the invariants by least squares (Section 6). A cuboid
-// that can be computed from the invariants is public and is released
-// exactly. Noise for large cuboids is drawn in parallel from generators
-// split off r in a fixed order, so a seeded release is reproducible.
-func releaseCube(ctx context.Context, c *cube.Cube, spec cuboidSpec, r *noise.Rand) (*CuboidRelease, error) {
-	tables := map[domain.Cuboid][]float64{}
-	for _, n := range spec.Needs() {
-		if n&^domain.Base(c.Schema.NumDims()) == 0 {
-			tables[n] = c.Project(n)
-		}
-	}
-	return releaseFrom(ctx, c.Schema, tables, spec, r)
 }
 
 // Needs returns the cuboids whose exact counts releaseFrom needs: the

@@ -43,7 +43,7 @@ func TestGaussianRelease(t *testing.T) {
 		{[]domain.Cuboid{0b001, 0b010, 0b100}, domain.Base(3)},
 	} {
 		spec := cuboidSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.3), Delta: 1e-6, Exact: tc.exact, Cuboid: tc.release}
-		rel, err := releaseCube(ctx, c, spec, noise.NewRand())
+		rel, err := runCube(ctx, c, spec, noise.NewRand())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func TestGaussianMOE90Coverage(t *testing.T) {
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(5), s.Cells())}
 	for _, exact := range [][]domain.Cuboid{nil, {0b011, 0b110}} {
 		cov := coverage(t, 800, func(r *noise.Rand) ([][]float64, [][]float64, []float64) {
-			rel, err := releaseCube(ctx, c, cuboidSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.05), Delta: 1e-6, Exact: exact, Cuboid: domain.Base(3)}, r)
+			rel, err := runCube(ctx, c, cuboidSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.05), Delta: 1e-6, Exact: exact, Cuboid: domain.Base(3)}, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,14 +91,14 @@ func TestGaussianReleaseErrors(t *testing.T) {
 		spec cuboidSpec
 		want string
 	}{
-		{cuboidSpec{Mechanism: MechanismGaussian, Cuboid: domain.Base(2)}, "needs rho"},
+		{cuboidSpec{Mechanism: MechanismGaussian, Delta: 1e-6, Cuboid: domain.Base(2)}, "rho must be set"},
 		{cuboidSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Epsilon: eps(t, 1), Cuboid: domain.Base(2)}, "leave epsilon unset"},
 		{cuboidSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Sensitivity: 3, Cuboid: domain.Base(2)}, "cannot be overridden"},
 		{cuboidSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Delta: 1, Cuboid: domain.Base(2)}, "delta"},
 		{cuboidSpec{Mechanism: MechanismGaussian, Rho: rho(t, 1), Cuboid: domain.Base(2)}, "at a delta in (0, 1)"},
 		{cuboidSpec{Epsilon: eps(t, 1), Delta: 1e-6, Cuboid: domain.Base(2)}, "Gaussian releases only"},
 	} {
-		if _, err := releaseCube(context.Background(), c, tc.spec, noise.NewSeeded(1)); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := runCube(context.Background(), c, tc.spec, noise.NewSeeded(1)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want %q", tc.spec, err, tc.want)
 		}
 	}

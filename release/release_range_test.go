@@ -72,7 +72,7 @@ func TestReleaseLargeCountsNotClamped(t *testing.T) {
 			} else {
 				spec.Mechanism, spec.Rho, spec.Delta = MechanismGaussian, rho(t, tc.rho), 1e-6
 			}
-			rel, err := releaseCube(context.Background(), c, spec, noise.NewSeeded(11))
+			rel, err := runCube(context.Background(), c, spec, noise.NewSeeded(11))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +121,7 @@ func TestWorkloadLargeCountsNotClamped(t *testing.T) {
 			} else {
 				spec.Mechanism, spec.Rho, spec.Delta = MechanismGaussian, rho(t, tc.rho), 1e-6
 			}
-			rel, err := releaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(12))
+			rel, err := runWorkloadCube(context.Background(), c, spec, noise.NewSeeded(12))
 			if err != nil {
 				t.Fatal(err)
 			}

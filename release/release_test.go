@@ -36,11 +36,11 @@ func TestReleaseInvariantsHoldAndSeededIsReproducible(t *testing.T) {
 	exact := []domain.Cuboid{testkit.CuboidOf([]int{0, 1}), testkit.CuboidOf([]int{1, 2})}
 	for _, over := range []domain.Cuboid{domain.Base(4), testkit.CuboidOf([]int{0, 1, 3}), testkit.CuboidOf([]int{2, 3})} {
 		spec := cuboidSpec{Epsilon: eps(t, 0.5), Exact: exact, Cuboid: over}
-		a, err := releaseCube(context.Background(), c, spec, noise.NewSeeded(7))
+		a, err := runCube(context.Background(), c, spec, noise.NewSeeded(7))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := releaseCube(context.Background(), c, spec, noise.NewSeeded(7))
+		b, _ := runCube(context.Background(), c, spec, noise.NewSeeded(7))
 		for i := range a.Counts {
 			if a.Counts[i] != b.Counts[i] {
 				t.Fatalf("seeded releases differ at %d", i)
@@ -74,7 +74,7 @@ func TestReleaseInvariantsHoldAndSeededIsReproducible(t *testing.T) {
 func TestReleasePublicCuboidIsExact(t *testing.T) {
 	s := testkit.TestSchema(t, 3, 4, 2)
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(2), s.Cells())}
-	rel, err := releaseCube(context.Background(), c, cuboidSpec{
+	rel, err := runCube(context.Background(), c, cuboidSpec{
 		Epsilon: eps(t, 1), Exact: []domain.Cuboid{testkit.CuboidOf([]int{0, 1})}, Cuboid: testkit.CuboidOf([]int{1}),
 	}, noise.NewRand())
 	if err != nil {
@@ -102,7 +102,7 @@ func TestReleaseNonNegative(t *testing.T) {
 	for i := range c.Counts {
 		c.Counts[i] = float64(r.Uint64N(2))
 	}
-	rel, err := releaseCube(context.Background(), c, cuboidSpec{
+	rel, err := runCube(context.Background(), c, cuboidSpec{
 		Epsilon: eps(t, 0.5), Exact: []domain.Cuboid{testkit.CuboidOf([]int{0}), testkit.CuboidOf([]int{1, 2})}, Cuboid: domain.Base(3), NonNegative: true, Tol: 1e-7,
 	}, r)
 	if err != nil {
@@ -127,11 +127,11 @@ func TestReleaseRejectsBadSpec(t *testing.T) {
 		want string
 	}{
 		{"no epsilon", cuboidSpec{Cuboid: domain.Base(2)}, "epsilon"},
-		{"cuboid beyond schema", cuboidSpec{Epsilon: eps(t, 1), Cuboid: 1 << 4}, "beyond the schema"},
-		{"exact beyond schema", cuboidSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), Exact: []domain.Cuboid{1 << 3}}, "beyond the schema"},
+		{"cuboid beyond schema", cuboidSpec{Epsilon: eps(t, 1), Cuboid: 1 << 4}, "table 1: view 0x10 names dimensions the schema (2 dimensions) does not have"},
+		{"exact beyond schema", cuboidSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), Exact: []domain.Cuboid{1 << 3}}, "exact view 1: view 0x8 names dimensions the schema (2 dimensions) does not have"},
 		{"negative sensitivity", cuboidSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), Sensitivity: -1}, "sensitivity"},
 	} {
-		if _, err := releaseCube(context.Background(), c, tc.spec, noise.NewRand()); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := runCube(context.Background(), c, tc.spec, noise.NewRand()); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one mentioning %q", tc.name, err, tc.want)
 		}
 	}
@@ -215,7 +215,7 @@ func TestReleaseWriteCSVAndMetadata(t *testing.T) {
 	}
 	c := &cube.Cube{Schema: s, Counts: []float64{1, 2, 3, 4}}
 	sex, _ := s.CuboidOf("sex")
-	rel, err := releaseCube(context.Background(), c, cuboidSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{sex}, Cuboid: domain.Base(2)}, noise.NewSeeded(1))
+	rel, err := runCube(context.Background(), c, cuboidSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{sex}, Cuboid: domain.Base(2)}, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func BenchmarkRelease(b *testing.B) {
 func TestReleaseNonNegativeNeverFailsOnData(t *testing.T) {
 	s := testkit.TestSchema(t, 3, 4)
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(8), s.Cells())}
-	rel, err := releaseCube(context.Background(), c, cuboidSpec{
+	rel, err := runCube(context.Background(), c, cuboidSpec{
 		Epsilon: eps(t, 0.1), Exact: []domain.Cuboid{testkit.CuboidOf([]int{0})}, Cuboid: domain.Base(2), NonNegative: true, Tol: 1e-300,
 	}, noise.NewSeeded(9))
 	if err != nil {
@@ -344,7 +344,7 @@ func TestReleaseSensitivityOverride(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &cube.Cube{Schema: tc.s, Counts: make([]float64, tc.s.Cells())}
-			rel, err := releaseCube(context.Background(), c, cuboidSpec{Epsilon: eps(t, 1), Exact: tc.exact, Cuboid: domain.Base(3), Sensitivity: tc.given}, noise.NewRand())
+			rel, err := runCube(context.Background(), c, cuboidSpec{Epsilon: eps(t, 1), Exact: tc.exact, Cuboid: domain.Base(3), Sensitivity: tc.given}, noise.NewRand())
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
@@ -386,7 +386,7 @@ func TestReleaseNotPrivateMarks(t *testing.T) {
 		{"domains from data", true, noise.NewRand(), false, 1},
 		{"both", true, noise.NewSeeded(1), false, 2},
 	} {
-		rel, err := releaseCube(context.Background(), c, cuboidSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), DomainsFromData: tc.fromData}, tc.r)
+		rel, err := runCube(context.Background(), c, cuboidSpec{Epsilon: eps(t, 1), Cuboid: domain.Base(2), DomainsFromData: tc.fromData}, tc.r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -479,7 +479,7 @@ func TestPlanCuboidMatchesRelease(t *testing.T) {
 			if tc.seeded {
 				r = noise.NewSeeded(1)
 			}
-			rel, err := releaseCube(context.Background(), c, tc.spec, r)
+			rel, err := runCube(context.Background(), c, tc.spec, r)
 			if err != nil {
 				t.Fatal(err)
 			}

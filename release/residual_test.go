@@ -69,7 +69,7 @@ func TestResidualReleaseSimulation(t *testing.T) {
 		}
 		r := noise.NewSeeded(77)
 		for range runs {
-			w, err := releaseWorkloadCube(ctx, c, spec, noise.NewSeeded(r.Uint64()))
+			w, err := runWorkloadCube(ctx, c, spec, noise.NewSeeded(r.Uint64()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,7 +212,7 @@ func TestResidualMeasurementsSaved(t *testing.T) {
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(2), s.Cells())}
 	spec := workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: []domain.Cuboid{0b001},
 		Cuboids: []domain.Cuboid{0b011, 0b110, 0b101}, Strategy: MeasureResiduals, KeepMeasurements: true}
-	w, err := releaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(4))
+	w, err := runWorkloadCube(context.Background(), c, spec, noise.NewSeeded(4))
 	if err != nil {
 		t.Fatal(err)
 	}

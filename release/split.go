@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/knowdp/knowdp/domain"
+	"github.com/knowdp/knowdp/estimate/resbasis"
 	splitplan "github.com/knowdp/knowdp/plan"
 	"github.com/knowdp/knowdp/sensitivity"
 )
@@ -109,9 +110,9 @@ type SplitCertificate struct {
 }
 
 // problem returns the split problem of the objective.
-func (o objective) problem() splitplan.Problem {
-	pr := splitplan.Problem{Weights: o.a, Covers: o.covers, Coef: o.c, Power: 2}
-	if o.power == 1 {
+func problemOf(o resbasis.Objective) splitplan.Problem {
+	pr := splitplan.Problem{Weights: o.A, Covers: o.Covers, Coef: o.C, Power: 2}
+	if o.Power == 1 {
 		pr.Power = 1
 	}
 	return pr
@@ -124,15 +125,15 @@ func (o objective) problem() splitplan.Problem {
 // span too many orders of magnitude), never with a split that is not one.
 func (p *workloadPlan) optimalFractions(ctx context.Context) ([]float64, error) {
 	o := p.objective()
-	k := len(o.c)
-	if len(o.a) == 0 {
+	k := len(o.C)
+	if len(o.A) == 0 {
 		equal := make([]float64, k)
 		for i := range equal {
 			equal[i] = 1 / float64(k)
 		}
 		return equal, nil // every table is public: nothing to optimise
 	}
-	for i, a := range o.a {
+	for i, a := range o.A {
 		if !(a > 0) || math.IsInf(a, 0) {
 			return nil, fmt.Errorf("workload: optimal split: the weighted variance of residual %d is %v (the weights are too large or too small to sum)", i, a)
 		}
@@ -140,7 +141,7 @@ func (p *workloadPlan) optimalFractions(ctx context.Context) ([]float64, error) 
 	if k == 1 {
 		// One measurement takes the whole budget: the only point of the
 		// simplex is the optimum, exactly.
-		v := o.value([]float64{1})
+		v := o.Value([]float64{1})
 		p.cert = &SplitCertificate{Bound: v, Gap: 0, Global: true, Method: "one measurement: it takes the whole budget"}
 		return []float64{1}, nil
 	}
@@ -148,7 +149,7 @@ func (p *workloadPlan) optimalFractions(ctx context.Context) ([]float64, error) 
 	if p.start != nil {
 		starts = append(starts, p.start)
 	}
-	res, err := splitplan.Solve(ctx, o.problem(), splitplan.Options{Starts: starts})
+	res, err := splitplan.Solve(ctx, problemOf(o), splitplan.Options{Starts: starts})
 	if err != nil {
 		// planWorkload checked the rest of what Solve checks (every needed
 		// residual is covered, shares are positive).
@@ -179,7 +180,7 @@ func (p *workloadPlan) finishObjective() error {
 	// the calibrated variance, a hair above the model where the grid or a
 	// residual measurement's rounding costs something (about 2e-6 at most,
 	// which the tables' variances include).
-	p.objValue = o.value(x)
+	p.objValue = o.Value(x)
 	if p.maxVar {
 		p.objValue = p.maxObjective()
 	}
@@ -208,7 +209,7 @@ func (p *workloadPlan) downClosure() []domain.Cuboid {
 	}
 	var subs []domain.Cuboid
 	for _, t := range p.tables {
-		for a := range p.subsets(t.Cuboid) {
+		for a := range p.basis.Subsets(t.Cuboid) {
 			if !seen[a] {
 				seen[a] = true
 				subs = append(subs, a)
@@ -275,7 +276,7 @@ func (spec workloadSpec) SplitWork(s *domain.Schema) (float64, error) {
 		// The residuals alone, and under invariants with the lattice.
 		res := req
 		res.residuals = p1.freeResiduals()
-		if r := p1.res[0]; r != nil && r.status == resFree && r.a > 0 {
+		if r := p1.basis.Res[0]; r != nil && r.Status == resbasis.Free && r.Weight > 0 {
 			res.Measure = []domain.Cuboid{0}
 		}
 		p3, err := measuredPlan(s, res, nil)
@@ -315,14 +316,14 @@ func (spec workloadSpec) SplitWork(s *domain.Schema) (float64, error) {
 // start (the options optimalFractions gives Solve) or without.
 func (p *workloadPlan) splitWork(start bool) float64 {
 	o := p.objective()
-	if len(o.a) == 0 {
+	if len(o.A) == 0 {
 		return 0
 	}
 	var opt splitplan.Options
 	if start {
 		opt.Starts = make([][]float64, 1)
 	}
-	return splitplan.WorkBound(o.problem().Shape(), opt)
+	return splitplan.WorkBound(problemOf(o).Shape(), opt)
 }
 
 // planStrategy plans a release whose strategy chooses the measurements:
@@ -388,7 +389,7 @@ func planStrategy(ctx context.Context, s *domain.Schema, spec workloadSpec) (*wo
 		// certified optimum over all of them).
 		res := req
 		res.Measure, res.residuals = nil, p1.freeResiduals()
-		if r := p1.res[0]; r != nil && r.status == resFree && r.a > 0 {
+		if r := p1.basis.Res[0]; r != nil && r.Status == resbasis.Free && r.Weight > 0 {
 			res.Measure = []domain.Cuboid{0}
 		}
 		p3, err := planMeasured(ctx, s, res, nil)
@@ -484,8 +485,8 @@ func (p *workloadPlan) oneMarginal() bool {
 // in a fixed order.
 func (p *workloadPlan) freeResiduals() []domain.Cuboid {
 	var out []domain.Cuboid
-	for a, r := range p.res {
-		if r.status == resFree && r.a > 0 && a != 0 {
+	for a, r := range p.basis.Res {
+		if r.Status == resbasis.Free && r.Weight > 0 && a != 0 {
 			out = append(out, a)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/knowdp/knowdp/estimate/resbasis"
 	"github.com/knowdp/knowdp/privacy"
 )
 
@@ -25,9 +26,9 @@ import (
 // (Σ_{A⊆C} π_A |A| = |C|), so this bounds every marginal strategy below.
 func residualPlannerOptimum(p *workloadPlan, rho float64) float64 {
 	var sum float64
-	for a, r := range p.res {
-		if r.status == resFree && r.a > 0 {
-			sum += math.Sqrt(r.a * p.pi(a) * float64(p.s.CuboidSize(a)) / 2)
+	for a, r := range p.basis.Res {
+		if r.Status == resbasis.Free && r.Weight > 0 {
+			sum += math.Sqrt(r.Weight * p.basis.Pi(a) * float64(p.s.CuboidSize(a)) / 2)
 		}
 	}
 	return sum * sum / rho

@@ -29,7 +29,7 @@ func denseObjective(t *testing.T, s *domain.Schema, spec workloadSpec, seed uint
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr := p.objective().problem()
+	pr := problemOf(p.objective())
 	f, _ := plantest.DenseMin(pr, rand.New(rand.NewPCG(seed, 1)), 20)
 	return f
 }
@@ -131,7 +131,7 @@ func TestSplitAgainstDense(t *testing.T) {
 		}
 		checked++
 		o := p.objective()
-		for _, cov := range o.covers {
+		for _, cov := range o.Covers {
 			if len(cov) > 1 {
 				shared++ // a residual two measurements share: the hard case
 				break
@@ -150,7 +150,7 @@ func TestSplitMetadata(t *testing.T) {
 	c := &cube.Cube{Schema: s, Counts: make([]float64, s.Cells())}
 	for _, split := range []Split{SplitOptimal, SplitEqual} {
 		spec := workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0}, Cuboids: []domain.Cuboid{0b110, 0b010, 0b100, 0b001}, Weights: []float64{5, 1, 1, 5}, Split: split}
-		rel, err := releaseWorkloadCube(t.Context(), c, spec, noise.NewSeeded(3))
+		rel, err := runWorkloadCube(t.Context(), c, spec, noise.NewSeeded(3))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +221,7 @@ func TestMeasureMarginals(t *testing.T) {
 	c := &cube.Cube{Schema: s, Counts: testkit.RandomTable(noise.NewSeeded(4), s.Cells())}
 	sp := spec
 	sp.Strategy = MeasureBest
-	rel, err := releaseWorkloadCube(t.Context(), c, sp, noise.NewSeeded(5))
+	rel, err := runWorkloadCube(t.Context(), c, sp, noise.NewSeeded(5))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestReleaseViewsCores(t *testing.T) {
 	}
 	s, weights := nationalSchema(t, 20_000)
 	spec := nationalSpec(t, s, SplitSpine)
-	plan, err := newViewsPlan(s, spec)
+	plan, err := newViewsPlanContext(context.Background(), s, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestViewMetadataStatesApproximation(t *testing.T) {
 		} else {
 			spec.Epsilon = mustEps(t, 1)
 		}
-		needs, err := spec.Needs(s)
+		needs, err := needsOf(s, spec.spec())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestViewMetadataStatesApproximation(t *testing.T) {
 		for _, v := range needs {
 			counts[v], _ = s.RollUp(domain.View{Dims: domain.Base(3)}, base, v)
 		}
-		rel, err := releaseViews(context.Background(), s, counts, spec, noise.NewSeeded(1))
+		rel, err := runViews(context.Background(), s, counts, spec, noise.NewSeeded(1))
 		if err != nil {
 			t.Fatal(err)
 		}

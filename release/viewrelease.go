@@ -29,7 +29,7 @@ import (
 
 // viewSpec says which views to release together and how. It is the
 // workloadSpec of views; a spec whose views and invariants all stand at
-// their finest levels is released by releaseWorkload.
+// their finest levels is released by the workload engine (workload.go).
 type viewSpec struct {
 	// Epsilon is the total privacy loss (Laplace); Rho and Delta the zCDP
 	// budget and the delta of its stated (eps, delta) equivalent
@@ -79,21 +79,9 @@ func (spec viewSpec) flat() (workloadSpec, bool) {
 	return w, spec.Split != SplitSpine
 }
 
-// Needs returns the views whose exact counts releaseViews needs: the
-// invariants, then the views that will be measured. It depends on the
-// schema and the spec only.
-func (spec viewSpec) Needs(s *domain.Schema) ([]domain.View, error) {
-	p, err := newViewsPlan(s, spec)
-	if err != nil {
-		return nil, err
-	}
-	return p.Needs(), nil
-}
-
 // viewsPlan is a release of views planned from the schema and the spec
 // alone (what to measure, the split, the errors): counting the views it
-// Needs and releasing them from the plan plans once, where Needs and
-// releaseViews would plan twice.
+// Needs and releasing them from the plan plans once.
 type viewsPlan struct {
 	spec viewSpec
 	// flat is the plan of a spec whose views all stand at their finest
@@ -102,14 +90,9 @@ type viewsPlan struct {
 	p    *viewPlan
 }
 
-// newViewsPlan plans the release spec describes, as releaseViews would, and
-// returns its errors.
-func newViewsPlan(s *domain.Schema, spec viewSpec) (*viewsPlan, error) {
-	return newViewsPlanContext(context.Background(), s, spec)
-}
-
-// newViewsPlanContext is newViewsPlan under ctx: the optimal split's search
-// stops when ctx ends, and the plan fails with ctx's error.
+// newViewsPlanContext plans the release spec describes and returns its
+// errors, under ctx: the optimal split's search stops when ctx ends, and
+// the plan fails with ctx's error.
 func newViewsPlanContext(ctx context.Context, s *domain.Schema, spec viewSpec) (*viewsPlan, error) {
 	if w, ok := spec.flat(); ok {
 		wp, err := newWorkloadPlanContext(ctx, s, w, false)
@@ -501,27 +484,15 @@ func (p *viewPlan) chooseShares(ctx context.Context) error {
 	return nil
 }
 
-// releaseViews draws a differentially private release of the spec's views
-// from the exact counts of the views spec.Needs(s) lists (AggregateViews
-// counts them). A spec whose views all stand at their finest levels is
-// released by releaseWorkload; otherwise each measured view gets noise
-// calibrated to its generic sensitivity under the exact views and a share
-// of the budget, the shares adding up to at most the budget (sequential
+// releaseFrom draws the planned release from the exact counts of the views
+// Needs lists (more are ignored). Each measured view gets noise calibrated
+// to its generic sensitivity under the exact views and a share of the
+// budget, the shares adding up to at most the budget (sequential
 // composition, or zCDP for Gaussian noise), and every table comes from one
 // exact least-squares estimate subject to the invariants
 // (docs/hierarchy.md). Every table's cells carry their own margin of error
 // (MOE90s: the error's law differs from one node of the hierarchy to
 // another).
-func releaseViews(ctx context.Context, s *domain.Schema, counts map[domain.View][]float64, spec viewSpec, r *noise.Rand) (*Release, error) {
-	p, err := newViewsPlanContext(ctx, s, spec)
-	if err != nil {
-		return nil, err
-	}
-	return p.releaseFrom(ctx, counts, r)
-}
-
-// releaseFrom draws the planned release from the exact counts of the views
-// Needs lists, as releaseViews does with the same spec and generator.
 func (vp *viewsPlan) releaseFrom(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
 	if vp.flat != nil {
 		exact := make(map[domain.Cuboid][]float64, len(counts))

@@ -189,7 +189,7 @@ func TestReleaseViewsConsistent(t *testing.T) {
 	spec := viewSpec{Epsilon: mustEps(t, 1), Split: SplitSpine,
 		Views: []domain.View{testkit.MustView(t, s, "geo:region"), testkit.MustView(t, s, "geo:state,sex"), testkit.MustView(t, s, "geo,sex,age"), testkit.MustView(t, s, "geo:state")},
 		Exact: []domain.View{testkit.MustView(t, s, "geo:state")}}
-	needs, err := spec.Needs(s)
+	needs, err := needsOf(s, spec.spec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestReleaseViewsConsistent(t *testing.T) {
 	for _, v := range needs {
 		counts[v], _ = s.RollUp(domain.View{Dims: domain.Base(3)}, base, v)
 	}
-	rel, err := releaseViews(context.Background(), s, counts, spec, noise.NewSeeded(1))
+	rel, err := runViews(context.Background(), s, counts, spec, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestReleaseViewsCoverage(t *testing.T) {
 		} else {
 			spec.Epsilon = mustEps(t, 1)
 		}
-		needs, err := spec.Needs(s)
+		needs, err := needsOf(s, spec.spec())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +267,7 @@ func TestReleaseViewsCoverage(t *testing.T) {
 		in, all := map[string]int{}, map[string]int{}
 		r := noise.NewSeeded(12)
 		for range runs {
-			rel, err := releaseViews(context.Background(), s, counts, spec, r.Split())
+			rel, err := runViews(context.Background(), s, counts, spec, r.Split())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,28 +5,11 @@ package release
 // invariants, so that every released table agrees with every other and with
 // the invariants exactly.
 //
-// Model. Measurement j adds grid Laplace noise of per-cell variance v_j to
-// every cell of cuboid C_j, giving z_j. The estimate minimises
-//
-//	Σ_j (1/v_j) ||M_j y - z_j||²  subject to  M_E y = e for every invariant E
-//
-// over base tables y. With P_A the projection onto the A-residual subspace
-// (residual.go), M_C^T M_C = deg(C) Σ_{A⊆C} P_A, so both the objective and
-// the constraints split over residuals: the invariants fix exactly the
-// residuals A ⊆ E (the down-closure of the invariants), and each other
-// residual is the weighted mean of what the measurements covering it say:
-//
-//	r_A = Σ_{j: A⊆C_j} β_{A,j} centre_A(marginal_A z_j),
-//	β_{A,j} = (1/(v_j |C_j|)) / W_A,  W_A = Σ_{k: A⊆C_k} 1/(v_k |C_k|),
-//
-// (deg(C_j) = N/|C_j|, so the weight of measurement j in the normal
-// equations, deg(C_j)/v_j, is proportional to 1/(v_j |C_j|)). A table C is
-// then ŷ_C(c) = Σ_{A⊆C} (|A|/|C|) r_A(c_A), and since residuals are
-// uncorrelated and centring is a projection, every cell of C has variance
-//
-//	Var ŷ_C = Σ_{A⊆C free} (|A|/|C|)² π_A / (|A| W_A),  π_A = Π_{i∈A} (1 - 1/n_i).
-//
-// Residuals over a dimension of size 1 are zero and play no part.
+// The estimate and its variances are package estimate/resbasis's: the
+// residual basis of the marginals (McKenna et al.; ResidualPlanner's
+// Theorem) splits the least-squares problem into one weighted mean per
+// residual, exact in linear passes. This file plans what resbasis solves
+// (what to measure, each measurement's noise and share) and publishes it.
 
 import (
 	"bytes"
@@ -42,6 +25,7 @@ import (
 	"github.com/knowdp/knowdp/cube"
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/estimate"
+	"github.com/knowdp/knowdp/estimate/resbasis"
 	"github.com/knowdp/knowdp/gls"
 	"github.com/knowdp/knowdp/internal/tensor"
 	"github.com/knowdp/knowdp/noise"
@@ -325,21 +309,6 @@ type Release struct {
 	family string
 }
 
-// residual is one residual A of the workload and what the plan knows about it.
-type residual struct {
-	status int     // zero, fixed or free
-	source int     // for a fixed residual: the invariant it is taken from
-	covers []int   // for a free one: the measurements whose cuboid contains A
-	a      float64 // its weight in the objective: π_A Σ_{C⊇A} w_C |A|/|C|
-	w      float64 // W_A (free residuals, once shares are known)
-}
-
-const (
-	resZero = iota
-	resFixed
-	resFree
-)
-
 // measurement is one noisy cuboid of the plan, or one residual of a
 // cuboid (resid: its Helmert contrasts, residual.go).
 type measurement struct {
@@ -378,7 +347,7 @@ type workloadPlan struct {
 	exact       []domain.Cuboid
 	tables      []Table
 	meas        []measurement
-	res         map[domain.Cuboid]*residual
+	basis       *resbasis.Basis
 	budget      privacy.Epsilon
 	mech        Mechanism
 	rho         privacy.Rho
@@ -399,17 +368,6 @@ type workloadPlan struct {
 	// objKind is what the split minimises (maxVar: ObjectiveMax).
 	objKind Objective
 	maxVar  bool
-}
-
-// Needs returns the cuboids whose exact counts releaseWorkload needs: the
-// invariants, then the cuboids that will be measured. It depends on the
-// schema and the spec only.
-func (spec workloadSpec) Needs(s *domain.Schema) ([]domain.Cuboid, error) {
-	p, err := planWorkload(s, spec)
-	if err != nil {
-		return nil, err
-	}
-	return p.needs(), nil
 }
 
 func (p *workloadPlan) needs() []domain.Cuboid {
@@ -590,15 +548,15 @@ func measuredPlan(s *domain.Schema, spec workloadSpec, start []float64) (*worklo
 	p.ncands = len(p.meas)
 	p.classify()
 	for _, t := range p.tables {
-		for a := range p.subsets(t.Cuboid) {
-			r := p.res[a]
+		for a := range p.basis.Subsets(t.Cuboid) {
+			r := p.basis.Res[a]
 			switch {
-			case r.status != resFree:
+			case r.Status != resbasis.Free:
 			case t.Public:
 				// GenericSensitivity is 0 exactly when an invariant
 				// determines the cuboid: when every residual of it is fixed.
 				return nil, fmt.Errorf("release: cuboid %s has generic sensitivity 0 but is not determined by the exact cuboids", s.Format(t.Cuboid))
-			case len(r.covers) == 0:
+			case len(r.Covers) == 0:
 				return nil, fmt.Errorf("release: cuboid %s cannot be estimated: no measured cuboid contains %s and no exact cuboid fixes it", s.Format(t.Cuboid), s.Format(a))
 			}
 		}
@@ -640,78 +598,28 @@ func (p *workloadPlan) rowSensitivity(c domain.Cuboid, override int) (sensitivit
 	return sensitivity.Sensitivity{Value: override, Rule: fmt.Sprintf("given by the caller, at least the generic sensitivity %d (%s)", sens.Value, sens.Rule)}, nil
 }
 
-// subsets yields the subsets of c without dimensions of size 1 (whose
-// residuals are zero).
-func (p *workloadPlan) subsets(c domain.Cuboid) func(yield func(domain.Cuboid) bool) {
-	c &^= sensitivity.TrivialDims(p.s)
-	return func(yield func(domain.Cuboid) bool) {
-		for a := c; ; a = (a - 1) & c {
-			if !yield(a) || a == 0 {
-				return
-			}
-		}
-	}
-}
-
-// classify builds the residuals of every requested cuboid: fixed by an
-// invariant, or free and covered by some measurements, with their weight in
-// the objective.
+// classify builds the residual basis of the requested cuboids under the
+// invariants and the measurements (resbasis.New).
 func (p *workloadPlan) classify() {
-	trivial := sensitivity.TrivialDims(p.s)
-	p.res = map[domain.Cuboid]*residual{}
-	get := func(a domain.Cuboid) *residual {
-		if r, ok := p.res[a]; ok {
-			return r
-		}
-		r := &residual{status: resFree, source: -1}
-		if a&trivial != 0 {
-			r.status = resZero
-		} else {
-			for i, e := range p.exact {
-				if a.AncestorOf(e) {
-					r.status, r.source = resFixed, i
-					break
-				}
-			}
-		}
-		p.res[a] = r
-		return r
+	tables := make([]resbasis.Table, len(p.tables))
+	for i, t := range p.tables {
+		tables[i] = resbasis.Table{Cuboid: t.Cuboid, Weight: t.Weight}
 	}
-	for _, t := range p.tables {
-		size := float64(p.s.CuboidSize(t.Cuboid))
-		for a := range p.subsets(t.Cuboid) {
-			r := get(a)
-			if r.status == resFree {
-				r.a += t.Weight * p.pi(a) * float64(p.s.CuboidSize(a)) / size
-			}
-		}
-	}
+	p.basis = resbasis.New(p.sizes, p.exact, tables, p.basisMeasurements())
+}
+
+// basisMeasurements returns the measurements as resbasis takes them.
+func (p *workloadPlan) basisMeasurements() []resbasis.Measurement {
+	out := make([]resbasis.Measurement, len(p.meas))
 	for k, m := range p.meas {
-		for a := range p.informs(m) {
-			if r := get(a); r.status == resFree {
-				r.covers = append(r.covers, k)
-			}
-		}
+		out[k] = m.basis()
 	}
+	return out
 }
 
-// informs yields the residuals a measurement informs: every residual of a
-// measured cuboid, the one residual of a residual measurement.
-func (p *workloadPlan) informs(m measurement) func(yield func(domain.Cuboid) bool) {
-	if m.resid {
-		return func(yield func(domain.Cuboid) bool) { yield(m.c) }
-	}
-	return p.subsets(m.c)
-}
-
-// pi returns π_A = Π_{i∈A} (1 - 1/n_i), the variance a unit-variance
-// marginal cell keeps after centring along A.
-func (p *workloadPlan) pi(a domain.Cuboid) float64 {
-	v := 1.0
-	for _, i := range a.Dims() {
-		v *= 1 - 1/float64(p.sizes[i])
-	}
-	return v
+// basis returns the measurement as resbasis takes it.
+func (m measurement) basis() resbasis.Measurement {
+	return resbasis.Measurement{Cuboid: m.c, Residual: m.resid, Variance: m.v}
 }
 
 // chooseShares sets every measurement's share of the budget (multiples of
@@ -792,16 +700,8 @@ func (p *workloadPlan) chooseShares(ctx context.Context) error {
 // setCoverage records, for every free residual, the measurements covering
 // it and W_A, and the measured tables' noise.
 func (p *workloadPlan) setCoverage() {
-	for _, r := range p.res {
-		r.covers, r.w = r.covers[:0], 0
-	}
-	for k, m := range p.meas {
-		for a := range p.informs(m) {
-			if r := p.res[a]; r.status == resFree {
-				r.covers = append(r.covers, k)
-				r.w += 1 / (m.v * float64(p.s.CuboidSize(m.c)))
-			}
-		}
+	p.basis.Cover(p.basisMeasurements())
+	for _, m := range p.meas {
 		if m.resid {
 			continue // no table is measured itself
 		}
@@ -836,13 +736,13 @@ func (p *workloadPlan) measurements() []Measurement {
 // coveredWithout reports whether every free residual of measurement k is
 // covered by another measurement with a positive fraction.
 func (p *workloadPlan) coveredWithout(k int, frac []float64) bool {
-	for a := range p.informs(p.meas[k]) {
-		r := p.res[a]
-		if r.status != resFree || r.a == 0 {
+	for a := range p.basis.Informs(p.meas[k].basis()) {
+		r := p.basis.Res[a]
+		if r.Status != resbasis.Free || r.Weight == 0 {
 			continue // fixed, or no table needs it
 		}
 		ok := false
-		for _, j := range r.covers {
+		for _, j := range r.Covers {
 			ok = ok || (j != k && frac[j] > 0)
 		}
 		if !ok {
@@ -859,132 +759,30 @@ func (p *workloadPlan) finishErrors() {
 		if t.Public {
 			continue
 		}
-		t.Variance = p.cellVariance(t.Cuboid)
+		t.Variance = p.basis.CellVariance(t.Cuboid)
 		t.MOE90 = p.moe90(t.Cuboid)
 	}
 }
 
-// cellVariance is Var ŷ_C for every cell of c (file comment).
-func (p *workloadPlan) cellVariance(c domain.Cuboid) float64 {
-	size := float64(p.s.CuboidSize(c))
-	var v float64
-	for a := range p.subsets(c) {
-		if r := p.res[a]; r.status == resFree {
-			na := float64(p.s.CuboidSize(a))
-			v += na * p.pi(a) / (size * size * r.w)
-		}
-	}
-	return v
-}
-
 // objective is the weighted total variance Σ_C w_C |C| Var ŷ_C as a
-// function of the budget fractions x (eps_k = eps x_k), with v_k = 2
-// (S_k/eps_k)²; and its gradient. Per free residual it is a_A / W_A with
-// W_A = Σ_{k covers A} c_k x_k², c_k = eps²/(2 S_k² |C_k|).
-type objective struct {
-	a      []float64
-	covers [][]int
-	c      []float64
-	// power is how a measurement's precision grows with its share x:
-	// x^2 for Laplace noise (variance ∝ 1/eps^2), x for Gaussian noise
-	// (variance ∝ 1/rho), where the problem is convex.
-	power float64
-}
-
-// pow is x^power for the two powers used, and dpow its derivative.
-func (o objective) pow(x float64) float64 {
-	if o.power == 1 {
-		return x
-	}
-	return x * x
-}
-
-func (o objective) dpow(x float64) float64 {
-	if o.power == 1 {
-		return 1
-	}
-	return 2 * x
-}
-
-func (p *workloadPlan) objective() objective {
-	o := objective{power: 2}
+// function of the budget fractions (resbasis.Objective), with the
+// measurements' coefficients: eps²/(2 S_k² |C_k|) for Laplace noise,
+// 2 rho/(l2_k² |C_k|) for Gaussian noise.
+func (p *workloadPlan) objective() resbasis.Objective {
+	power := 2.0
+	c := make([]float64, 0, len(p.meas))
 	eps := p.budget.Float64()
 	for _, m := range p.meas {
 		if p.mech == MechanismGaussian {
 			// 1/v = 2 rho x / l2^2 for sigma^2 = l2^2 / (2 rho x).
-			o.power = 1
-			o.c = append(o.c, 2*p.rho.Float64()/(m.l2*m.l2*float64(p.s.CuboidSize(m.c))))
+			power = 1
+			c = append(c, 2*p.rho.Float64()/(m.l2*m.l2*float64(p.s.CuboidSize(m.c))))
 			continue
 		}
 		s := float64(m.sens)
-		o.c = append(o.c, eps*eps/(2*s*s*float64(p.s.CuboidSize(m.c))))
+		c = append(c, eps*eps/(2*s*s*float64(p.s.CuboidSize(m.c))))
 	}
-	keys := make([]domain.Cuboid, 0, len(p.res))
-	for a, r := range p.res {
-		if r.status == resFree && r.a > 0 {
-			keys = append(keys, a)
-		}
-	}
-	slices.Sort(keys) // a fixed order: the sums below do not depend on map order
-	for _, a := range keys {
-		o.a = append(o.a, p.res[a].a)
-		o.covers = append(o.covers, p.res[a].covers)
-	}
-	return o
-}
-
-func (o objective) value(x []float64) float64 {
-	var f float64
-	for i, a := range o.a {
-		var w float64
-		for _, k := range o.covers[i] {
-			w += o.c[k] * o.pow(x[k])
-		}
-		f += a / w
-	}
-	return f
-}
-
-func (o objective) gradient(x, g []float64) {
-	clear(g)
-	for i, a := range o.a {
-		var w float64
-		for _, k := range o.covers[i] {
-			w += o.c[k] * o.pow(x[k])
-		}
-		for _, k := range o.covers[i] {
-			g[k] -= a * o.c[k] * o.dpow(x[k]) / (w * w)
-		}
-	}
-}
-
-// closedForm returns the fractions x_k ∝ (B_k / c_k)^(1/3), where B_k sums
-// a_A / (number of measurements covering A) over k's residuals: the exact
-// optimum of Σ_k B_k/(c_k x_k²) on the simplex, which is the objective when
-// no free residual is shared.
-func (o objective) closedForm() []float64 {
-	b := make([]float64, len(o.c))
-	for i, a := range o.a {
-		for _, k := range o.covers[i] {
-			b[k] += a / float64(len(o.covers[i]))
-		}
-	}
-	x := make([]float64, len(b))
-	var sum float64
-	for k := range x {
-		// Minimising sum_k b_k / (c_k x_k^p) on the simplex: x_k is
-		// proportional to (b_k/c_k)^(1/(p+1)).
-		if o.power == 1 {
-			x[k] = math.Sqrt(b[k] / o.c[k])
-		} else {
-			x[k] = math.Cbrt(b[k] / o.c[k])
-		}
-		sum += x[k]
-	}
-	for k := range x {
-		x[k] /= sum
-	}
-	return x
+	return p.basis.NewObjective(c, power)
 }
 
 func normalise(x []float64) {
@@ -1007,29 +805,18 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-// releaseWorkload draws a differentially private release of the spec's
-// cuboids from the exact counts of the cuboids spec.Needs(s) lists (more
-// are ignored; the dense base cube is never needed).
+// release draws the planned release from the exact counts of the cuboids
+// needs lists (more are ignored; the dense base cube is never needed).
 //
-// Each measured cuboid gets grid Laplace noise of scale S/eps_j on every
-// cell of its declared domain, where S is its generic sensitivity under the
-// invariants (Lemma 4.4) and eps_j its share; the shares sum to at most
-// spec.Epsilon, so by sequential composition the release is
-// spec.Epsilon-differentially private with respect to the worst-case
-// induced neighbours. Every table is then derived from one weighted
-// least-squares estimate subject to the invariants (derived in
+// Each measured cuboid gets noise calibrated to its generic sensitivity
+// under the invariants (Lemma 4.4) and its share of the budget; the shares
+// add up to at most the budget (sequential composition, or zCDP for
+// Gaussian noise), so the release is private with respect to the
+// worst-case induced neighbours. Every table is then derived from one
+// weighted least-squares estimate subject to the invariants (derived in
 // docs/release.md), which is post-processing. Noise for each measurement
 // comes from r.Split() taken in the measurements' order, so a seeded
 // release is reproducible.
-func releaseWorkload(ctx context.Context, s *domain.Schema, exact map[domain.Cuboid][]float64, spec workloadSpec, r *noise.Rand) (*Release, error) {
-	p, err := planWorkloadCtx(ctx, s, spec)
-	if err != nil {
-		return nil, err
-	}
-	return p.release(ctx, spec, exact, r)
-}
-
-// release draws the planned release from the exact counts.
 func (p *workloadPlan) release(ctx context.Context, spec workloadSpec, exact map[domain.Cuboid][]float64, r *noise.Rand) (*Release, error) {
 	s := p.s
 	for _, c := range p.needs() {
@@ -1100,9 +887,9 @@ func (p *workloadPlan) release(ctx context.Context, spec workloadSpec, exact map
 
 // newRelease returns the release the plan describes before any counts: its
 // tables (Counts nil), measurements, the invariants inv and the privacy
-// story, which depend on the schema and the spec alone. releaseWorkload and
-// newWorkloadPlan both build their release with it, so a planned release's
-// metadata is the drawn release's.
+// story, which depend on the schema and the spec alone. release and
+// newWorkloadPlanContext both build their release with it, so a planned
+// release's metadata is the drawn release's.
 func (p *workloadPlan) newRelease(spec workloadSpec, inv []estimate.Invariant, seeded bool) (*Release, error) {
 	rel := &Release{
 		Schema:          p.s,
@@ -1147,105 +934,20 @@ func (p *workloadPlan) newRelease(spec workloadSpec, inv []estimate.Invariant, s
 }
 
 // estimate fills the counts of every table from the invariants and the
-// noisy measurements. A noisy array with the capacity of its extended array
-// is overwritten by it.
+// noisy measurements (resbasis.Basis.Estimate). A noisy array with the
+// capacity of its extended array is overwritten by it.
 func (p *workloadPlan) estimate(tables []Table, inv []estimate.Invariant, noisy [][]float64) {
-	invExt := make([][]float64, len(inv))
-	measExt := make([][]float64, len(noisy))
+	cs := make([]domain.Cuboid, len(tables))
 	for i, t := range tables {
-		if t.Public {
-			tables[i].Counts = p.fromInvariant(t.Cuboid, inv)
-			continue
-		}
-		c := t.Cuboid
-		dst := make([]float64, tensor.ExtSize(tensor.SubSizes(p.sizes, c)))
-		for e, v := range inv {
-			if w, nz := p.weights(c, v.Cuboid, e, -1); nz {
-				if invExt[e] == nil {
-					invExt[e] = tensor.Extend(tensor.SubSizes(p.sizes, v.Cuboid), v.Counts)
-				}
-				tensor.Transfer(p.sizes, v.Cuboid, invExt[e], c, dst, w)
-			}
-		}
-		for k, m := range p.meas {
-			if w, nz := p.weights(c, m.c, -1, k); nz {
-				if measExt[k] == nil {
-					sizes := tensor.SubSizes(p.sizes, m.c)
-					if n := tensor.ExtSize(sizes); cap(noisy[k]) >= n {
-						measExt[k] = noisy[k][:n]
-						tensor.ExtendInPlace(sizes, measExt[k])
-					} else {
-						measExt[k] = tensor.Extend(sizes, noisy[k])
-					}
-				}
-				tensor.Transfer(p.sizes, m.c, measExt[k], c, dst, w)
-			}
-		}
-		// A copy, so that the larger extended array is not kept alive.
-		tables[i].Counts = slices.Clone(tensor.Contract(tensor.SubSizes(p.sizes, c), dst))
+		cs[i] = t.Cuboid
 	}
-}
-
-// fromInvariant returns the counts of a public cuboid c, summed from an
-// invariant that determines it (c's other dimensions have size 1).
-func (p *workloadPlan) fromInvariant(c domain.Cuboid, inv []estimate.Invariant) []float64 {
-	eff := c &^ sensitivity.TrivialDims(p.s)
-	for _, v := range inv {
-		if eff.AncestorOf(v.Cuboid) {
-			out := make([]float64, p.s.CuboidSize(c))
-			tensor.Project(tensor.SubSizes(p.sizes, v.Cuboid), tensor.Reindex(c&v.Cuboid, v.Cuboid), v.Counts, out)
-			return out
-		}
+	ms := make([]resbasis.Marginal, len(inv))
+	for i, v := range inv {
+		ms[i] = resbasis.Marginal{Cuboid: v.Cuboid, Counts: v.Counts}
 	}
-	panic("cube: public cuboid without an invariant") // planWorkload checked it
-}
-
-// weights returns, for the residuals common to table c and a source (the
-// invariant of index e, or the measurement of index k), the weight with
-// which the source's block enters the table's estimate, indexed by pattern
-// (see transfer), and whether any is non-zero.
-func (p *workloadPlan) weights(c, src domain.Cuboid, e, k int) ([]float64, bool) {
-	common := (c & src).Dims()
-	w := make([]float64, 1<<len(common))
-	nz := false
-	for pat := range w {
-		var a domain.Cuboid
-		for b, d := range common {
-			if pat&(1<<b) != 0 {
-				a |= 1 << d
-			}
-		}
-		r, ok := p.res[a]
-		if !ok {
-			continue // has a dimension of size 1: zero
-		}
-		switch {
-		case r.status == resFixed && e >= 0 && r.source == e:
-			w[pat] = 1
-		case r.status == resFree && k >= 0 && (!p.meas[k].resid || a == p.meas[k].c):
-			// A residual measurement informs its own residual only.
-			m := p.meas[k]
-			w[pat] = 1 / (m.v * float64(p.s.CuboidSize(m.c)) * r.w)
-		}
-		nz = nz || w[pat] != 0
+	for i, x := range p.basis.Estimate(cs, ms, noisy) {
+		tables[i].Counts = x
 	}
-	return w, nz
-}
-
-// releaseWorkloadCube projects the cuboids the plan of spec needs from the
-// cube c and releases them as releaseWorkload does (planning once, under
-// ctx).
-func releaseWorkloadCube(ctx context.Context, c *cube.Cube, spec workloadSpec, r *noise.Rand) (*Release, error) {
-	p, err := planWorkloadCtx(ctx, c.Schema, spec)
-	if err != nil {
-		return nil, err
-	}
-	needs := p.needs()
-	exact := make(map[domain.Cuboid][]float64, len(needs))
-	for _, n := range needs {
-		exact[n] = c.Project(n)
-	}
-	return p.release(ctx, spec, exact, r)
 }
 
 // TableFileName returns the file name of a released table at its finest

@@ -26,7 +26,7 @@ func TestGaussianWorkloadPrivacy(t *testing.T) {
 	for _, exact := range [][]domain.Cuboid{nil, {0b001}, {0b011, 0b110}} {
 		spec := workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Exact: exact,
 			Cuboids: []domain.Cuboid{0b011, 0b110, 0b101, 0b111}}
-		w, err := releaseWorkloadCube(ctx, c, spec, noise.NewRand())
+		w, err := runWorkloadCube(ctx, c, spec, noise.NewRand())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func TestGaussianWorkloadCoverage(t *testing.T) {
 	spec := workloadSpec{Mechanism: MechanismGaussian, Rho: rho(t, 0.2), Delta: 1e-6, Exact: []domain.Cuboid{0b001},
 		Cuboids: []domain.Cuboid{0b011, 0b110, 0b101, 0b010}}
 	cov := coverage(t, 300, func(r *noise.Rand) ([][]float64, [][]float64, []float64) {
-		w, err := releaseWorkloadCube(ctx, c, spec, r)
+		w, err := runWorkloadCube(ctx, c, spec, r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,22 +105,22 @@ func TestGaussianOptimalSplit(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := p.objective()
-		if o.power != 1 {
-			t.Fatalf("power %v", o.power)
+		if o.Power != 1 {
+			t.Fatalf("power %v", o.Power)
 		}
 		// The gradient against central finite differences.
-		x := make([]float64, len(o.c))
+		x := make([]float64, len(o.C))
 		for i := range x {
 			x[i] = float64(i+1) / float64(len(x)*(len(x)+1)/2)
 		}
 		g := make([]float64, len(x))
-		o.gradient(x, g)
+		o.Gradient(x, g)
 		for k := range x {
 			h := 1e-6 * x[k]
 			up, down := append([]float64(nil), x...), append([]float64(nil), x...)
 			up[k] += h
 			down[k] -= h
-			if fd := (o.value(up) - o.value(down)) / (2 * h); math.Abs(fd-g[k]) > 1e-5*math.Abs(fd) {
+			if fd := (o.Value(up) - o.Value(down)) / (2 * h); math.Abs(fd-g[k]) > 1e-5*math.Abs(fd) {
 				t.Errorf("%s: gradient %v, finite difference %v", tc.name, g[k], fd)
 			}
 		}
@@ -128,12 +128,12 @@ func TestGaussianOptimalSplit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fopt := o.value(opt)
+		fopt := o.Value(opt)
 		equal := make([]float64, len(opt))
 		for i := range equal {
 			equal[i] = 1 / float64(len(equal))
 		}
-		if fe := o.value(equal); fopt > fe*(1+1e-9) {
+		if fe := o.Value(equal); fopt > fe*(1+1e-9) {
 			t.Errorf("%s: optimal %v worse than equal %v", tc.name, fopt, fe)
 		}
 		r := noise.NewSeeded(5)
@@ -143,13 +143,13 @@ func TestGaussianOptimalSplit(t *testing.T) {
 				x[i] = float64(r.Uint64N(1000)+1) / 1000
 			}
 			normalise(x)
-			if f := o.value(x); f < fopt*(1-1e-6) {
+			if f := o.Value(x); f < fopt*(1-1e-6) {
 				t.Errorf("%s: a random split %v does better (%v < %v)", tc.name, x, f, fopt)
 				break
 			}
 		}
 		if tc.name == "disjoint" {
-			cf := o.closedForm()
+			cf := o.ClosedForm()
 			for i := range cf {
 				if math.Abs(cf[i]-opt[i]) > 1e-6 {
 					t.Errorf("disjoint: optimal %v, closed form %v", opt, cf)

@@ -63,7 +63,7 @@ func TestWorkloadPostProcessing(t *testing.T) {
 			Cuboids: []domain.Cuboid{0b0011, 0b0101, 0b1001, 0b1010, 0b1100, 0b0010},
 		}
 		for _, integer := range []bool{false, true} {
-			w, err := releaseWorkloadCube(ctx, c, spec, noise.NewSeeded(uint64(trial)))
+			w, err := runWorkloadCube(ctx, c, spec, noise.NewSeeded(uint64(trial)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,14 +22,11 @@ package release
 // is the whole estimate of the table.
 
 import (
-	"cmp"
 	"context"
-	"slices"
 
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/estimate"
 	"github.com/knowdp/knowdp/noise"
-	"github.com/knowdp/knowdp/sensitivity"
 )
 
 // WorkloadPlan is a release of tables at their finest levels without its
@@ -51,17 +48,12 @@ type WorkloadPlan struct {
 	p       *workloadPlan
 }
 
-// newWorkloadPlan plans the release spec describes, as releaseWorkload would:
-// it returns the same errors for a bad spec, and a Release with every
-// table, measurement, invariant, share, error and the privacy story
-// (Epsilon, Rho and Delta as releaseWorkload fills them; Seeded as given,
-// since the plan draws no noise itself). It reads no data.
-func newWorkloadPlan(s *domain.Schema, spec workloadSpec, seeded bool) (*WorkloadPlan, error) {
-	return newWorkloadPlanContext(context.Background(), s, spec, seeded)
-}
-
-// newWorkloadPlanContext is newWorkloadPlan under ctx: the optimal split's
-// search stops when ctx ends, and the plan fails with ctx's error.
+// newWorkloadPlanContext plans the release spec describes: the same errors
+// for a bad spec as the release, and a Release with every table,
+// measurement, invariant, share, error and the privacy story (Seeded as
+// given, since the plan draws no noise itself). It reads no data. The
+// optimal split's search stops when ctx ends, and the plan fails with
+// ctx's error.
 func newWorkloadPlanContext(ctx context.Context, s *domain.Schema, spec workloadSpec, seeded bool) (*WorkloadPlan, error) {
 	p, err := planWorkloadCtx(ctx, s, spec)
 	if err != nil {
@@ -83,8 +75,7 @@ func newWorkloadPlanContext(ctx context.Context, s *domain.Schema, spec workload
 func (p *WorkloadPlan) Needs() []domain.Cuboid { return p.p.needs() }
 
 // releaseFrom draws the planned release from the exact counts of the
-// cuboids Needs lists, as releaseWorkload does with the same spec and
-// generator, without planning it again.
+// cuboids Needs lists, without planning it again.
 func (p *WorkloadPlan) releaseFrom(ctx context.Context, exact map[domain.Cuboid][]float64, r *noise.Rand) (*Release, error) {
 	return p.p.release(ctx, p.spec, exact, r)
 }
@@ -129,8 +120,8 @@ type EstimateTerm struct {
 //
 //	Coef = β_B / Π_{d∈C\B} n_d,  β_B = Σ_{B⊆A⊆K} (-1)^{|A\B|} w_A,
 //
-// by Möbius inversion of the projections onto the residuals (see the file
-// comment). Terms whose coefficient is exactly zero are left out (others,
+// by Möbius inversion of the projections onto the residuals
+// (resbasis.Basis.Terms). Terms whose coefficient is exactly zero are left out (others,
 // however small, are kept, so the sum is the estimate's to rounding). A
 // public table has exactly one term: the first invariant that determines
 // it, on the table's dimensions within it, with coefficient 1, so that it
@@ -138,67 +129,10 @@ type EstimateTerm struct {
 // by source, then by increasing Margin.
 func (p *WorkloadPlan) Terms(table int) []EstimateTerm {
 	q := p.p
-	c := q.tables[table].Cuboid
-	if q.tables[table].Public {
-		eff := c &^ sensitivity.TrivialDims(q.s)
-		for e, v := range q.exact {
-			if eff.AncestorOf(v) {
-				return []EstimateTerm{{Source: e, Margin: c & v, Coef: 1}}
-			}
-		}
-		panic("cube: public cuboid without an invariant") // planWorkload checked it
-	}
-	var out []EstimateTerm
-	for e, v := range q.exact {
-		if w, nz := q.weights(c, v, e, -1); nz {
-			out = q.appendTerms(out, e, c, v, w)
-		}
-	}
-	for k, m := range q.meas {
-		if w, nz := q.weights(c, m.c, -1, k); nz {
-			out = q.appendTerms(out, len(q.exact)+k, c, m.c, w)
-		}
-	}
-	return out
-}
-
-// appendTerms appends to out the terms of source i, of cuboid src, in the
-// estimate of table c, whose weights w are indexed by pattern over the
-// common dimensions (see transfer).
-func (p *workloadPlan) appendTerms(out []EstimateTerm, i int, c, src domain.Cuboid, w []float64) []EstimateTerm {
-	common := (c & src).Dims()
-	// β_B = Σ_{A⊇B} (-1)^{|A\B|} w_A, one dimension at a time: after the
-	// pass over bit b, beta[B] is the alternating sum over the supersets
-	// of B that differ from it in the bits done so far.
-	beta := slices.Clone(w)
-	for b := range common {
-		bit := 1 << b
-		for pat := range beta {
-			if pat&bit == 0 {
-				beta[pat] -= beta[pat|bit]
-			}
-		}
-	}
-	type term struct {
-		b    domain.Cuboid
-		coef float64
-	}
-	var terms []term
-	for pat, v := range beta {
-		if v == 0 {
-			continue
-		}
-		var b domain.Cuboid
-		for k, d := range common {
-			if pat&(1<<k) != 0 {
-				b |= 1 << d
-			}
-		}
-		terms = append(terms, term{b, v / float64(p.s.CuboidSize(c&^b))})
-	}
-	slices.SortFunc(terms, func(x, y term) int { return cmp.Compare(x.b, y.b) })
-	for _, t := range terms {
-		out = append(out, EstimateTerm{Source: i, Margin: t.b, Coef: t.coef})
+	ts := q.basis.Terms(q.tables[table].Cuboid)
+	out := make([]EstimateTerm, len(ts))
+	for i, t := range ts {
+		out[i] = EstimateTerm{Source: t.Source, Margin: t.Margin, Coef: t.Coef}
 	}
 	return out
 }

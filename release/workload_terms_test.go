@@ -113,13 +113,13 @@ func TestTermsMatchEstimate(t *testing.T) {
 	tested, public, strict, gaussian, marginals := 0, 0, 0, 0, 0
 	for _, tc := range termsCases(t) {
 		s := tc.s
-		wp, err := newWorkloadPlan(s, tc.spec, true)
+		wp, err := newWorkloadPlanContext(context.Background(), s, tc.spec, true)
 		if err != nil {
 			// A variant the random spec does not allow (no L2 closed form,
 			// no share for every marginal...): the plan refuses it as
 			// planWorkload does.
 			if _, err2 := planWorkload(s, tc.spec); err2 == nil || err2.Error() != err.Error() {
-				t.Fatalf("%s: newWorkloadPlan: %v, planWorkload: %v", tc.name, err, err2)
+				t.Fatalf("%s: newWorkloadPlanContext: %v, planWorkload: %v", tc.name, err, err2)
 			}
 			continue
 		}
@@ -202,7 +202,7 @@ func TestTermsCoefficients(t *testing.T) {
 	// One measurement of {d0,d1} and a grand-total invariant: the table
 	// {d0} is the measurement's d0-marginal with its total replaced by
 	// the invariant's: m_0(a) - T_meas/3 + T/3.
-	wp, err := newWorkloadPlan(s, workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0}, Cuboids: []domain.Cuboid{0b011, 0b001, 0b101, 0b100}, Measure: []domain.Cuboid{0b011}}, false)
+	wp, err := newWorkloadPlanContext(context.Background(), s, workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{0}, Cuboids: []domain.Cuboid{0b011, 0b001, 0b101, 0b100}, Measure: []domain.Cuboid{0b011}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,21 +233,27 @@ func TestPlanWorkloadMetadata(t *testing.T) {
 	for _, tc := range termsCases(t) {
 		for _, seeded := range []bool{true, false} {
 			exact := map[domain.Cuboid][]float64{}
-			wp, err := newWorkloadPlan(tc.s, tc.spec, seeded)
+			wp, err := newWorkloadPlanContext(context.Background(), tc.s, tc.spec, seeded)
 			if err != nil {
 				continue
 			}
 			full := &cube.Cube{Schema: tc.s, Counts: tc.base}
-			for _, c := range wp.p.needs() {
+			// What Run needs: a release of one table counts the table
+			// even when the invariants determine it.
+			needs, err := flatNeeds(tc.s, tc.spec)
+			if err != nil {
+				t.Fatalf("%s: NewPlan: %v (newWorkloadPlanContext planned it)", tc.name, err)
+			}
+			for _, c := range needs {
 				exact[c] = full.Project(c)
 			}
 			r := noise.NewRand()
 			if seeded {
 				r = noise.NewSeeded(9)
 			}
-			rel, err := releaseWorkload(ctx, tc.s, exact, tc.spec, r)
+			rel, err := runWorkload(ctx, tc.s, exact, tc.spec, r)
 			if err != nil {
-				t.Fatalf("%s: releaseWorkload: %v (newWorkloadPlan planned it)", tc.name, err)
+				t.Fatalf("%s: Run: %v (newWorkloadPlanContext planned it)", tc.name, err)
 			}
 			if got, want := wp.Release.Metadata(), rel.Metadata(); !reflect.DeepEqual(got, want) {
 				t.Errorf("%s seeded %v: plan metadata\n%+v\nrelease metadata\n%+v", tc.name, seeded, got, want)
@@ -285,7 +291,7 @@ func TestPlanWorkloadMetadata(t *testing.T) {
 	// A bad spec is refused with planWorkload's error.
 	s := testkit.TestSchema(t, 2, 3)
 	bad := workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{0b01, 0b01}}
-	_, err := newWorkloadPlan(s, bad, false)
+	_, err := newWorkloadPlanContext(context.Background(), s, bad, false)
 	_, want := planWorkload(s, bad)
 	if err == nil || want == nil || err.Error() != want.Error() {
 		t.Errorf("duplicate cuboids: %v, want %v", err, want)
@@ -295,7 +301,7 @@ func TestPlanWorkloadMetadata(t *testing.T) {
 // TestAddNoiseByBlocks: noising every measurement block by block from the
 // generators a pipeline derives (measurement k from the (k+1)-th Split of
 // the root; block i of a measurement of several chunks from the i-th Split
-// of that) reproduces releaseWorkload's noisy measurements exactly.
+// of that) reproduces Run's noisy measurements exactly.
 func TestAddNoiseByBlocks(t *testing.T) {
 	ctx := context.Background()
 	s := testkit.TestSchema(t, 600, 500, 3)
@@ -305,7 +311,7 @@ func TestAddNoiseByBlocks(t *testing.T) {
 		{Mechanism: MechanismGaussian, Rho: rho(t, 0.5), Delta: 1e-6, Cuboids: []domain.Cuboid{0b110, 0b011, 0b001}, Split: SplitEqual},
 	} {
 		spec.KeepMeasurements = true
-		wp, err := newWorkloadPlan(s, spec, true)
+		wp, err := newWorkloadPlanContext(context.Background(), s, spec, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +319,7 @@ func TestAddNoiseByBlocks(t *testing.T) {
 		for _, c := range wp.p.needs() {
 			exact[c] = full.Project(c)
 		}
-		rel, err := releaseWorkload(ctx, s, exact, spec, noise.NewSeeded(31))
+		rel, err := runWorkload(ctx, s, exact, spec, noise.NewSeeded(31))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -345,7 +351,7 @@ func TestAddNoiseByBlocks(t *testing.T) {
 	}
 	// The wrong generator gives other noise (the test above could not pass
 	// by accident).
-	wp, err := newWorkloadPlan(s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{0b001}}, true)
+	wp, err := newWorkloadPlanContext(context.Background(), s, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{0b001}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

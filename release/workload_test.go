@@ -344,7 +344,7 @@ func TestWorkloadTablesAgree(t *testing.T) {
 	for range 20 {
 		wc := randomWorkload(t, r)
 		s := wc.s
-		rel, err := releaseWorkload(context.Background(), s, wc.exact, wc.spec, noise.NewSeeded(r.Uint64()))
+		rel, err := runWorkload(context.Background(), s, wc.exact, wc.spec, noise.NewSeeded(r.Uint64()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -397,7 +397,7 @@ func TestOptimalSplit(t *testing.T) {
 			}
 		}
 		o := p.objective()
-		equal := make([]float64, len(o.c))
+		equal := make([]float64, len(o.C))
 		for i := range equal {
 			equal[i] = 1 / float64(len(equal))
 		}
@@ -405,12 +405,12 @@ func TestOptimalSplit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o.value(opt) > o.value(equal)*(1+1e-12) {
-			t.Errorf("optimal %v (%v) worse than equal (%v)", opt, o.value(opt), o.value(equal))
+		if o.Value(opt) > o.Value(equal)*(1+1e-12) {
+			t.Errorf("optimal %v (%v) worse than equal (%v)", opt, o.Value(opt), o.Value(equal))
 		}
 		// Gradient against central finite differences.
-		g := make([]float64, len(o.c))
-		o.gradient(opt, g)
+		g := make([]float64, len(o.C))
+		o.Gradient(opt, g)
 		for k := range g {
 			if opt[k] == 0 {
 				continue // dropped: on the boundary
@@ -419,7 +419,7 @@ func TestOptimalSplit(t *testing.T) {
 			up, dn := slices.Clone(opt), slices.Clone(opt)
 			up[k] += h
 			dn[k] -= h
-			fd := (o.value(up) - o.value(dn)) / (2 * h)
+			fd := (o.Value(up) - o.Value(dn)) / (2 * h)
 			if math.Abs(fd-g[k]) > 1e-6*math.Abs(g[k]) {
 				t.Errorf("gradient %d: %v, finite difference %v", k, g[k], fd)
 			}
@@ -438,14 +438,14 @@ func TestOptimalSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := o.closedForm()
+	closed := o.ClosedForm()
 	for k := range closed {
 		if math.Abs(closed[k]-opt[k]) > 1e-6 {
 			t.Errorf("disjoint: optimum %v, closed form %v", opt, closed)
 		}
 	}
 	g := make([]float64, len(closed))
-	o.gradient(closed, g)
+	o.Gradient(closed, g)
 	for k := range g {
 		if math.Abs(g[k]-g[0]) > 1e-9*math.Abs(g[0]) {
 			t.Errorf("disjoint: gradient %v not constant at the closed form", g)
@@ -461,7 +461,7 @@ func TestOptimalSplit(t *testing.T) {
 		for k := range x {
 			x[k] /= sum
 		}
-		if o.value(x) < o.value(closed) {
+		if o.Value(x) < o.Value(closed) {
 			t.Fatalf("disjoint: %v beats the closed form %v", x, closed)
 		}
 	}
@@ -500,11 +500,11 @@ func TestWorkloadSharesAndMetadata(t *testing.T) {
 	sexAge, _ := s.CuboidOf("sex", "age")
 	for _, split := range []Split{SplitOptimal, SplitEqual} {
 		spec := workloadSpec{Epsilon: eps(t, 0.7), Exact: []domain.Cuboid{sex}, Cuboids: []domain.Cuboid{sexCity, cityAge, sexAge, sex, 0}, Split: split}
-		a, err := releaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(5))
+		a, err := runWorkloadCube(context.Background(), c, spec, noise.NewSeeded(5))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := releaseWorkloadCube(context.Background(), c, spec, noise.NewSeeded(5))
+		b, _ := runWorkloadCube(context.Background(), c, spec, noise.NewSeeded(5))
 		var steps int64
 		var shares []float64
 		for i, tb := range a.Tables {
@@ -551,7 +551,7 @@ func TestWorkloadSharesAndMetadata(t *testing.T) {
 			t.Errorf("%d measurements in the metadata", len(m.Measurements))
 		}
 	}
-	rel, err := releaseWorkloadCube(context.Background(), c, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{sexCity}, DomainsFromData: true}, noise.NewRand())
+	rel, err := runWorkloadCube(context.Background(), c, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{sexCity}, DomainsFromData: true}, noise.NewRand())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,8 +602,14 @@ func TestWorkloadRejectsBadInput(t *testing.T) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
 		if tc.s == s {
-			if _, err2 := releaseWorkloadCube(context.Background(), c, tc.spec, noise.NewSeeded(1)); err2 == nil || err2.Error() != err.Error() {
-				t.Errorf("%s: releaseWorkload error %v, Needs error %v", tc.name, err2, err)
+			// The one path refuses it too, before any data is read, and
+			// releasing fails as planning does.
+			_, errPlan := NewPlan(s, tc.spec.spec())
+			if errPlan == nil {
+				t.Errorf("%s: NewPlan accepts it", tc.name)
+			}
+			if _, err2 := runWorkloadCube(context.Background(), c, tc.spec, noise.NewSeeded(1)); err2 == nil || errPlan == nil || err2.Error() != errPlan.Error() {
+				t.Errorf("%s: release error %v, NewPlan error %v", tc.name, err2, errPlan)
 			}
 		}
 	}
@@ -613,13 +619,13 @@ func TestWorkloadRejectsBadInput(t *testing.T) {
 		exact map[domain.Cuboid][]float64
 		want  string
 	}{
-		"missing":       {map[domain.Cuboid][]float64{1: c.Project(1)}, "exact counts of cuboid {d0,d1} are missing"},
-		"short":         {map[domain.Cuboid][]float64{1: c.Project(1), 3: {1, 2}}, "cuboid {d0,d1} has 6 cells, got 2 counts"},
+		"missing":       {map[domain.Cuboid][]float64{1: c.Project(1)}, "counts of cuboid {d0,d1} are missing"},
+		"short":         {map[domain.Cuboid][]float64{1: c.Project(1), 3: {1, 2}}, "counts of cuboid {d0,d1} are missing or have the wrong size (2 values for 6 cells)"},
 		"negative":      {map[domain.Cuboid][]float64{1: {-1, 2}, 3: c.Project(3)}, "count -1 must be finite and non-negative"},
-		"no exact":      {map[domain.Cuboid][]float64{3: c.Project(3)}, "exact counts of cuboid {d0} are missing"},
+		"no exact":      {map[domain.Cuboid][]float64{3: c.Project(3)}, "counts of cuboid {d0} are missing"},
 		"extra ignored": {map[domain.Cuboid][]float64{1: {1, 2}, 3: c.Project(3), 2: {1, 1, 0}}, ""},
 	} {
-		_, err := releaseWorkload(context.Background(), s, tc.exact, spec, noise.NewSeeded(1))
+		_, err := runWorkload(context.Background(), s, tc.exact, spec, noise.NewSeeded(1))
 		if tc.want == "" {
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
@@ -630,7 +636,20 @@ func TestWorkloadRejectsBadInput(t *testing.T) {
 			t.Errorf("%s: error %v, want one containing %q", name, err, tc.want)
 		}
 	}
-	_, err := releaseWorkload(context.Background(), s, map[domain.Cuboid][]float64{1: {1, 2}, 2: {1, 1, 0}, 3: c.Project(3)},
+	// The same, through the workload engine (two tables).
+	two := workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{1}, Cuboids: []domain.Cuboid{3, 2}}
+	for name, tc := range map[string]struct {
+		exact map[domain.Cuboid][]float64
+		want  string
+	}{
+		"missing": {map[domain.Cuboid][]float64{1: c.Project(1), 2: c.Project(2)}, "exact counts of cuboid {d0,d1} are missing"},
+		"short":   {map[domain.Cuboid][]float64{1: c.Project(1), 2: c.Project(2), 3: {1, 2}}, "cuboid {d0,d1} has 6 cells, got 2 counts"},
+	} {
+		if _, err := runWorkload(context.Background(), s, tc.exact, two, noise.NewSeeded(1)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("two tables, %s: error %v, want one containing %q", name, err, tc.want)
+		}
+	}
+	_, err := runWorkload(context.Background(), s, map[domain.Cuboid][]float64{1: {1, 2}, 2: {1, 1, 0}, 3: c.Project(3)},
 		workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{1, 2}, Cuboids: []domain.Cuboid{3}}, noise.NewSeeded(1))
 	if !errors.Is(err, estimate.ErrInconsistent) {
 		t.Errorf("disagreeing invariants: %v", err)
@@ -638,7 +657,7 @@ func TestWorkloadRejectsBadInput(t *testing.T) {
 	// Without a closed form, an explicit sensitivity makes the guarantee
 	// conditional.
 	bc := &cube.Cube{Schema: big, Counts: make([]float64, big.Cells())}
-	rel, err := releaseWorkloadCube(context.Background(), bc, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{15}, Exact: []domain.Cuboid{3, 6, 12}, Sensitivity: 12}, noise.NewRand())
+	rel, err := runWorkloadCube(context.Background(), bc, workloadSpec{Epsilon: eps(t, 1), Cuboids: []domain.Cuboid{15}, Exact: []domain.Cuboid{3, 6, 12}, Sensitivity: 12}, noise.NewRand())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -787,7 +806,7 @@ func TestArrestsStrategies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	needs, err := spec.Needs(s)
+	needs, err := flatNeeds(s, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -799,7 +818,7 @@ func TestArrestsStrategies(t *testing.T) {
 	var sq, want float64
 	const reps = 60
 	for range reps {
-		rel, err := releaseWorkload(context.Background(), s, exact, spec, noise.NewSeeded(r.Uint64()))
+		rel, err := runWorkload(context.Background(), s, exact, spec, noise.NewSeeded(r.Uint64()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -854,7 +873,7 @@ func BenchmarkWorkload(b *testing.B) {
 	for i := range c.Counts {
 		c.Counts[i] = float64(r.Uint64N(4))
 	}
-	needs, err := spec.Needs(s)
+	needs, err := flatNeeds(s, spec)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -864,14 +883,14 @@ func BenchmarkWorkload(b *testing.B) {
 	}
 	b.Run("marginals", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := releaseWorkload(context.Background(), s, exact, spec, r); err != nil {
+			if _, err := runWorkload(context.Background(), s, exact, spec, r); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("cube", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := releaseWorkloadCube(context.Background(), c, spec, r); err != nil {
+			if _, err := runWorkloadCube(context.Background(), c, spec, r); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -880,7 +899,7 @@ func BenchmarkWorkload(b *testing.B) {
 	// every other table's estimate draws on them.
 	withBase := spec
 	withBase.Cuboids = append(slices.Clone(spec.Cuboids[:19]), domain.Base(s.NumDims()))
-	needs, err = withBase.Needs(s)
+	needs, err = flatNeeds(s, withBase)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -891,7 +910,7 @@ func BenchmarkWorkload(b *testing.B) {
 	}
 	b.Run("marginals+base", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := releaseWorkload(context.Background(), s, exact, withBase, r); err != nil {
+			if _, err := runWorkload(context.Background(), s, exact, withBase, r); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -907,7 +926,7 @@ func TestWorkloadWithoutBaseCube(t *testing.T) {
 	}
 	s := testkit.TestSchema(t, sizes...)
 	spec := workloadSpec{Epsilon: eps(t, 1), Exact: []domain.Cuboid{testkit.CuboidOf([]int{0, 1, 2})}, Cuboids: []domain.Cuboid{testkit.CuboidOf([]int{2, 3}), testkit.CuboidOf([]int{3, 4}), testkit.CuboidOf([]int{1})}}
-	needs, err := spec.Needs(s)
+	needs, err := flatNeeds(s, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -924,7 +943,7 @@ func TestWorkloadWithoutBaseCube(t *testing.T) {
 		}
 		exact[n] = x
 	}
-	rel, err := releaseWorkload(context.Background(), s, exact, spec, noise.NewSeeded(1))
+	rel, err := runWorkload(context.Background(), s, exact, spec, noise.NewSeeded(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -999,7 +1018,7 @@ func TestExpectedRMSESeparateNested(t *testing.T) {
 		truth := c.Project(cb)
 		var sq float64
 		for range runs {
-			rel, err := releaseCube(context.Background(), c, cuboidSpec{Epsilon: share, Exact: spec.Exact, Cuboid: cb}, r)
+			rel, err := runCube(context.Background(), c, cuboidSpec{Epsilon: share, Exact: spec.Exact, Cuboid: cb}, r)
 			if err != nil {
 				t.Fatal(err)
 			}
