@@ -215,7 +215,7 @@ func planAndCompute(t *testing.T, d *dataset, body string) {
 		}
 	}
 	if pl.fresh != nil {
-		if moe, err := pl.fresh(); err != nil || !(moe >= 0) || math.IsInf(moe, 0) {
+		if moe, err := pl.fresh(context.Background()); err != nil || !(moe >= 0) || math.IsInf(moe, 0) {
 			t.Fatalf("%s: a fresh measurement's moe90 %v, %v", body, moe, err)
 		}
 	}

@@ -396,7 +396,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request, p principal) (err e
 	}
 	var notice *derivedNotice
 	if drv != nil {
-		if notice, err = drv.notice(d, q, pl); err != nil {
+		if notice, err = drv.notice(ctx, d, q, pl); err != nil {
 			return err
 		}
 	}

@@ -476,3 +476,28 @@ func TestRefusedSplitCostsRateLimit(t *testing.T) {
 		t.Fatalf("the refusal was stored: %+v", es)
 	}
 }
+
+// TestFreshPlanningStops: the margin of error a derived answer quotes for
+// a fresh measurement comes from planning that fresh query, strategy
+// search included (under invariants it is not instant), and that planning
+// runs under the request's context: a client that has gone stops it.
+func TestFreshPlanningStops(t *testing.T) {
+	s := startServer(t, Config{DataDir: t.TempDir()})
+	s.registerArrests("arrests", 10, []string{"year"}, []string{"colour", "sex"})
+	q, err := decodeQuery([]byte(`{"kind":"cuboid","epsilon":1,"cuboid":["agegroup","checks"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := planQuery(context.Background(), s.srv.sets["arrests"], q)
+	if err != nil || pl.fresh == nil {
+		t.Fatalf("plan %v, fresh set %v", err, pl != nil && pl.fresh != nil)
+	}
+	if moe, err := pl.fresh(context.Background()); err != nil || !(moe > 0) {
+		t.Fatalf("fresh moe90 %v, %v", moe, err)
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := pl.fresh(gone); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a fresh plan for a client that has gone: %v, want context.Canceled", err)
+	}
+}

@@ -424,11 +424,11 @@ type freshMeasurement struct {
 
 // notice returns the notice of a derived answer to q, whose plan pl is the
 // fresh measurement's (before apply makes it the derivation).
-func (dv *derivation) notice(d *dataset, q QueryRequest, pl *plan) (*derivedNotice, error) {
+func (dv *derivation) notice(ctx context.Context, d *dataset, q QueryRequest, pl *plan) (*derivedNotice, error) {
 	if pl.fresh == nil {
 		return nil, fmt.Errorf("derivable query %s without a fresh plan", pl.kind)
 	}
-	moe, err := pl.fresh()
+	moe, err := pl.fresh(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("the margin of error of a fresh measurement: %w", err)
 	}

@@ -136,7 +136,7 @@ type plan struct {
 	// fresh, set on a one-cuboid query that could be derived from earlier
 	// measurements, returns the margin of error a fresh measurement at the
 	// requested budget would have (from the mechanism alone).
-	fresh func() (float64, error)
+	fresh func(context.Context) (float64, error)
 	// compute draws the answer. Its errors are internal (never shown in
 	// detail to the analyst), and charged.
 	compute func(ctx context.Context, r *noise.Rand) (any, error)

@@ -250,9 +250,15 @@ func planTables(d *dataset, q QueryRequest, eps privacy.Epsilon, rho privacy.Rho
 		p.prepare, p.work = nil, 0
 	}
 	if !several && checked.Measured && !q.NonNeg && !q.Integer && spec.Tables[0].Flat() {
-		p.fresh = func() (float64, error) {
-			one, err := release.NewPlan(s, spec)
+		p.fresh = func(ctx context.Context) (float64, error) {
+			// Planned like the fresh query would be, strategy search
+			// included (under invariants it can take a while): under the
+			// request's context, so that a client that leaves stops it.
+			one, err := release.NewPlanContext(ctx, s, spec)
 			if err != nil {
+				if ctx.Err() != nil {
+					return 0, ctx.Err()
+				}
 				return 0, err
 			}
 			return one.Workload().Release.Tables[0].CellMOE90(), nil
