@@ -87,12 +87,9 @@ func planCross(s *domain.Schema, spec Spec, hier []int) (*crossPlan, error) {
 				return nil, fmt.Errorf("release: table %s is requested twice (tables %d and %d)", s.FormatView(v), j+1, i+1)
 			}
 		}
-		w := 1.0
-		if spec.Weights != nil {
-			w = spec.Weights[i]
-			if !(w > 0) || math.IsInf(w, 0) {
-				return nil, fmt.Errorf("release: weight of table %s must be finite and > 0, got %v", s.FormatView(v), w)
-			}
+		w, err := weightOf(spec.Weights, i, "table "+s.FormatView(v))
+		if err != nil {
+			return nil, err
 		}
 		t := Table{Cuboid: v.Dims, View: v, Weight: w}
 		for _, e := range p.exact {
@@ -357,25 +354,10 @@ func (p *crossPlan) newRelease(seeded bool) (*Release, error) {
 		} else {
 			spent = privacy.Sequential(spent, privacy.Pure(m.share))
 		}
-		x := Measurement{
-			Cuboid: m.v.Dims, View: m.v, Share: m.share.Float64(), Sensitivity: m.sens, SensitivityRule: m.rule,
-			Scale: m.lap.Scale(), Grid: m.lap.Grid(),
-			RhoShare: m.rhoShare.Float64(), L2Sensitivity: m.l2.Value, L2Rule: m.l2.Rule, Sigma: m.gauss.Sigma(),
-		}
-		if p.spec.Mechanism == MechanismGaussian {
-			x.Grid = m.gauss.Grid()
-		}
-		rel.Measurements = append(rel.Measurements, x)
+		rel.Measurements = append(rel.Measurements, m.stated(p.spec.Mechanism))
 	}
-	rel.Epsilon = spent.Epsilon()
-	if p.spec.Mechanism == MechanismGaussian {
-		rel.Budget, rel.Rho, rel.RhoBudget, rel.Delta = 0, spent.Rho(), p.spec.Rho.Float64(), p.spec.Delta
-		if rel.Rho > 0 {
-			var err error
-			if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, p.spec.Delta); err != nil {
-				return nil, fmt.Errorf("release: %w", err)
-			}
-		}
+	if err := rel.stateSpent(spent, p.spec.Mechanism, p.spec.Rho, p.spec.Delta); err != nil {
+		return nil, err
 	}
 	return rel, nil
 }

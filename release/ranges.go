@@ -135,12 +135,9 @@ func planRanges(ctx context.Context, s *domain.Schema, spec Spec, qs []TableQuer
 				return nil, fmt.Errorf("release: table %s (%v) is requested twice (tables %d and %d)", s.FormatView(v), qs[i].Kind, j+1, i+1)
 			}
 		}
-		w := 1.0
-		if spec.Weights != nil {
-			w = spec.Weights[i]
-			if !(w > 0) || math.IsInf(w, 0) {
-				return nil, fmt.Errorf("release: weight of table %s must be finite and > 0, got %v", s.FormatView(v), w)
-			}
+		w, err := weightOf(spec.Weights, i, "table "+s.FormatView(v))
+		if err != nil {
+			return nil, err
 		}
 		t := Table{Cuboid: v.Dims, Weight: w, Query: qs[i]}
 		for _, e := range p.exact {
@@ -510,15 +507,8 @@ func (p *rangePlan) newRelease(seeded bool) (*Release, error) {
 		}
 		rel.Measurements = append(rel.Measurements, x)
 	}
-	rel.Epsilon = spent.Epsilon()
-	if spec.Mechanism == MechanismGaussian {
-		rel.Budget, rel.Rho, rel.RhoBudget, rel.Delta = 0, spent.Rho(), spec.Rho.Float64(), spec.Delta
-		if rel.Rho > 0 {
-			var err error
-			if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
-				return nil, fmt.Errorf("release: %w", err)
-			}
-		}
+	if err := rel.stateSpent(spent, spec.Mechanism, spec.Rho, spec.Delta); err != nil {
+		return nil, err
 	}
 	return rel, nil
 }

@@ -145,6 +145,19 @@ type viewMeasurement struct {
 	variance float64
 }
 
+// stated is the measurement as the release states it.
+func (m viewMeasurement) stated(mech Mechanism) Measurement {
+	x := Measurement{
+		Cuboid: m.v.Dims, View: m.v, Share: m.share.Float64(), Sensitivity: m.sens, SensitivityRule: m.rule,
+		Scale: m.lap.Scale(), Grid: m.lap.Grid(),
+		RhoShare: m.rhoShare.Float64(), L2Sensitivity: m.l2.Value, L2Rule: m.l2.Rule, Sigma: m.gauss.Sigma(),
+	}
+	if mech == MechanismGaussian {
+		x.Grid = m.gauss.Grid()
+	}
+	return x
+}
+
 func (m viewMeasurement) dist(mech Mechanism) noise.Adder {
 	if mech == MechanismGaussian {
 		return m.gauss
@@ -264,12 +277,9 @@ func viewPlanOf(s *domain.Schema, spec viewSpec) (*viewPlan, error) {
 				return nil, fmt.Errorf("release: view %s is requested twice (views %d and %d)", s.FormatView(v), j+1, i+1)
 			}
 		}
-		w := 1.0
-		if spec.Weights != nil {
-			w = spec.Weights[i]
-			if !(w > 0) || math.IsInf(w, 0) {
-				return nil, fmt.Errorf("release: weight of view %s must be finite and > 0, got %v", s.FormatView(v), w)
-			}
+		w, err := weightOf(spec.Weights, i, "view "+s.FormatView(v))
+		if err != nil {
+			return nil, err
 		}
 		t := Table{Cuboid: v.Dims, View: v, Weight: w}
 		if rule, ok := p.publicBy(v); ok {
@@ -557,24 +567,10 @@ func (vp *viewsPlan) releaseFrom(ctx context.Context, counts map[domain.View][]f
 		} else {
 			spent = privacy.Sequential(spent, privacy.Pure(m.share))
 		}
-		rel.Measurements = append(rel.Measurements, Measurement{
-			Cuboid: m.v.Dims, View: m.v, Share: m.share.Float64(), Sensitivity: m.sens, SensitivityRule: m.rule,
-			Scale: m.lap.Scale(), Grid: m.lap.Grid(),
-			RhoShare: m.rhoShare.Float64(), L2Sensitivity: m.l2.Value, L2Rule: m.l2.Rule, Sigma: m.gauss.Sigma(),
-		})
-		if p.mech == MechanismGaussian {
-			rel.Measurements[k].Grid = m.gauss.Grid()
-		}
+		rel.Measurements = append(rel.Measurements, m.stated(p.mech))
 	}
-	rel.Epsilon = spent.Epsilon()
-	if p.mech == MechanismGaussian {
-		rel.Budget, rel.Rho, rel.RhoBudget, rel.Delta = 0, spent.Rho(), p.rho.Float64(), spec.Delta
-		if rel.Rho > 0 {
-			var err error
-			if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
-				return nil, fmt.Errorf("release: %w", err)
-			}
-		}
+	if err := rel.stateSpent(spent, p.mech, p.rho, spec.Delta); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -330,6 +330,36 @@ type measurement struct {
 	rn contrast.Noise
 }
 
+// weightOf is the weight of table i (named name in errors): weights[i],
+// finite and > 0, or 1 when no weights are given.
+func weightOf(weights []float64, i int, name string) (float64, error) {
+	if weights == nil {
+		return 1, nil
+	}
+	if w := weights[i]; !(w > 0) || math.IsInf(w, 0) {
+		return 0, fmt.Errorf("release: weight of %s must be finite and > 0, got %v", name, w)
+	}
+	return weights[i], nil
+}
+
+// stateSpent states what the measurements spent: epsilon under Laplace
+// noise; under Gaussian noise rho, the budget it came from and its (eps,
+// delta) equivalent at delta.
+func (rel *Release) stateSpent(spent privacy.Budget, mech Mechanism, budget privacy.Rho, delta float64) error {
+	rel.Epsilon = spent.Epsilon()
+	if mech != MechanismGaussian {
+		return nil
+	}
+	rel.Budget, rel.Rho, rel.RhoBudget, rel.Delta = 0, spent.Rho(), budget.Float64(), delta
+	if rel.Rho > 0 {
+		var err error
+		if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, delta); err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+	}
+	return nil
+}
+
 // dist is the measurement's noise distribution.
 func (m measurement) dist(mech Mechanism) noise.Adder {
 	if mech == MechanismGaussian {
@@ -483,12 +513,9 @@ func measuredPlan(s *domain.Schema, spec workloadSpec, start []float64) (*worklo
 				return nil, fmt.Errorf("release: cuboid %s is requested twice (cuboids %d and %d)", s.Format(c), j+1, i+1)
 			}
 		}
-		w := 1.0
-		if spec.Weights != nil {
-			w = spec.Weights[i]
-			if !(w > 0) || math.IsInf(w, 0) {
-				return nil, fmt.Errorf("release: weight of cuboid %s must be finite and > 0, got %v", s.Format(c), w)
-			}
+		w, err := weightOf(spec.Weights, i, "cuboid "+s.Format(c))
+		if err != nil {
+			return nil, err
 		}
 		if spec.Objective == ObjectiveMean {
 			// The weight of the table's mean cell variance.
@@ -920,15 +947,8 @@ func (p *workloadPlan) newRelease(spec workloadSpec, inv []estimate.Invariant, s
 			spent = privacy.Sequential(spent, privacy.Pure(m.share))
 		}
 	}
-	rel.Epsilon = spent.Epsilon()
-	if p.mech == MechanismGaussian {
-		rel.Budget, rel.Rho, rel.RhoBudget, rel.Delta = 0, spent.Rho(), p.rho.Float64(), spec.Delta
-		if rel.Rho > 0 {
-			var err error
-			if rel.Epsilon, err = privacy.EpsilonFor(rel.Rho, spec.Delta); err != nil {
-				return nil, fmt.Errorf("release: %w", err)
-			}
-		}
+	if err := rel.stateSpent(spent, p.mech, p.rho, spec.Delta); err != nil {
+		return nil, err
 	}
 	return rel, nil
 }
