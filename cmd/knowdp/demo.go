@@ -38,6 +38,27 @@ var demoScenarios = []demoScenario{
 // demoCuboids are the cuboids whose error the demo reports.
 var demoCuboids = []string{"year", "colour,sex", "colour,released", "agegroup", "checks", "year,colour,released"}
 
+// parseDemoFlags parses the flags every demo takes: --epsilon (help
+// epsHelp), --runs (by default runs, at least minRuns) and --seed.
+func parseDemoFlags(e *env, name string, args []string, epsHelp string, runs, minRuns int, runsHelp string) (privacy.Epsilon, int, seedFlag, error) {
+	fs := newFlagSet(e, name, name+" [--epsilon X] [--runs N] [--seed N]")
+	epsilon := fs.Float64("epsilon", 1, epsHelp)
+	n := fs.Int("runs", runs, runsHelp)
+	var seed seedFlag
+	fs.Var(&seed, "seed", seedUsage)
+	if err := parseFlags(fs, args); err != nil {
+		return privacy.Epsilon{}, 0, seed, err
+	}
+	eps, err := privacy.NewEpsilon(*epsilon)
+	if err != nil {
+		return privacy.Epsilon{}, 0, seed, usageErr(fs, "--epsilon: %v", err)
+	}
+	if *n < minRuns {
+		return privacy.Epsilon{}, 0, seed, usageErr(fs, "--runs must be at least %d, got %d", minRuns, *n)
+	}
+	return eps, *n, seed, nil
+}
+
 func runDemo(ctx context.Context, e *env, args []string) error {
 	if len(args) > 0 && args[0] == "hierarchy" {
 		return runDemoHierarchy(ctx, e, args[1:])
@@ -45,20 +66,9 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	if len(args) > 0 && args[0] == "units" {
 		return runDemoUnits(ctx, e, args[1:])
 	}
-	fs := newFlagSet(e, "demo", "demo [--epsilon X] [--runs N] [--seed N]")
-	epsilon := fs.Float64("epsilon", 1, "privacy loss eps > 0 of each release")
-	runs := fs.Int("runs", 200, "releases averaged for each error figure (>= 2, for the standard errors)")
-	var seed seedFlag
-	fs.Var(&seed, "seed", seedUsage)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	eps, err := privacy.NewEpsilon(*epsilon)
+	eps, runs, seed, err := parseDemoFlags(e, "demo", args, "privacy loss eps > 0 of each release", 200, 2, "releases averaged for each error figure (>= 2, for the standard errors)")
 	if err != nil {
-		return usageErr(fs, "--epsilon: %v", err)
-	}
-	if *runs < 2 {
-		return usageErr(fs, "--runs must be at least 2, got %d", *runs)
+		return err
 	}
 	tab, s, err := data.Arrests()
 	if err != nil {
@@ -72,12 +82,12 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 	w := e.stdout
 	fmt.Fprintf(w, "knowdp demo: Toronto arrests for marijuana possession, %s people (carData 3.0-5, GPL; see data/README.md)\n", domain.FormatCount(c.Total()))
 	fmt.Fprintf(w, "base cuboid %s: %d cells\nepsilon %g per release; errors are root-mean-square per cell over %d releases, ± one standard error\n",
-		s.Format(domain.Base(s.NumDims())), s.Cells(), eps.Float64(), *runs)
+		s.Format(domain.Base(s.NumDims())), s.Cells(), eps.Float64(), runs)
 	if r.Seeded() {
 		fmt.Fprintln(w, "SEEDED RUN: reproducible and NOT differentially private")
 	}
 	for i, sc := range demoScenarios {
-		if err := demoScenarioRun(ctx, e, c, sc, i+1, eps, *runs, r); err != nil {
+		if err := demoScenarioRun(ctx, e, c, sc, i+1, eps, runs, r); err != nil {
 			return err
 		}
 	}

@@ -25,20 +25,9 @@ var demoHierarchyExact = []string{"geo:state"}
 // integer tables that add up, and compares it with releasing each level
 // separately.
 func runDemoHierarchy(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "demo hierarchy", "demo hierarchy [--epsilon X] [--runs N] [--seed N]")
-	epsilon := fs.Float64("epsilon", 1, "privacy loss eps > 0 of the whole release")
-	runs := fs.Int("runs", 20, "releases averaged for each measured error (>= 1)")
-	var seed seedFlag
-	fs.Var(&seed, "seed", seedUsage)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	eps, err := privacy.NewEpsilon(*epsilon)
+	eps, runs, seed, err := parseDemoFlags(e, "demo hierarchy", args, "privacy loss eps > 0 of the whole release", 20, 1, "releases averaged for each measured error (>= 1)")
 	if err != nil {
-		return usageErr(fs, "--epsilon: %v", err)
-	}
-	if *runs < 1 {
-		return usageErr(fs, "--runs must be at least 1, got %d", *runs)
+		return err
 	}
 	tab, s, err := data.USGeo()
 	if err != nil {
@@ -114,14 +103,14 @@ func runDemoHierarchy(ctx context.Context, e *env, args []string) error {
 	one := make(map[domain.View]float64)
 	sep := make(map[domain.View]float64)
 	var sepGap float64
-	for range *runs {
+	for range runs {
 		rel, err := plan.Run(ctx, truth, r.Split())
 		if err != nil {
 			return err
 		}
 		var sepTables []release.Table
 		for _, t := range rel.Tables {
-			one[t.TableView()] += meanAbsDiff(t.Counts, truth[t.TableView()]) / float64(*runs)
+			one[t.TableView()] += meanAbsDiff(t.Counts, truth[t.TableView()]) / float64(runs)
 		}
 		measured := measuredCount(rel)
 		for _, t := range rel.Tables {
@@ -141,12 +130,12 @@ func runDemoHierarchy(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return err
 			}
-			sep[t.TableView()] += meanAbsDiff(alone.Tables[0].Counts, truth[t.TableView()]) / float64(*runs)
+			sep[t.TableView()] += meanAbsDiff(alone.Tables[0].Counts, truth[t.TableView()]) / float64(runs)
 			sepTables = append(sepTables, alone.Tables[0])
 		}
 		sepGap = math.Max(sepGap, addUpGap(s, sepTables))
 	}
-	fmt.Fprintf(w, "\nmean absolute error per cell over %d releases (measured against the truth):\n", *runs)
+	fmt.Fprintf(w, "\nmean absolute error per cell over %d releases (measured against the truth):\n", runs)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "table\tone budget, one estimate\teach level separately\t\n")
 	for _, v := range views {

@@ -11,7 +11,6 @@ import (
 	"github.com/knowdp/knowdp/data"
 	"github.com/knowdp/knowdp/domain"
 	"github.com/knowdp/knowdp/noise"
-	"github.com/knowdp/knowdp/privacy"
 	"github.com/knowdp/knowdp/release"
 	"github.com/knowdp/knowdp/unit"
 )
@@ -31,20 +30,9 @@ var demoUnitsK = []int{1, 3, 5, 10, 22, 47, 92}
 // per student at several bounds K, with the noise and the truncation each
 // costs, and with a private choice of K.
 func runDemoUnits(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, "demo units", "demo units [--epsilon X] [--runs N] [--seed N]")
-	epsilon := fs.Float64("epsilon", 1, "privacy loss eps > 0 of each release")
-	runs := fs.Int("runs", 20, "releases averaged for each measured error (>= 2)")
-	var seed seedFlag
-	fs.Var(&seed, "seed", seedUsage)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	eps, err := privacy.NewEpsilon(*epsilon)
+	eps, runs, seed, err := parseDemoFlags(e, "demo units", args, "privacy loss eps > 0 of each release", 20, 2, "releases averaged for each measured error (>= 2)")
 	if err != nil {
-		return usageErr(fs, "--epsilon: %v", err)
-	}
-	if *runs < 2 {
-		return usageErr(fs, "--runs must be at least 2, got %d", *runs)
+		return err
 	}
 	tab, s, err := data.InstEval()
 	if err != nil {
@@ -106,14 +94,14 @@ func runDemoUnits(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(w, "The student is the privacy unit: %d to %d ratings each (median %d, 90th percentile %d; shown because this data set is public).\n",
 		sorted[0], sorted[len(sorted)-1], quantile(0.5), quantile(0.9))
 	fmt.Fprintf(w, "Released: %s (%d cells) at epsilon %g, with %s (ratings per department) published exactly; errors are root-mean-square per cell over %d releases.\n",
-		s.FormatView(table), s.ViewSize(table), eps.Float64(), s.FormatView(exact), *runs)
+		s.FormatView(table), s.ViewSize(table), eps.Float64(), s.FormatView(exact), runs)
 	if r.Seeded() {
 		fmt.Fprintln(w, "SEEDED RUN: reproducible and NOT differentially private")
 	}
 
 	rms := func(run func(*noise.Rand) ([]float64, error)) (float64, error) {
 		sum := 0.0
-		for range *runs {
+		for range runs {
 			got, err := run(r.Split())
 			if err != nil {
 				return 0, err
@@ -123,7 +111,7 @@ func runDemoUnits(ctx context.Context, e *env, args []string) error {
 				sum += d * d
 			}
 		}
-		return math.Sqrt(sum / float64(*runs*len(truth))), nil
+		return math.Sqrt(sum / float64(runs*len(truth))), nil
 	}
 	tableOf := func(rel *release.Release) []float64 {
 		for _, t := range rel.Tables {
