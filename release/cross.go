@@ -369,14 +369,8 @@ func (p *crossPlan) newRelease(seeded bool) (*Release, error) {
 // of r).
 func (p *crossPlan) run(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
 	s := p.s
-	for _, v := range p.needs() {
-		x, ok := counts[v]
-		if !ok {
-			return nil, fmt.Errorf("release: the exact counts of view %s are missing", s.FormatView(v))
-		}
-		if want := s.ViewSize(v); len(x) != want {
-			return nil, fmt.Errorf("release: view %s has %d cells, got %d counts", s.FormatView(v), want, len(x))
-		}
+	if err := checkCounts(s, p.needs(), counts, false); err != nil {
+		return nil, err
 	}
 	rel, err := p.newRelease(r.Seeded())
 	if err != nil {

@@ -518,14 +518,8 @@ func (p *rangePlan) newRelease(seeded bool) (*Release, error) {
 // of r), then the one estimate.
 func (p *rangePlan) run(ctx context.Context, counts map[domain.View][]float64, r *noise.Rand) (*Release, error) {
 	s := p.s
-	for _, v := range p.needs() {
-		x, ok := counts[v]
-		if !ok {
-			return nil, fmt.Errorf("release: the exact counts of cuboid %s are missing", s.Format(v.Dims))
-		}
-		if want := s.ViewSize(v); len(x) != want {
-			return nil, fmt.Errorf("release: cuboid %s has %d cells, got %d counts", s.Format(v.Dims), want, len(x))
-		}
+	if err := checkCounts(s, p.needs(), counts, true); err != nil {
+		return nil, err
 	}
 	rel, err := p.newRelease(r.Seeded())
 	if err != nil {

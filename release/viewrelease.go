@@ -145,6 +145,27 @@ type viewMeasurement struct {
 	variance float64
 }
 
+// checkCounts checks that counts has every view needs lists, each with one
+// count per cell; flat names them as cuboids, else as views.
+func checkCounts(s *domain.Schema, needs []domain.View, counts map[domain.View][]float64, flat bool) error {
+	name := func(v domain.View) string {
+		if flat {
+			return "cuboid " + s.Format(v.Dims)
+		}
+		return "view " + s.FormatView(v)
+	}
+	for _, v := range needs {
+		x, ok := counts[v]
+		if !ok {
+			return fmt.Errorf("release: the exact counts of %s are missing", name(v))
+		}
+		if want := s.ViewSize(v); len(x) != want {
+			return fmt.Errorf("release: %s has %d cells, got %d counts", name(v), want, len(x))
+		}
+	}
+	return nil
+}
+
 // stated is the measurement as the release states it.
 func (m viewMeasurement) stated(mech Mechanism) Measurement {
 	x := Measurement{
@@ -514,14 +535,8 @@ func (vp *viewsPlan) releaseFrom(ctx context.Context, counts map[domain.View][]f
 		return vp.flat.releaseFrom(ctx, exact, r)
 	}
 	p, spec, s := vp.p, vp.spec, vp.p.s
-	for _, v := range p.needs() {
-		x, ok := counts[v]
-		if !ok {
-			return nil, fmt.Errorf("release: the exact counts of view %s are missing", s.FormatView(v))
-		}
-		if want := s.ViewSize(v); len(x) != want {
-			return nil, fmt.Errorf("release: view %s has %d cells, got %d counts", s.FormatView(v), want, len(x))
-		}
+	if err := checkCounts(s, p.needs(), counts, false); err != nil {
+		return nil, err
 	}
 	inv := make([]estimate.Invariant, len(p.exact))
 	for i, e := range p.exact {
